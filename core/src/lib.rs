@@ -1,0 +1,17 @@
+//! rmqha-core: Apache RocketMQ's broker storage and master/slave high availability,
+//! as an embeddable library.
+//!
+//! The CommitLog (`store`) is an append-only byte stream split into fixed-size memory-mapped
+//! segment files, byte-compatible with RocketMQ. ConsumeQueues and IndexFiles are derived
+//! from it by a dispatcher thread. A master streams CommitLog bytes to its slaves over
+//! RocketMQ's HA wire protocol (`ha`); a SYNC_MASTER put waits for a slave ack. A slave
+//! mirrors the master's configuration tables (`metadata`) over the remoting protocol
+//! (`remoting`, `sync`). `Broker` wires the parts for a role.
+//!
+//! Threads, not an async runtime: the library embeds into C, Python and Node hosts.
+
+pub mod error;
+pub mod metadata;
+pub mod remoting;
+
+pub use error::{Error, Result};
