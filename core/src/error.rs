@@ -8,7 +8,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     #[error("config: {0}")]
-    Config(String),
+    Config(#[from] crate::config::ConfigError),
     #[error("I/O error on {path}: {source}")]
     Io {
         path: PathBuf,

@@ -10,7 +10,9 @@
 //!
 //! Threads, not an async runtime: the library embeds into C, Python and Node hosts.
 
+pub mod config;
 pub mod error;
+pub mod message;
 pub mod metadata;
 pub mod remoting;
 

@@ -1,0 +1,767 @@
+//! `BrokerConfig`: every setting rmqha reads, under RocketMQ's own property keys and with
+//! RocketMQ's defaults (spec section 11), so a `broker.conf` written for RocketMQ works here.
+//!
+//! Where RocketMQ silently ignores a key it does not know and swallows bad values, rmqha
+//! warns about unknown keys by name and refuses a bad value with the key, the value and the
+//! line. Keys that RocketMQ knows but rmqha does not implement are accepted with a warning
+//! that says so, rather than pretending to honour them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::properties::parse_properties;
+
+/// The broker's part in its replica group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BrokerRole {
+    AsyncMaster,
+    SyncMaster,
+    Slave,
+}
+
+impl BrokerRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BrokerRole::AsyncMaster => "ASYNC_MASTER",
+            BrokerRole::SyncMaster => "SYNC_MASTER",
+            BrokerRole::Slave => "SLAVE",
+        }
+    }
+    pub fn is_master(self) -> bool {
+        !matches!(self, BrokerRole::Slave)
+    }
+}
+
+impl fmt::Display for BrokerRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// When a put is considered written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FlushDiskType {
+    AsyncFlush,
+    SyncFlush,
+}
+
+impl FlushDiskType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlushDiskType::AsyncFlush => "ASYNC_FLUSH",
+            FlushDiskType::SyncFlush => "SYNC_FLUSH",
+        }
+    }
+}
+
+impl fmt::Display for FlushDiskType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A configuration problem: which key, which value, where, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub path: Option<PathBuf>,
+    pub line: Option<usize>,
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(reason: impl Into<String>) -> Self {
+        ConfigError { key: None, value: None, path: None, line: None, reason: reason.into() }
+    }
+    fn for_key(key: &str, value: &str, reason: impl Into<String>) -> Self {
+        ConfigError {
+            key: Some(key.to_string()),
+            value: Some(value.to_string()),
+            path: None,
+            line: None,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(p) = &self.path {
+            write!(f, "{}", p.display())?;
+            if let Some(l) = self.line {
+                write!(f, ":{l}")?;
+            }
+            f.write_str(": ")?;
+        } else if let Some(l) = self.line {
+            write!(f, "line {l}: ")?;
+        }
+        match (&self.key, &self.value) {
+            (Some(k), Some(v)) => write!(f, "invalid value {v:?} for {k}: {}", self.reason),
+            (Some(k), None) => write!(f, "{k}: {}", self.reason),
+            _ => f.write_str(&self.reason),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+trait ConfigValue: Sized {
+    fn parse_value(s: &str) -> Result<Self, String>;
+    fn format_value(&self) -> String;
+}
+
+impl ConfigValue for String {
+    fn parse_value(s: &str) -> Result<Self, String> {
+        Ok(s.to_string())
+    }
+    fn format_value(&self) -> String {
+        self.clone()
+    }
+}
+
+impl ConfigValue for bool {
+    fn parse_value(s: &str) -> Result<Self, String> {
+        // Java's Boolean.parseBoolean turns any typo into `false`; a typo here is an error.
+        match s.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err("expected true or false".into()),
+        }
+    }
+    fn format_value(&self) -> String {
+        self.to_string()
+    }
+}
+
+macro_rules! int_value {
+    ($t:ty) => {
+        impl ConfigValue for $t {
+            fn parse_value(s: &str) -> Result<Self, String> {
+                s.trim().parse::<$t>().map_err(|e| format!("expected an integer ({e})"))
+            }
+            fn format_value(&self) -> String {
+                self.to_string()
+            }
+        }
+    };
+}
+int_value!(i32);
+int_value!(i64);
+
+impl ConfigValue for BrokerRole {
+    fn parse_value(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "ASYNC_MASTER" => Ok(BrokerRole::AsyncMaster),
+            "SYNC_MASTER" => Ok(BrokerRole::SyncMaster),
+            "SLAVE" => Ok(BrokerRole::Slave),
+            _ => Err("expected ASYNC_MASTER, SYNC_MASTER or SLAVE".into()),
+        }
+    }
+    fn format_value(&self) -> String {
+        self.as_str().into()
+    }
+}
+
+impl ConfigValue for FlushDiskType {
+    fn parse_value(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "ASYNC_FLUSH" => Ok(FlushDiskType::AsyncFlush),
+            "SYNC_FLUSH" => Ok(FlushDiskType::SyncFlush),
+            _ => Err("expected ASYNC_FLUSH or SYNC_FLUSH".into()),
+        }
+    }
+    fn format_value(&self) -> String {
+        self.as_str().into()
+    }
+}
+
+macro_rules! broker_config {
+    ($( $(#[doc = $doc:literal])* $field:ident : $ty:ty = $default:expr, $key:literal $(| $alias:literal)* ;)*) => {
+        /// Every setting of a broker, under RocketMQ's property keys (see the field docs for
+        /// each key). Build one with [`BrokerConfig::default`], [`BrokerConfig::from_map`] or
+        /// [`BrokerConfig::from_properties_file`], then [`BrokerConfig::set`] individual keys.
+        #[derive(Debug, Clone)]
+        pub struct BrokerConfig {
+            $( $(#[doc = $doc])* #[doc = concat!("\n\nProperty key `", $key, "`.")] pub $field: $ty, )*
+            /// Keys whose values were given explicitly (by canonical key name).
+            explicit: std::collections::BTreeSet<&'static str>,
+            /// Warnings collected while loading (unknown or unsupported keys).
+            pub warnings: Vec<String>,
+        }
+
+        impl Default for BrokerConfig {
+            fn default() -> Self {
+                BrokerConfig {
+                    $( $field: $default, )*
+                    explicit: Default::default(),
+                    warnings: Vec::new(),
+                }
+            }
+        }
+
+        impl BrokerConfig {
+            /// Every key rmqha understands, in canonical spelling.
+            pub const KEYS: &'static [&'static str] = &[$($key),*];
+
+            fn canonical_key(key: &str) -> Option<&'static str> {
+                match key {
+                    $( $key $(| $alias)* => Some($key), )*
+                    _ => None,
+                }
+            }
+
+            fn set_known(&mut self, canonical: &'static str, value: &str) -> Result<(), String> {
+                match canonical {
+                    $( $key => { self.$field = <$ty as ConfigValue>::parse_value(value)?; } )*
+                    _ => unreachable!("canonical key"),
+                }
+                self.explicit.insert(canonical);
+                Ok(())
+            }
+
+            /// The current value of a key (either spelling), as the string a properties file
+            /// would hold; `None` for a key rmqha does not know.
+            pub fn get(&self, key: &str) -> Option<String> {
+                match Self::canonical_key(key)? {
+                    $( $key => Some(<$ty as ConfigValue>::format_value(&self.$field)), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+broker_config! {
+    /// Name of the cluster the broker belongs to.
+    broker_cluster_name: String = "DefaultCluster".into(), "brokerClusterName";
+    /// Name of the replica group (master and its slaves share it).
+    broker_name: String = default_broker_name(), "brokerName";
+    /// 0 for a master; a slave's id is greater than 0.
+    broker_id: i64 = 0, "brokerId";
+    /// ASYNC_MASTER, SYNC_MASTER or SLAVE.
+    broker_role: BrokerRole = BrokerRole::AsyncMaster, "brokerRole";
+    /// ASYNC_FLUSH or SYNC_FLUSH (group commit).
+    flush_disk_type: FlushDiskType = FlushDiskType::AsyncFlush, "flushDiskType";
+    /// Name server addresses (accepted for compatibility; rmqha needs no name server).
+    namesrv_addr: String = String::new(), "namesrvAddr";
+    /// Remoting port; 0 picks a free port.
+    listen_port: i32 = 10911, "listenPort";
+    /// Address stored as the store host of every record and published to clients.
+    broker_ip1: String = String::new(), "brokerIP1";
+    /// Address published to slaves for HA.
+    broker_ip2: String = String::new(), "brokerIP2";
+    /// HA port; 0 picks a free port; unset means listenPort+1 (or 0 when listenPort is 0).
+    ha_listen_port: i32 = -1, "haListenPort";
+    /// Slave: the master's HA address `host:port`.
+    ha_master_address: String = String::new(), "haMasterAddress";
+    /// Slave: the master's remoting address `host:port`, for config sync.
+    master_address: String = String::new(), "masterAddress" | "masterAddr";
+    /// Milliseconds of silence after which an HA heartbeat is sent.
+    ha_send_heartbeat_interval: i64 = 5000, "haSendHeartbeatInterval";
+    /// Milliseconds without traffic after which an HA connection is closed.
+    ha_housekeeping_interval: i64 = 20000, "haHousekeepingInterval";
+    /// Maximum bytes per HA transfer frame (at most 4 MiB).
+    ha_transfer_batch_size: i32 = 32768, "haTransferBatchSize";
+    /// A slave this many bytes or more behind is not "available" for SYNC_MASTER puts.
+    ha_slave_fallbehind_max: i64 = 268_435_456, "haSlaveFallbehindMax" | "haMaxGapNotInSync";
+    /// How many distinct slaves must ack a SYNC_MASTER put (rmqha; RocketMQ 4.x waits for 1).
+    ha_sync_slave_count: i32 = 1, "haSyncSlaveCount";
+    /// true: an empty slave receives only the master's last CommitLog file (RocketMQ's
+    /// classic behaviour); false (default): the whole retained CommitLog.
+    sync_from_last_file: bool = false, "syncFromLastFile";
+    /// Milliseconds a SYNC_FLUSH put waits for the flush.
+    sync_flush_timeout: i64 = 5000, "syncFlushTimeout";
+    /// Milliseconds a SYNC_MASTER put waits for a slave ack.
+    slave_timeout: i64 = 3000, "slaveTimeout";
+    /// Root of the store (`~` expands to $HOME).
+    store_path_root_dir: String = "~/store".into(), "storePathRootDir";
+    /// CommitLog directory; empty means `<storePathRootDir>/commitlog`.
+    store_path_commit_log: String = String::new(), "storePathCommitLog";
+    /// Size of each CommitLog file in bytes.
+    mapped_file_size_commit_log: i64 = 1_073_741_824, "mappedFileSizeCommitLog" | "mapedFileSizeCommitLog";
+    /// Size of each ConsumeQueue file in bytes (rounded up to a multiple of 20).
+    mapped_file_size_consume_queue: i64 = 6_000_000, "mappedFileSizeConsumeQueue" | "mapedFileSizeConsumeQueue";
+    /// Hours of the day (`;`-separated) at which expired CommitLog files are deleted.
+    delete_when: String = "04".into(), "deleteWhen";
+    /// Hours a CommitLog file is kept.
+    file_reserved_time: i64 = 72, "fileReservedTime";
+    /// Disk usage percentage above which files are deleted at once.
+    disk_max_used_space_ratio: i32 = 75, "diskMaxUsedSpaceRatio";
+    /// Largest body accepted, in bytes.
+    max_message_size: i32 = 4_194_304, "maxMessageSize";
+    /// ASYNC_FLUSH: milliseconds between flushes.
+    flush_interval_commit_log: i64 = 500, "flushIntervalCommitLog";
+    /// ASYNC_FLUSH: pages (4 KiB) of new data needed before a flush.
+    flush_commit_log_least_pages: i32 = 4, "flushCommitLogLeastPages";
+    /// ASYNC_FLUSH: milliseconds after which everything is flushed regardless of pages.
+    flush_commit_log_thorough_interval: i64 = 10000, "flushCommitLogThoroughInterval";
+    /// ASYNC_FLUSH: sleep between flushes rather than waiting to be woken.
+    flush_commit_log_timed: bool = true, "flushCommitLogTimed";
+    /// Milliseconds between ConsumeQueue flushes.
+    flush_interval_consume_queue: i64 = 1000, "flushIntervalConsumeQueue";
+    /// Pages of new ConsumeQueue data needed before a flush.
+    flush_consume_queue_least_pages: i32 = 2, "flushConsumeQueueLeastPages";
+    /// Milliseconds after which the ConsumeQueues and the checkpoint are flushed regardless.
+    flush_consume_queue_thorough_interval: i64 = 60000, "flushConsumeQueueThoroughInterval";
+    /// Verify body CRCs while recovering.
+    check_crc_on_recover: bool = true, "checkCRCOnRecover";
+    /// Build IndexFiles for message keys.
+    message_index_enable: bool = true, "messageIndexEnable";
+    /// Recover the index conservatively after a crash.
+    message_index_safe: bool = false, "messageIndexSafe";
+    /// Hash slots per IndexFile.
+    max_hash_slot_num: i32 = 5_000_000, "maxHashSlotNum";
+    /// Entries per IndexFile.
+    max_index_num: i32 = 20_000_000, "maxIndexNum";
+    /// Most results of one key query.
+    max_msgs_num_batch: i32 = 64, "maxMsgsNumBatch";
+    /// Percentage of RAM within which CommitLog data counts as "in memory".
+    access_message_in_memory_max_ratio: i32 = 40, "accessMessageInMemoryMaxRatio";
+    /// A slave serves reads.
+    slave_read_enable: bool = false, "slaveReadEnable";
+    /// A slave corrects pull offsets like a master.
+    offset_check_in_slave: bool = false, "offsetCheckInSlave";
+    /// Milliseconds between retention passes.
+    clean_resource_interval: i64 = 10000, "cleanResourceInterval";
+    /// Milliseconds between deletions of two CommitLog files in one pass.
+    delete_commit_log_files_interval: i64 = 100, "deleteCommitLogFilesInterval";
+    /// Milliseconds after which a file still in use is deleted anyway.
+    destroy_maped_file_interval_forcibly: i64 = 120000, "destroyMapedFileIntervalForcibly";
+    /// Milliseconds between retries of a file whose deletion hung.
+    redelete_hanged_file_interval: i64 = 120000, "redeleteHangedFileInterval";
+    /// Milliseconds the put lock may be held before puts get OS_PAGE_CACHE_BUSY.
+    os_page_cache_busy_time_out_mills: i64 = 1000, "osPageCacheBusyTimeOutMills";
+    /// Pre-touch every page of a new CommitLog file (rmqha always pre-touches the next file in
+    /// the background; this also warms the first one synchronously).
+    warm_maped_file_enable: bool = false, "warmMapedFileEnable";
+    /// Delay levels of scheduled messages.
+    message_delay_level: String = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".into(), "messageDelayLevel";
+    /// Milliseconds between persists of the delay offsets.
+    flush_delay_offset_interval: i64 = 10000, "flushDelayOffsetInterval";
+    /// Milliseconds between persists of the consumer offsets.
+    flush_consumer_offset_interval: i64 = 5000, "flushConsumerOffsetInterval";
+    /// Slave: milliseconds between config syncs from the master.
+    slave_sync_interval_ms: i64 = 60000, "slaveSyncIntervalMs";
+    /// Most bytes of one pull when the data is in memory.
+    max_transfer_bytes_on_message_in_memory: i32 = 262_144, "maxTransferBytesOnMessageInMemory";
+    /// Most messages of one pull when the data is in memory.
+    max_transfer_count_on_message_in_memory: i32 = 32, "maxTransferCountOnMessageInMemory";
+    /// Most bytes of one pull when the data is on disk.
+    max_transfer_bytes_on_message_in_disk: i32 = 65_536, "maxTransferBytesOnMessageInDisk";
+    /// Most messages of one pull when the data is on disk.
+    max_transfer_count_on_message_in_disk: i32 = 8, "maxTransferCountOnMessageInDisk";
+    /// ConsumeQueue bytes scanned by one pull at least.
+    max_filter_message_size: i32 = 16000, "maxFilterMessageSize";
+    /// Create topics on first send.
+    auto_create_topic_enable: bool = true, "autoCreateTopicEnable";
+    /// Create subscription groups on first use.
+    auto_create_subscription_group: bool = true, "autoCreateSubscriptionGroup";
+    /// Queues of an auto-created topic.
+    default_topic_queue_nums: i32 = 8, "defaultTopicQueueNums";
+    /// Largest remoting frame accepted, in bytes.
+    remoting_max_frame_size: i32 = 16 * 1024 * 1024, "remotingMaxFrameSize";
+}
+
+/// RocketMQ keys that rmqha reads without acting on them; loading them warns once, by name.
+const UNSUPPORTED_KEYS: &[&str] = &[
+    "brokerPermission",
+    "sendMessageThreadPoolNums",
+    "pullMessageThreadPoolNums",
+    "queryMessageThreadPoolNums",
+    "adminBrokerThreadPoolNums",
+    "clientManageThreadPoolNums",
+    "consumerManageThreadPoolNums",
+    "transientStorePoolEnable",
+    "transientStorePoolSize",
+    "commitIntervalCommitLog",
+    "commitCommitLogLeastPages",
+    "commitCommitLogThoroughInterval",
+    "storePathIndex",
+    "storeCheckpoint",
+    "abortFile",
+    "enablePropertyFilter",
+    "aclEnable",
+    "enableDLegerCommitLog",
+    "enableControllerMode",
+    "controllerAddr",
+    "fetchNamesrvAddrByAddressServer",
+    "rejectTransactionMessage",
+    "useEpollNativeSelector",
+    "serverWorkerThreads",
+    "serverSelectorThreads",
+    "clientWorkerThreads",
+    "waitTimeMillsInSendQueue",
+    "duplicationEnable",
+    "totalReplicas",
+    "inSyncReplicas",
+    "minInSyncReplicas",
+    "allAckInSyncStateSet",
+    "enableAutoInSyncReplicas",
+    "haFlowControlEnable",
+    "maxHaTransferByteInSecond",
+    "haMaxTimeSlaveNotCatchup",
+    "asyncLearner",
+    "enableSlaveActingMaster",
+    "autoMessageVersionOnTopicLen",
+    "enabledAppendPropCRC",
+    "forceVerifyPropCRC",
+    "readUnCommitted",
+    "registerNameServerPeriod",
+    "flushCommitLogLeastPages_",
+];
+
+fn default_broker_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        if let Ok(s) = std::str::from_utf8(&buf[..end]) {
+            if !s.is_empty() {
+                return s.to_string();
+            }
+        }
+    }
+    "broker-a".into()
+}
+
+impl BrokerConfig {
+    /// Sets one key (either spelling of the renamed keys). An unknown key is not an error: it
+    /// is recorded in [`BrokerConfig::warnings`] and logged, since RocketMQ configs carry many
+    /// keys that do not concern storage or HA.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let key = key.trim();
+        if let Some(canonical) = Self::canonical_key(key) {
+            self.set_known(canonical, value).map_err(|reason| ConfigError::for_key(key, value, reason))?;
+            self.validate_key(canonical, value)
+        } else {
+            let msg = if UNSUPPORTED_KEYS.contains(&key) {
+                format!("config key {key} is a RocketMQ setting rmqha does not implement; ignored")
+            } else {
+                format!("unknown config key {key}; ignored")
+            };
+            tracing::warn!("{msg}");
+            self.warnings.push(msg);
+            Ok(())
+        }
+    }
+
+    /// A config from key/value pairs, like a properties file without lines.
+    pub fn from_map<K: AsRef<str>, V: AsRef<str>>(
+        map: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, ConfigError> {
+        let mut cfg = BrokerConfig::default();
+        for (k, v) in map {
+            cfg.set(k.as_ref(), v.as_ref())?;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads a RocketMQ-style `broker.properties` file.
+    pub fn from_properties_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: Some(path.to_path_buf()),
+            ..ConfigError::new(format!("cannot read config file: {e}"))
+        })?;
+        Self::from_properties_str(&text).map_err(|mut e| {
+            e.path = Some(path.to_path_buf());
+            e
+        })
+    }
+
+    /// Reads properties text (see [`BrokerConfig::from_properties_file`]).
+    pub fn from_properties_str(text: &str) -> Result<Self, ConfigError> {
+        let entries = parse_properties(text)
+            .map_err(|e| ConfigError { line: Some(e.line), ..ConfigError::new(e.reason) })?;
+        let mut cfg = BrokerConfig::default();
+        for e in entries {
+            cfg.set(&e.key, &e.value).map_err(|mut err| {
+                err.line = Some(e.line);
+                err
+            })?;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The config as `key=value` properties text (canonical keys, explicit values only unless
+    /// `all` is set).
+    pub fn to_properties(&self, all: bool) -> String {
+        let mut out = String::new();
+        for key in Self::KEYS {
+            if all || self.explicit.contains(key) {
+                let v = self.get(key).unwrap_or_default();
+                out.push_str(key);
+                out.push('=');
+                out.push_str(&escape_value(&v));
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Every key with its value, explicit or default.
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        Self::KEYS.iter().map(|k| (k.to_string(), self.get(k).unwrap_or_default())).collect()
+    }
+
+    /// Whether a key was set explicitly (not left at its default).
+    pub fn is_explicit(&self, key: &str) -> bool {
+        Self::canonical_key(key).is_some_and(|k| self.explicit.contains(k))
+    }
+
+    fn validate_key(&self, key: &'static str, value: &str) -> Result<(), ConfigError> {
+        let bad = |reason: &str| Err(ConfigError::for_key(key, value, reason));
+        match key {
+            "listenPort" if !(0..=65535).contains(&self.listen_port) => bad("must be 0..65535"),
+            "haListenPort" if !(-1..=65535).contains(&self.ha_listen_port) => {
+                bad("must be 0..65535 (or -1 for listenPort+1)")
+            }
+            "mappedFileSizeCommitLog"
+                if self.mapped_file_size_commit_log < 4096
+                    || self.mapped_file_size_commit_log > i32::MAX as i64 =>
+            {
+                bad("must be between 4096 and 2147483647 bytes")
+            }
+            "mappedFileSizeConsumeQueue"
+                if self.mapped_file_size_consume_queue < 20
+                    || self.mapped_file_size_consume_queue > i32::MAX as i64 =>
+            {
+                bad("must be between 20 and 2147483647 bytes")
+            }
+            "haTransferBatchSize" if !(1..=4 * 1024 * 1024).contains(&self.ha_transfer_batch_size) => {
+                bad("must be between 1 and 4194304 bytes")
+            }
+            "haSyncSlaveCount" if self.ha_sync_slave_count < 1 => bad("must be at least 1"),
+            "maxMessageSize" if self.max_message_size <= 0 => bad("must be positive"),
+            "diskMaxUsedSpaceRatio" if !(10..=95).contains(&self.disk_max_used_space_ratio) => {
+                bad("must be between 10 and 95")
+            }
+            "accessMessageInMemoryMaxRatio"
+                if !(0..=100).contains(&self.access_message_in_memory_max_ratio) =>
+            {
+                bad("must be between 0 and 100")
+            }
+            "haSendHeartbeatInterval"
+            | "haHousekeepingInterval"
+            | "syncFlushTimeout"
+            | "slaveTimeout"
+            | "flushIntervalCommitLog"
+            | "flushIntervalConsumeQueue"
+            | "slaveSyncIntervalMs"
+            | "cleanResourceInterval"
+            | "flushConsumerOffsetInterval"
+            | "flushDelayOffsetInterval"
+                if self.get(key).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0) <= 0 =>
+            {
+                bad("must be a positive number of milliseconds")
+            }
+            "maxHashSlotNum" if self.max_hash_slot_num <= 0 => bad("must be positive"),
+            "maxIndexNum" if self.max_index_num <= 1 => bad("must be greater than 1"),
+            "deleteWhen" if parse_delete_when(&self.delete_when).is_none() => {
+                bad("expected hours of the day 00..23 separated by ';'")
+            }
+            "brokerId" if self.broker_id < 0 => bad("must not be negative"),
+            "remotingMaxFrameSize" if self.remoting_max_frame_size < 1024 => bad("must be at least 1024"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks the relations between keys once all are set.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.broker_role == BrokerRole::Slave {
+            if self.broker_id == 0 && self.is_explicit("brokerId") {
+                return Err(ConfigError::for_key("brokerId", "0", "a SLAVE needs a brokerId greater than 0"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The broker id in effect: 0 for a master; a slave left at 0 becomes 1.
+    pub fn effective_broker_id(&self) -> i64 {
+        match self.broker_role {
+            BrokerRole::Slave if self.broker_id == 0 => 1,
+            BrokerRole::Slave => self.broker_id,
+            _ => 0,
+        }
+    }
+
+    /// `storePathRootDir` with `~` expanded.
+    pub fn store_root(&self) -> PathBuf {
+        expand_home(&self.store_path_root_dir)
+    }
+
+    /// The CommitLog directory (`storePathCommitLog`, or `<root>/commitlog`). RocketMQ's
+    /// `;`-separated multi-directory form is not supported; the first entry is used.
+    pub fn commit_log_dir(&self) -> PathBuf {
+        let first = self.store_path_commit_log.split(';').next().unwrap_or("").trim();
+        if first.is_empty() { self.store_root().join("commitlog") } else { expand_home(first) }
+    }
+
+    pub fn consume_queue_dir(&self) -> PathBuf {
+        self.store_root().join("consumequeue")
+    }
+    pub fn index_dir(&self) -> PathBuf {
+        self.store_root().join("index")
+    }
+    pub fn checkpoint_path(&self) -> PathBuf {
+        self.store_root().join("checkpoint")
+    }
+    pub fn abort_path(&self) -> PathBuf {
+        self.store_root().join("abort")
+    }
+    pub fn lock_path(&self) -> PathBuf {
+        self.store_root().join("lock")
+    }
+    pub fn config_dir(&self) -> PathBuf {
+        self.store_root().join("config")
+    }
+
+    /// ConsumeQueue file size rounded up to whole 20-byte units, as RocketMQ does.
+    pub fn consume_queue_file_size(&self) -> u64 {
+        let s = self.mapped_file_size_consume_queue.max(20) as u64;
+        s.div_ceil(20) * 20
+    }
+
+    /// The HA port to bind: explicit `haListenPort`, else listenPort+1 (0 stays 0).
+    pub fn effective_ha_port(&self) -> u16 {
+        if self.ha_listen_port >= 0 {
+            self.ha_listen_port as u16
+        } else if self.listen_port == 0 {
+            0
+        } else {
+            (self.listen_port as u16).saturating_add(1)
+        }
+    }
+
+    /// The hours of `deleteWhen`.
+    pub fn delete_when_hours(&self) -> Vec<u8> {
+        parse_delete_when(&self.delete_when).unwrap_or_else(|| vec![4])
+    }
+}
+
+fn parse_delete_when(s: &str) -> Option<Vec<u8>> {
+    let mut hours = Vec::new();
+    for part in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let h: u8 = part.parse().ok()?;
+        if h > 23 {
+            return None;
+        }
+        hours.push(h);
+    }
+    if hours.is_empty() { None } else { Some(hours) }
+}
+
+fn expand_home(p: &str) -> PathBuf {
+    if p == "~" || p.starts_with("~/") {
+        if let Some(home) = std::env::var_os("HOME") {
+            return PathBuf::from(home).join(p.trim_start_matches('~').trim_start_matches('/'));
+        }
+    }
+    PathBuf::from(p)
+}
+
+fn escape_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for (i, c) in v.chars().enumerate() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            ' ' if i == 0 => out.push_str("\\ "),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_rocketmq() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.broker_role, BrokerRole::AsyncMaster);
+        assert_eq!(c.flush_disk_type, FlushDiskType::AsyncFlush);
+        assert_eq!(c.listen_port, 10911);
+        assert_eq!(c.effective_ha_port(), 10912);
+        assert_eq!(c.mapped_file_size_commit_log, 1 << 30);
+        assert_eq!(c.consume_queue_file_size(), 6_000_000);
+        assert_eq!(c.ha_transfer_batch_size, 32768);
+        assert_eq!(c.slave_timeout, 3000);
+        assert_eq!(c.sync_flush_timeout, 5000);
+        assert_eq!(c.file_reserved_time, 72);
+        assert_eq!(c.delete_when_hours(), vec![4]);
+    }
+
+    #[test]
+    fn both_spellings_of_renamed_keys() {
+        let a = BrokerConfig::from_map([("mapedFileSizeCommitLog", "65536")]).unwrap();
+        let b = BrokerConfig::from_map([("mappedFileSizeCommitLog", "65536")]).unwrap();
+        assert_eq!(a.mapped_file_size_commit_log, 65536);
+        assert_eq!(b.mapped_file_size_commit_log, 65536);
+        let c = BrokerConfig::from_map([("mapedFileSizeConsumeQueue", "30")]).unwrap();
+        assert_eq!(c.consume_queue_file_size(), 40);
+        assert!(a.is_explicit("mapedFileSizeCommitLog"));
+    }
+
+    #[test]
+    fn bad_value_names_key_value_and_line() {
+        let err = BrokerConfig::from_properties_str("brokerName=a\nlistenPort = nine\n").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("listenPort"));
+        assert_eq!(err.value.as_deref(), Some("nine"));
+        assert_eq!(err.line, Some(2));
+        let text = err.to_string();
+        assert!(text.contains("line 2") && text.contains("listenPort") && text.contains("nine"), "{text}");
+        let err = BrokerConfig::from_properties_str("brokerRole=MASTER").unwrap_err();
+        assert!(err.to_string().contains("SYNC_MASTER"));
+        let err = BrokerConfig::from_properties_str("slaveReadEnable=yes").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("slaveReadEnable"));
+    }
+
+    #[test]
+    fn unknown_key_is_a_named_warning() {
+        let c = BrokerConfig::from_properties_str("brokerNmae=x\nbrokerPermission=6\n").unwrap();
+        assert_eq!(c.warnings.len(), 2);
+        assert!(c.warnings[0].contains("brokerNmae"));
+        assert!(c.warnings[1].contains("brokerPermission") && c.warnings[1].contains("does not implement"));
+    }
+
+    #[test]
+    fn paths_derive_from_root() {
+        let c = BrokerConfig::from_map([("storePathRootDir", "/data/rmq")]).unwrap();
+        assert_eq!(c.commit_log_dir(), PathBuf::from("/data/rmq/commitlog"));
+        assert_eq!(c.consume_queue_dir(), PathBuf::from("/data/rmq/consumequeue"));
+        assert_eq!(c.checkpoint_path(), PathBuf::from("/data/rmq/checkpoint"));
+        assert_eq!(c.config_dir(), PathBuf::from("/data/rmq/config"));
+        let c =
+            BrokerConfig::from_map([("storePathRootDir", "/r"), ("storePathCommitLog", "/cl;/cl2")]).unwrap();
+        assert_eq!(c.commit_log_dir(), PathBuf::from("/cl"));
+    }
+
+    #[test]
+    fn ha_port_rules() {
+        let c = BrokerConfig::from_map([("listenPort", "0")]).unwrap();
+        assert_eq!(c.effective_ha_port(), 0);
+        let c = BrokerConfig::from_map([("listenPort", "30911")]).unwrap();
+        assert_eq!(c.effective_ha_port(), 30912);
+        let c = BrokerConfig::from_map([("listenPort", "30911"), ("haListenPort", "0")]).unwrap();
+        assert_eq!(c.effective_ha_port(), 0);
+    }
+
+    #[test]
+    fn properties_round_trip() {
+        let c = BrokerConfig::from_map([("brokerName", " spaced"), ("deleteWhen", "01;13")]).unwrap();
+        let again = BrokerConfig::from_properties_str(&c.to_properties(false)).unwrap();
+        assert_eq!(again.broker_name, " spaced");
+        assert_eq!(again.delete_when_hours(), vec![1, 13]);
+        let all = BrokerConfig::from_properties_str(&c.to_properties(true)).unwrap();
+        assert_eq!(all.to_map(), c.to_map());
+    }
+}

@@ -1,0 +1,7 @@
+//! Configuration: a Java properties reader and `BrokerConfig` with RocketMQ's keys.
+
+mod broker_config;
+mod properties;
+
+pub use broker_config::{BrokerConfig, BrokerRole, ConfigError, FlushDiskType};
+pub use properties::{PropertiesSyntaxError, PropertyEntry, parse_properties};
