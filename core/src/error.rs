@@ -15,6 +15,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The store cannot work: a file could not be opened, recovered, created or flushed.
+    #[error("store: {0}")]
+    Store(String),
+    /// A put stored nothing; `status` says why in RocketMQ's terms.
+    #[error("put failed with {status}: {reason}")]
+    PutFailed { status: crate::store::PutStatus, reason: String },
     #[error(transparent)]
     Remoting(#[from] crate::remoting::RemotingError),
     #[error(transparent)]
@@ -22,9 +28,3 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-impl Error {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
-    }
-}

@@ -14,6 +14,11 @@ pub mod config;
 pub mod error;
 pub mod message;
 pub mod metadata;
+pub mod net;
 pub mod remoting;
+pub mod store;
 
+pub use config::{BrokerConfig, BrokerRole, FlushDiskType};
 pub use error::{Error, Result};
+pub use message::Message;
+pub use store::{GetMessageResult, GetMessageStatus, MessageStore, PutResult, PutStatus, StoredMessage};

@@ -573,10 +573,8 @@ impl BrokerConfig {
 
     /// Checks the relations between keys once all are set.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.broker_role == BrokerRole::Slave {
-            if self.broker_id == 0 && self.is_explicit("brokerId") {
-                return Err(ConfigError::for_key("brokerId", "0", "a SLAVE needs a brokerId greater than 0"));
-            }
+        if self.broker_role == BrokerRole::Slave && self.broker_id == 0 && self.is_explicit("brokerId") {
+            return Err(ConfigError::for_key("brokerId", "0", "a SLAVE needs a brokerId greater than 0"));
         }
         Ok(())
     }

@@ -1,0 +1,468 @@
+//! The CommitLog: every message of every topic, appended to one byte stream (spec 1, 2).
+//!
+//! Appends take the put lock, assign the physical offset, the per-queue offset and the store
+//! time, and encode the record straight into the mapped file. A record never spans two files:
+//! when it does not fit (with 8 bytes to spare), the rest of the file gets a BLANK record and
+//! the record goes to the next file. Readers never take the lock.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::mapped_file::MappedFile;
+use super::mapped_file_queue::{Allocator, MappedFileQueue};
+use super::notify::Notifier;
+use super::status::PutStatus;
+use crate::message::codec::{BLANK_HEADER_LEN, write_blank};
+use crate::message::{
+    CheckOptions, CheckResult, InvalidMessage, Message, PreparedMessage, check_record, sysflag,
+};
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    pub phy_offset: i64,
+    pub wrote_bytes: i32,
+    pub queue_offset: i64,
+    pub queue_id: i32,
+    pub msg_num: i32,
+    pub store_timestamp: i64,
+}
+
+/// Why an append did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppendError {
+    /// A status that says why (MESSAGE_ILLEGAL, CREATE_MAPPED_FILE_FAILED, ...).
+    Status(PutStatus, String),
+}
+
+impl AppendError {
+    pub fn status(&self) -> PutStatus {
+        match self {
+            AppendError::Status(s, _) => *s,
+        }
+    }
+}
+
+/// Settings the CommitLog needs.
+#[derive(Debug, Clone)]
+pub struct CommitLogOptions {
+    pub file_size: usize,
+    pub max_message_size: usize,
+    pub store_host: SocketAddr,
+    pub check_crc_on_recover: bool,
+    pub delay_levels_ms: Vec<i64>,
+    pub os_page_cache_busy_timeout_ms: i64,
+}
+
+struct PutState {
+    /// topic -> queue id -> next queue offset.
+    queue_offsets: HashMap<String, HashMap<i32, i64>>,
+}
+
+/// The log.
+pub struct CommitLog {
+    queue: MappedFileQueue,
+    opts: CommitLogOptions,
+    put: Mutex<PutState>,
+    /// End of the data visible to readers.
+    max_offset: AtomicU64,
+    /// When the current holder took the put lock (ms), 0 when free.
+    locked_since: AtomicI64,
+    poisoned: OnceLock<String>,
+    /// Signalled after every append (dispatcher, HA writers, flushers wait on it).
+    appended: Notifier,
+}
+
+impl CommitLog {
+    /// Loads the files of `dir` (recovery is a separate step).
+    pub fn load(
+        dir: &std::path::Path,
+        opts: CommitLogOptions,
+        allocator: Option<Arc<Allocator>>,
+    ) -> std::io::Result<Self> {
+        let queue = MappedFileQueue::load(dir, opts.file_size, allocator)?;
+        let max = queue.max_offset();
+        Ok(CommitLog {
+            queue,
+            opts,
+            put: Mutex::new(PutState { queue_offsets: HashMap::new() }),
+            max_offset: AtomicU64::new(max),
+            locked_since: AtomicI64::new(0),
+            poisoned: OnceLock::new(),
+            appended: Notifier::new(),
+        })
+    }
+
+    pub fn options(&self) -> &CommitLogOptions {
+        &self.opts
+    }
+    pub fn queue(&self) -> &MappedFileQueue {
+        &self.queue
+    }
+    pub fn file_size(&self) -> usize {
+        self.opts.file_size
+    }
+    pub fn store_host(&self) -> SocketAddr {
+        self.opts.store_host
+    }
+    pub fn appended(&self) -> &Notifier {
+        &self.appended
+    }
+
+    /// End of the last byte written (what readers, the dispatcher and HA may see).
+    pub fn max_offset(&self) -> u64 {
+        self.max_offset.load(Ordering::Acquire)
+    }
+    /// First offset still on disk (0 for an empty log).
+    pub fn min_offset(&self) -> u64 {
+        self.queue.first().map(|f| f.start_offset()).unwrap_or(0)
+    }
+    pub fn flushed_offset(&self) -> u64 {
+        self.queue.flushed_where()
+    }
+
+    /// Why the store refuses writes, if a flush failed.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.get().map(|s| s.as_str())
+    }
+    pub(crate) fn poison(&self, why: String) {
+        if self.poisoned.set(why.clone()).is_ok() {
+            tracing::error!("store poisoned, refusing writes: {why}");
+        }
+    }
+
+    /// The start of the file following the one holding `offset`.
+    pub fn roll_next_file(&self, offset: u64) -> u64 {
+        let fs = self.opts.file_size as u64;
+        offset + fs - offset % fs
+    }
+
+    /// Options for validating records as this log was configured.
+    pub fn check_options(&self, check_crc: bool) -> CheckOptions<'_> {
+        CheckOptions { check_crc, delay_levels_ms: &self.opts.delay_levels_ms }
+    }
+
+    /// The readable bytes from `offset` to the end of the data in its file, with that file.
+    pub fn data_at(&self, offset: u64) -> Option<(Arc<MappedFile>, usize)> {
+        let f = self.queue.find(offset)?;
+        let pos = (offset - f.start_offset()) as usize;
+        if pos > f.wrote_position() {
+            return None;
+        }
+        Some((f, pos))
+    }
+
+    /// The record bytes `[offset, offset + size)` if present.
+    pub fn read(&self, offset: u64, size: usize) -> Option<(Arc<MappedFile>, usize)> {
+        let (f, pos) = self.data_at(offset)?;
+        f.read(pos, size)?;
+        Some((f, pos))
+    }
+
+    /// Sets the next queue offsets (after recovery, from the ConsumeQueues).
+    pub fn set_queue_offsets(&self, table: HashMap<String, HashMap<i32, i64>>) {
+        self.put.lock().unwrap_or_else(|e| e.into_inner()).queue_offsets = table;
+    }
+
+    /// The next queue offset of a queue as the put path sees it.
+    pub fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        let s = self.put.lock().unwrap_or_else(|e| e.into_inner());
+        s.queue_offsets.get(topic).and_then(|q| q.get(&queue_id)).copied().unwrap_or(0)
+    }
+
+    /// Appends messages as one contiguous batch in one file. Called by the store facade.
+    pub fn append(&self, msgs: &[Message]) -> Result<AppendOutcome, AppendError> {
+        if let Some(why) = self.poisoned() {
+            return Err(AppendError::Status(
+                PutStatus::ServiceNotAvailable,
+                format!("store poisoned: {why}"),
+            ));
+        }
+        if msgs.is_empty() {
+            return Err(AppendError::Status(PutStatus::MessageIllegal, "empty batch".into()));
+        }
+        let now = now_ms();
+        let host = self.opts.store_host;
+        // Everything position-independent happens before the lock.
+        let mut one = [None];
+        let mut many = Vec::new();
+        let prepared: &mut [Option<PreparedMessage<'_>>] = if msgs.len() == 1 {
+            &mut one
+        } else {
+            many.resize(msgs.len(), None);
+            &mut many
+        };
+        let mut total = 0usize;
+        for (slot, m) in prepared.iter_mut().zip(msgs) {
+            let p = PreparedMessage::prepare(m, &host, self.opts.max_message_size, now).map_err(|e| {
+                let (status, why) = match e {
+                    InvalidMessage::Topic => {
+                        (PutStatus::MessageIllegal, "topic empty, over 127 bytes, or has 0x01/0x02")
+                    }
+                    InvalidMessage::BodyTooLarge => {
+                        (PutStatus::MessageIllegal, "body larger than maxMessageSize")
+                    }
+                    InvalidMessage::PropertiesTooLarge => {
+                        (PutStatus::PropertiesSizeExceeded, "properties longer than 32767 bytes")
+                    }
+                    InvalidMessage::PropertyCharacters => {
+                        (PutStatus::MessageIllegal, "a property contains the byte 0x01 or 0x02")
+                    }
+                };
+                AppendError::Status(status, why.to_string())
+            })?;
+            total += p.total_len;
+            *slot = Some(p);
+        }
+        if total + BLANK_HEADER_LEN > self.opts.file_size {
+            return Err(AppendError::Status(
+                PutStatus::MessageIllegal,
+                format!("{total} bytes do not fit in a CommitLog file of {} bytes", self.opts.file_size),
+            ));
+        }
+
+        let busy_limit = self.opts.os_page_cache_busy_timeout_ms;
+        let since = self.locked_since.load(Ordering::Relaxed);
+        if since != 0 && busy_limit > 0 && now - since > busy_limit {
+            return Err(AppendError::Status(
+                PutStatus::OsPageCacheBusy,
+                format!("the put lock has been held for {} ms", now - since),
+            ));
+        }
+        let mut state = self.put.lock().unwrap_or_else(|e| e.into_inner());
+        let store_ts = now_ms();
+        self.locked_since.store(store_ts, Ordering::Relaxed);
+        let result = self.append_locked(&mut state, prepared, total, store_ts);
+        self.locked_since.store(0, Ordering::Relaxed);
+        drop(state);
+        if result.is_ok() {
+            self.appended.notify();
+        }
+        result
+    }
+
+    fn append_locked(
+        &self,
+        state: &mut PutState,
+        prepared: &[Option<PreparedMessage<'_>>],
+        total: usize,
+        store_ts: i64,
+    ) -> Result<AppendOutcome, AppendError> {
+        let file = self.file_for_append(total)?;
+        let pos = file.wrote_position();
+        let phy = file.start_offset() + pos as u64;
+        let host = self.opts.store_host;
+        let mut first_queue_offset = -1;
+        let mut queue_id = -1;
+        file.write_region(pos, total, |buf| {
+            let mut at = 0;
+            for p in prepared.iter().flatten() {
+                let m = p.msg;
+                let tx = sysflag::transaction_type(p.sys_flag);
+                let counted = tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
+                let queue_offset = if counted {
+                    // No allocation once a topic is known: look up by &str.
+                    let offs = match state.queue_offsets.get_mut(m.topic.as_str()) {
+                        Some(q) => q,
+                        None => state.queue_offsets.entry(m.topic.clone()).or_default(),
+                    };
+                    let slot = offs.entry(m.queue_id).or_insert(0);
+                    let q = *slot;
+                    *slot += 1;
+                    q
+                } else {
+                    0
+                };
+                if first_queue_offset < 0 {
+                    first_queue_offset = queue_offset;
+                    queue_id = m.queue_id;
+                }
+                p.write(
+                    &mut buf[at..at + p.total_len],
+                    queue_offset,
+                    (phy + at as u64) as i64,
+                    store_ts,
+                    &host,
+                );
+                at += p.total_len;
+            }
+        });
+        file.set_store_timestamp(store_ts);
+        file.set_wrote_position(pos + total);
+        self.max_offset.store(phy + total as u64, Ordering::Release);
+        Ok(AppendOutcome {
+            phy_offset: phy as i64,
+            wrote_bytes: total as i32,
+            queue_offset: first_queue_offset,
+            queue_id,
+            msg_num: prepared.len() as i32,
+            store_timestamp: store_ts,
+        })
+    }
+
+    /// The file the next `len` bytes go into, writing the BLANK record and rolling if needed.
+    fn file_for_append(&self, len: usize) -> Result<Arc<MappedFile>, AppendError> {
+        let fs = self.opts.file_size;
+        let file = match self.queue.last() {
+            Some(f) if !f.is_full() => f,
+            Some(f) => self.new_file(f.end_offset())?,
+            None => {
+                let max = self.max_offset();
+                self.new_file(max - max % fs as u64)?
+            }
+        };
+        let pos = file.wrote_position();
+        let max_blank = fs - pos;
+        if len + BLANK_HEADER_LEN <= max_blank {
+            return Ok(file);
+        }
+        // Create the next file first: if that fails, the current file stays appendable and
+        // nothing is half done.
+        let next = self.new_file(file.end_offset())?;
+        file.write_region(pos, BLANK_HEADER_LEN, |buf| write_blank(buf, max_blank));
+        file.set_wrote_position(fs);
+        self.max_offset.store(file.end_offset(), Ordering::Release);
+        Ok(next)
+    }
+
+    fn new_file(&self, start: u64) -> Result<Arc<MappedFile>, AppendError> {
+        if let Some(last) = self.queue.last() {
+            if last.end_offset() > start {
+                return Ok(last); // already created (a roll prepared the next file)
+            }
+        }
+        self.queue.create_file(start).map_err(|e| {
+            AppendError::Status(
+                PutStatus::CreateMappedFileFailed,
+                format!("cannot create CommitLog file at {start} in {}: {e}", self.queue.dir().display()),
+            )
+        })
+    }
+
+    /// Appends replicated bytes at exactly `offset` (a slave applying a master's frame). The
+    /// bytes must not cross a file boundary; an empty log accepts any file-aligned offset and
+    /// creates its first file there, so the slave's files match the master's.
+    pub fn append_raw(&self, offset: u64, data: &[u8]) -> Result<(), String> {
+        if let Some(why) = self.poisoned() {
+            return Err(format!("store poisoned: {why}"));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let fs = self.opts.file_size as u64;
+        let _state = self.put.lock().unwrap_or_else(|e| e.into_inner());
+        let max = self.max_offset();
+        let empty = max == 0;
+        if empty && self.queue.last().is_some() {
+            // Only empty files (a log truncated to nothing): start afresh where the master is.
+            self.queue.destroy_all().map_err(|e| format!("cannot clear the empty log: {e}"))?;
+        }
+        if empty {
+            if offset % fs != 0 {
+                return Err(format!("an empty slave can only start at a file boundary, not at {offset}"));
+            }
+        } else if offset != max {
+            return Err(format!("frame at offset {offset} but the log ends at {max}"));
+        }
+        if offset % fs + data.len() as u64 > fs {
+            return Err(format!("frame at {offset} of {} bytes crosses a file boundary", data.len()));
+        }
+        let file = match self.queue.last() {
+            Some(f) if !f.is_full() && f.start_offset() <= offset && offset < f.end_offset() => f,
+            _ => self.queue.create_file(offset - offset % fs).map_err(|e| {
+                format!(
+                    "cannot create CommitLog file at {} in {}: {e}",
+                    offset - offset % fs,
+                    self.queue.dir().display()
+                )
+            })?,
+        };
+        let pos = (offset - file.start_offset()) as usize;
+        file.write_region(pos, data.len(), |buf| buf.copy_from_slice(data));
+        file.set_wrote_position(pos + data.len());
+        self.max_offset.store(offset + data.len() as u64, Ordering::Release);
+        drop(_state);
+        self.appended.notify();
+        Ok(())
+    }
+
+    /// Flushes up to the current end; returns the flushed offset, poisoning the log on error.
+    pub fn flush(&self, least_pages: usize) -> std::io::Result<u64> {
+        let r = self.queue.flush(least_pages);
+        if let Err(e) = &r {
+            self.poison(format!("flushing {} failed: {e}", self.queue.dir().display()));
+        }
+        r
+    }
+
+    /// Flushes everything written so far.
+    pub fn flush_all(&self) -> std::io::Result<u64> {
+        let r = self.queue.flush_all();
+        if let Err(e) = &r {
+            self.poison(format!("flushing {} failed: {e}", self.queue.dir().display()));
+        }
+        r
+    }
+
+    /// Walks records from `from` (a record boundary) and returns the end of the last valid
+    /// one, as recovery does: a BLANK jumps to the next file, anything invalid or short stops.
+    /// `visit` sees each valid record's offset and store timestamp.
+    pub fn scan_valid_end(&self, from: u64, check_crc: bool, mut visit: impl FnMut(u64, i64)) -> u64 {
+        let opts = self.check_options(check_crc);
+        let mut offset = from;
+        loop {
+            let Some((file, pos)) = self.data_at(offset) else { return offset };
+            let data = file.readable_from(pos);
+            if data.is_empty() {
+                return offset;
+            }
+            match check_record(data, &opts) {
+                CheckResult::Message(req) => {
+                    if req.commit_log_offset as u64 != offset {
+                        // A record copied from elsewhere: not part of this log.
+                        return offset;
+                    }
+                    visit(offset, req.store_timestamp);
+                    offset += req.msg_size as u64;
+                }
+                CheckResult::Blank => {
+                    let next = self.roll_next_file(offset);
+                    if self.queue.find(next).is_none() {
+                        return next;
+                    }
+                    offset = next;
+                }
+                _ => return offset,
+            }
+        }
+    }
+
+    /// Cuts the log at `offset`, zeroing what follows on disk. Nothing may read beyond
+    /// `offset` meanwhile (the caller stops the dispatcher and HA first).
+    pub fn truncate(&self, offset: u64) -> std::io::Result<()> {
+        let _state = self.put.lock().unwrap_or_else(|e| e.into_inner());
+        self.queue.truncate(offset)?;
+        self.max_offset.store(offset, Ordering::Release);
+        Ok(())
+    }
+
+    /// Sets positions after recovery: everything before `offset` is whole, `offset` is the end.
+    pub(crate) fn set_recovered_end(&self, offset: u64) -> std::io::Result<()> {
+        self.queue.truncate(offset)?;
+        self.queue.set_flushed_where(offset);
+        if let Some(last) = self.queue.last() {
+            let pos = (offset.saturating_sub(last.start_offset()) as usize).min(last.size());
+            last.set_flushed_position(pos);
+        }
+        self.max_offset.store(offset, Ordering::Release);
+        Ok(())
+    }
+}

@@ -1,0 +1,402 @@
+//! ConsumeQueue: per (topic, queue id), the 20-byte unit `[i64 phy offset][i32 size][i64 tags
+//! code]` of each message, in queue-offset order (spec 4.1). Built by the dispatcher, the only
+//! writer; read by consumers without locks.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use super::mapped_file_queue::MappedFileQueue;
+
+/// Bytes of one unit.
+pub const CQ_UNIT_SIZE: usize = 20;
+
+/// One unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CqUnit {
+    pub phy_offset: i64,
+    pub size: i32,
+    pub tags_code: i64,
+}
+
+impl CqUnit {
+    pub fn encode(&self) -> [u8; CQ_UNIT_SIZE] {
+        let mut b = [0u8; CQ_UNIT_SIZE];
+        b[..8].copy_from_slice(&self.phy_offset.to_be_bytes());
+        b[8..12].copy_from_slice(&self.size.to_be_bytes());
+        b[12..].copy_from_slice(&self.tags_code.to_be_bytes());
+        b
+    }
+    pub fn decode(b: &[u8]) -> Self {
+        CqUnit {
+            phy_offset: i64::from_be_bytes(b[..8].try_into().unwrap_or_default()),
+            size: i32::from_be_bytes(b[8..12].try_into().unwrap_or_default()),
+            tags_code: i64::from_be_bytes(b[12..20].try_into().unwrap_or_default()),
+        }
+    }
+    /// The filler unit written before the first real unit of a queue that starts mid-file.
+    pub const FILLER: CqUnit = CqUnit { phy_offset: 0, size: i32::MAX, tags_code: 0 };
+    fn is_valid(&self) -> bool {
+        self.phy_offset >= 0 && self.size > 0
+    }
+}
+
+/// The ConsumeQueue of one (topic, queue id).
+pub struct ConsumeQueue {
+    topic: String,
+    queue_id: i32,
+    files: MappedFileQueue,
+    /// End (offset + size) of the last CommitLog record indexed.
+    max_physic_offset: AtomicI64,
+    /// Byte offset of the first live unit.
+    min_logic_offset: AtomicU64,
+}
+
+impl ConsumeQueue {
+    fn open(root: &Path, topic: &str, queue_id: i32, file_size: usize) -> io::Result<Self> {
+        let dir = root.join(topic).join(queue_id.to_string());
+        Ok(ConsumeQueue {
+            topic: topic.to_string(),
+            queue_id,
+            files: MappedFileQueue::load(&dir, file_size, None)?,
+            max_physic_offset: AtomicI64::new(-1),
+            min_logic_offset: AtomicU64::new(0),
+        })
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+    pub fn queue_id(&self) -> i32 {
+        self.queue_id
+    }
+    pub fn files(&self) -> &MappedFileQueue {
+        &self.files
+    }
+    pub fn max_physic_offset(&self) -> i64 {
+        self.max_physic_offset.load(Ordering::Acquire)
+    }
+
+    /// One past the last queue offset.
+    pub fn max_offset_in_queue(&self) -> i64 {
+        (self.files.max_offset() / CQ_UNIT_SIZE as u64) as i64
+    }
+
+    /// The first queue offset still readable.
+    pub fn min_offset_in_queue(&self) -> i64 {
+        (self.min_logic_offset.load(Ordering::Acquire) / CQ_UNIT_SIZE as u64) as i64
+    }
+
+    /// The unit at queue offset `index`, if written.
+    pub fn get(&self, index: i64) -> Option<CqUnit> {
+        if index < 0 {
+            return None;
+        }
+        let at = index as u64 * CQ_UNIT_SIZE as u64;
+        let f = self.files.find(at)?;
+        let b = f.read((at - f.start_offset()) as usize, CQ_UNIT_SIZE)?;
+        Some(CqUnit::decode(b))
+    }
+
+    /// Appends the unit of queue offset `cq_offset` (dispatcher thread only). Units already
+    /// present are skipped, which makes re-dispatch after a crash idempotent.
+    pub fn put(&self, unit: CqUnit, cq_offset: i64) -> io::Result<()> {
+        if unit.phy_offset + unit.size as i64 <= self.max_physic_offset() {
+            return Ok(()); // rebuilt duplicate
+        }
+        let fs = self.files.file_size() as u64;
+        let expect = cq_offset as u64 * CQ_UNIT_SIZE as u64;
+        let mut file = match self.files.last() {
+            Some(f) => f,
+            None => {
+                // A queue starting mid-stream: its first file begins where the unit falls,
+                // filled up to it with filler units.
+                let f = self.files.create_file(expect - expect % fs)?;
+                let fill = (expect % fs) as usize;
+                if fill > 0 {
+                    f.write_region(0, fill, |b| {
+                        for chunk in b.chunks_mut(CQ_UNIT_SIZE) {
+                            chunk.copy_from_slice(&CqUnit::FILLER.encode());
+                        }
+                    });
+                    f.set_wrote_position(fill);
+                }
+                self.min_logic_offset.store(expect, Ordering::Release);
+                f
+            }
+        };
+        let current = file.start_offset() + file.wrote_position() as u64;
+        if expect < current {
+            return Ok(());
+        }
+        if expect > current {
+            tracing::warn!(
+                "consume queue {}/{}: unit for offset {cq_offset} expected at byte {expect} but the queue ends at {current}; appending at the end",
+                self.topic,
+                self.queue_id
+            );
+        }
+        if file.is_full() {
+            file = self.files.create_file(file.end_offset())?;
+        }
+        let pos = file.wrote_position();
+        file.write_region(pos, CQ_UNIT_SIZE, |b| b.copy_from_slice(&unit.encode()));
+        file.set_wrote_position(pos + CQ_UNIT_SIZE);
+        self.max_physic_offset.store(unit.phy_offset + unit.size as i64, Ordering::Release);
+        Ok(())
+    }
+
+    /// Recovery (spec 3.5): keep the valid units from the third-last file on, cut the rest.
+    pub fn recover(&self) -> io::Result<()> {
+        let files = self.files.files();
+        if files.is_empty() {
+            return Ok(());
+        }
+        let start = files.len().saturating_sub(3);
+        let mut end = files[start].start_offset();
+        let mut max_phy = -1i64;
+        for f in &files[start..] {
+            let data = f.readable_from(0);
+            let mut pos = 0;
+            while pos + CQ_UNIT_SIZE <= data.len() {
+                let u = CqUnit::decode(&data[pos..pos + CQ_UNIT_SIZE]);
+                if !u.is_valid() {
+                    break;
+                }
+                if u != CqUnit::FILLER {
+                    max_phy = u.phy_offset + u.size as i64;
+                }
+                pos += CQ_UNIT_SIZE;
+            }
+            end = f.start_offset() + pos as u64;
+            if pos + CQ_UNIT_SIZE <= data.len() {
+                break; // an invalid unit: the queue ends here
+            }
+        }
+        self.files.truncate(end)?;
+        while self.files.last().is_some_and(|f| f.wrote_position() == 0) {
+            self.files.remove_last()?;
+        }
+        self.files.set_flushed_where(end);
+        self.max_physic_offset.store(max_phy, Ordering::Release);
+        self.init_min_logic_offset();
+        Ok(())
+    }
+
+    fn init_min_logic_offset(&self) {
+        // The first non-filler unit of the first file.
+        if let Some(f) = self.files.first() {
+            let data = f.readable_from(0);
+            let mut pos = 0;
+            while pos + CQ_UNIT_SIZE <= data.len()
+                && CqUnit::decode(&data[pos..pos + CQ_UNIT_SIZE]) == CqUnit::FILLER
+            {
+                pos += CQ_UNIT_SIZE;
+            }
+            self.min_logic_offset.store(f.start_offset() + pos as u64, Ordering::Release);
+        }
+    }
+
+    /// Drops the units that point at or beyond `phy_offset` (spec 3.7).
+    pub fn truncate_dirty(&self, phy_offset: i64) -> io::Result<()> {
+        while let Some(last) = self.files.last() {
+            let data = last.readable_from(0);
+            let mut pos = 0;
+            while pos + CQ_UNIT_SIZE <= data.len() {
+                let u = CqUnit::decode(&data[pos..pos + CQ_UNIT_SIZE]);
+                if !u.is_valid() || (u != CqUnit::FILLER && u.phy_offset >= phy_offset) {
+                    break;
+                }
+                pos += CQ_UNIT_SIZE;
+            }
+            let keeps_real_unit =
+                data[..pos].chunks(CQ_UNIT_SIZE).any(|c| CqUnit::decode(c) != CqUnit::FILLER);
+            if pos < data.len() {
+                self.files.truncate(last.start_offset() + pos as u64)?;
+            }
+            if keeps_real_unit {
+                break;
+            }
+            // Nothing real left in this file: drop it and look at the previous one. Fillers
+            // only open a queue's first file, so a queue left with fillers alone is empty and
+            // is recreated, fillers included, by its next put.
+            self.files.remove_last()?;
+            if self.files.file_count() == 0 {
+                self.min_logic_offset.store(0, Ordering::Release);
+            }
+        }
+        self.max_physic_offset.store(self.last_real_unit_end(), Ordering::Release);
+        Ok(())
+    }
+
+    fn last_real_unit_end(&self) -> i64 {
+        for f in self.files.files().iter().rev() {
+            let data = f.readable_from(0);
+            let mut pos = data.len() / CQ_UNIT_SIZE * CQ_UNIT_SIZE;
+            while pos >= CQ_UNIT_SIZE {
+                pos -= CQ_UNIT_SIZE;
+                let u = CqUnit::decode(&data[pos..pos + CQ_UNIT_SIZE]);
+                if u.is_valid() && u != CqUnit::FILLER {
+                    return u.phy_offset + u.size as i64;
+                }
+            }
+        }
+        -1
+    }
+
+    /// Moves the minimum past units whose record is gone (the CommitLog now starts at
+    /// `cl_min`).
+    pub fn correct_min_offset(&self, cl_min: i64) {
+        let min = self.min_logic_offset.load(Ordering::Acquire);
+        let mut at = min;
+        let max = self.files.max_offset();
+        while at < max {
+            let Some(u) = self.get((at / CQ_UNIT_SIZE as u64) as i64) else { break };
+            if u != CqUnit::FILLER && u.phy_offset >= cl_min {
+                break;
+            }
+            at += CQ_UNIT_SIZE as u64;
+        }
+        if at != min {
+            self.min_logic_offset.store(at, Ordering::Release);
+        }
+    }
+
+    /// Deletes whole files whose units all point below `cl_min`; returns how many.
+    pub fn delete_expired(&self, cl_min: i64) -> io::Result<usize> {
+        let mut n = 0;
+        loop {
+            let removed = self.files.remove_first_if(|f| {
+                let data = f.readable_from(0);
+                if data.len() < f.size() || data.len() < CQ_UNIT_SIZE {
+                    return false; // not full
+                }
+                let last = CqUnit::decode(&data[data.len() / CQ_UNIT_SIZE * CQ_UNIT_SIZE - CQ_UNIT_SIZE..]);
+                last.phy_offset + last.size as i64 <= cl_min
+            })?;
+            if removed.is_none() {
+                break;
+            }
+            n += 1;
+        }
+        if n > 0 {
+            let first = self.files.min_offset().max(0) as u64;
+            if self.min_logic_offset.load(Ordering::Acquire) < first {
+                self.min_logic_offset.store(first, Ordering::Release);
+            }
+        }
+        self.correct_min_offset(cl_min);
+        Ok(n)
+    }
+
+    pub fn flush(&self, least_pages: usize) -> io::Result<u64> {
+        self.files.flush(least_pages)
+    }
+
+    /// Deletes every file (the queue is rebuilt from the CommitLog).
+    pub fn destroy(&self) -> io::Result<()> {
+        self.files.destroy_all()?;
+        self.max_physic_offset.store(-1, Ordering::Release);
+        self.min_logic_offset.store(0, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// All ConsumeQueues of a store.
+pub struct ConsumeQueueStore {
+    root: PathBuf,
+    file_size: usize,
+    queues: RwLock<HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>>,
+}
+
+impl ConsumeQueueStore {
+    /// Opens every queue under `root` (`<topic>/<queueId>/` directories).
+    pub fn load(root: &Path, file_size: usize) -> io::Result<Self> {
+        std::fs::create_dir_all(root)?;
+        let mut queues: HashMap<String, HashMap<i32, Arc<ConsumeQueue>>> = HashMap::new();
+        for topic_entry in std::fs::read_dir(root)? {
+            let topic_entry = topic_entry?;
+            if !topic_entry.file_type()?.is_dir() {
+                continue;
+            }
+            let Some(topic) = topic_entry.file_name().to_str().map(str::to_string) else { continue };
+            for q in std::fs::read_dir(topic_entry.path())? {
+                let q = q?;
+                let Some(qid) = q.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+                let cq = ConsumeQueue::open(root, &topic, qid, file_size)?;
+                queues.entry(topic.clone()).or_default().insert(qid, Arc::new(cq));
+            }
+        }
+        Ok(ConsumeQueueStore { root: root.to_path_buf(), file_size, queues: RwLock::new(queues) })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The queue, if it exists.
+    pub fn find(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        self.queues.read().unwrap_or_else(|e| e.into_inner()).get(topic)?.get(&queue_id).cloned()
+    }
+
+    /// The queue, created if missing.
+    pub fn find_or_create(&self, topic: &str, queue_id: i32) -> io::Result<Arc<ConsumeQueue>> {
+        if let Some(q) = self.find(topic, queue_id) {
+            return Ok(q);
+        }
+        let mut all = self.queues.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(q) = all.get(topic).and_then(|m| m.get(&queue_id)) {
+            return Ok(q.clone());
+        }
+        let q = Arc::new(ConsumeQueue::open(&self.root, topic, queue_id, self.file_size)?);
+        all.entry(topic.to_string()).or_default().insert(queue_id, q.clone());
+        Ok(q)
+    }
+
+    /// Every queue.
+    pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+
+    /// The queue ids of a topic.
+    pub fn queue_ids(&self, topic: &str) -> Vec<i32> {
+        let mut ids: Vec<i32> = self
+            .queues
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(topic)
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The highest indexed CommitLog end over every queue (where dispatch resumes).
+    pub fn max_physic_offset(&self) -> i64 {
+        self.all().iter().map(|q| q.max_physic_offset()).max().unwrap_or(-1)
+    }
+
+    /// topic -> queue -> next queue offset, for the put path.
+    pub fn queue_offset_table(&self) -> HashMap<String, HashMap<i32, i64>> {
+        let mut t: HashMap<String, HashMap<i32, i64>> = HashMap::new();
+        for q in self.all() {
+            t.entry(q.topic().to_string()).or_default().insert(q.queue_id(), q.max_offset_in_queue());
+        }
+        t
+    }
+
+    /// Deletes every queue.
+    pub fn destroy_all(&self) -> io::Result<()> {
+        for q in self.all() {
+            q.destroy()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,207 @@
+//! The dispatcher (RocketMQ's ReputMessageService, spec 5): one thread that reads CommitLog
+//! bytes from the reput offset and appends ConsumeQueue units and index entries. It runs on
+//! masters and slaves alike, which is why replication copies only CommitLog bytes.
+//!
+//! It sleeps on the CommitLog's append signal, so it is woken by local puts and by a slave's
+//! replicated writes alike; there is no polling interval on the hot path.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::checkpoint::StoreCheckpoint;
+use super::commit_log::CommitLog;
+use super::consume_queue::{ConsumeQueueStore, CqUnit};
+use super::index::IndexService;
+use super::notify::Notifier;
+use crate::message::{CheckResult, DispatchRequest, check_record, sysflag};
+
+/// The dispatcher's state, shared with readers of its progress.
+pub struct Dispatcher {
+    commit_log: Arc<CommitLog>,
+    cqs: Arc<ConsumeQueueStore>,
+    index: Option<Arc<IndexService>>,
+    checkpoint: Arc<StoreCheckpoint>,
+    /// On a slave a partial record at the tail is waited for, not skipped.
+    is_slave: AtomicBool,
+    reput_from: AtomicU64,
+    /// Store timestamp of the last dispatched message.
+    last_dispatched_ts: AtomicI64,
+    /// Signalled after each round that dispatched something (long polling waits on it).
+    dispatched: Notifier,
+    /// Offset at which a bad record was last reported (to log each once).
+    reported_bad: AtomicU64,
+}
+
+impl Dispatcher {
+    pub fn new(
+        commit_log: Arc<CommitLog>,
+        cqs: Arc<ConsumeQueueStore>,
+        index: Option<Arc<IndexService>>,
+        checkpoint: Arc<StoreCheckpoint>,
+        is_slave: bool,
+        reput_from: u64,
+    ) -> Self {
+        Dispatcher {
+            commit_log,
+            cqs,
+            index,
+            checkpoint,
+            is_slave: AtomicBool::new(is_slave),
+            reput_from: AtomicU64::new(reput_from),
+            last_dispatched_ts: AtomicI64::new(0),
+            dispatched: Notifier::new(),
+            reported_bad: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    pub fn reput_from(&self) -> u64 {
+        self.reput_from.load(Ordering::Acquire)
+    }
+    pub(crate) fn set_reput_from(&self, v: u64) {
+        self.reput_from.store(v, Ordering::Release);
+    }
+    pub fn set_slave(&self, slave: bool) {
+        self.is_slave.store(slave, Ordering::Release);
+    }
+    pub fn last_dispatched_timestamp(&self) -> i64 {
+        self.last_dispatched_ts.load(Ordering::Acquire)
+    }
+    pub fn dispatched(&self) -> &Notifier {
+        &self.dispatched
+    }
+
+    /// Bytes written but not yet dispatched.
+    pub fn behind_bytes(&self) -> u64 {
+        self.commit_log.max_offset().saturating_sub(self.reput_from())
+    }
+
+    /// Dispatches everything available now; returns whether anything was consumed.
+    pub fn dispatch_available(&self) -> std::io::Result<bool> {
+        let cl = &self.commit_log;
+        let mut reput = self.reput_from();
+        let start = reput;
+        let min = cl.min_offset();
+        if reput < min {
+            reput = min;
+        }
+        let opts = cl.check_options(false);
+        let mut count = 0u64;
+        'files: while reput < cl.max_offset() {
+            let Some((file, pos)) = cl.data_at(reput) else {
+                // Not in any file: the log moved on (deletion) or a file is missing.
+                let next = cl.roll_next_file(reput);
+                if cl.queue().find(next).is_some() {
+                    reput = next;
+                    continue;
+                }
+                break;
+            };
+            let data = file.readable_from(pos);
+            if data.is_empty() {
+                if file.is_full() {
+                    reput = file.end_offset();
+                    continue;
+                }
+                break;
+            }
+            let mut at = 0usize;
+            while at < data.len() {
+                match check_record(&data[at..], &opts) {
+                    CheckResult::Message(req) => {
+                        self.dispatch(&req)?;
+                        count += 1;
+                        at += req.msg_size as usize;
+                    }
+                    CheckResult::Blank => {
+                        reput = cl.roll_next_file(reput + at as u64);
+                        self.publish(reput, count);
+                        continue 'files;
+                    }
+                    CheckResult::Incomplete if self.is_slave.load(Ordering::Acquire) => {
+                        // Replicated bytes arrive in arbitrary chunks: wait for the rest.
+                        reput += at as u64;
+                        break 'files;
+                    }
+                    CheckResult::Invalid { skip: Some(n) } => {
+                        self.report_bad(reput + at as u64, "record fields disagree with its size; skipped");
+                        at += n as usize;
+                    }
+                    CheckResult::Invalid { skip: None } if self.is_slave.load(Ordering::Acquire) => {
+                        self.report_bad(reput + at as u64, "not a record; waiting for the master's bytes");
+                        reput += at as u64;
+                        break 'files;
+                    }
+                    CheckResult::Incomplete | CheckResult::Invalid { .. } => {
+                        // On a master everything below max offset is whole records; anything
+                        // else is damage: skip the rest of this file's data (as RocketMQ).
+                        self.report_bad(
+                            reput + at as u64,
+                            "not a record; skipping the rest of the file's data",
+                        );
+                        at = data.len();
+                    }
+                }
+            }
+            reput += at as u64;
+            self.publish(reput, count);
+        }
+        self.publish(reput, count);
+        if count > 0 {
+            self.dispatched.notify();
+        }
+        Ok(reput != start)
+    }
+
+    fn publish(&self, reput: u64, _count: u64) {
+        self.reput_from.store(reput, Ordering::Release);
+    }
+
+    fn report_bad(&self, offset: u64, what: &str) {
+        if self.reported_bad.swap(offset, Ordering::AcqRel) != offset {
+            tracing::error!("dispatch at CommitLog offset {offset}: {what}");
+        }
+    }
+
+    fn dispatch(&self, req: &DispatchRequest<'_>) -> std::io::Result<()> {
+        let tx = sysflag::transaction_type(req.sys_flag);
+        if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
+            let cq = self.cqs.find_or_create(req.topic, req.queue_id)?;
+            cq.put(
+                CqUnit { phy_offset: req.commit_log_offset, size: req.msg_size, tags_code: req.tags_code },
+                req.consume_queue_offset,
+            )?;
+        }
+        if let Some(index) = &self.index {
+            index.build_index(req)?;
+        }
+        self.last_dispatched_ts.store(req.store_timestamp, Ordering::Release);
+        if self.is_slave.load(Ordering::Relaxed) {
+            // A slave's own flushes may lag; RocketMQ records progress here instead.
+            let ts = req.store_timestamp;
+            self.checkpoint.update(|d| d.physic_msg_timestamp = ts);
+        }
+        Ok(())
+    }
+
+    /// The dispatch loop; returns when `stop` is set and everything available is dispatched.
+    pub fn run(&self, stop: &AtomicBool) {
+        let signal = self.commit_log.appended();
+        loop {
+            let seen = signal.seq();
+            let progressed = match self.dispatch_available() {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!("dispatch failed: {e}");
+                    false
+                }
+            };
+            if stop.load(Ordering::Acquire) && !progressed {
+                return;
+            }
+            if !progressed {
+                signal.wait(seen, Duration::from_millis(500));
+            }
+        }
+    }
+}

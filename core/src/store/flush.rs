@@ -1,0 +1,200 @@
+//! Flush services (spec 2.4, 2.5, 3.3): ASYNC_FLUSH on an interval, SYNC_FLUSH group commit,
+//! and the ConsumeQueue/checkpoint flusher.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::checkpoint::StoreCheckpoint;
+use super::commit_log::CommitLog;
+use super::consume_queue::ConsumeQueueStore;
+use super::dispatcher::Dispatcher;
+use super::index::IndexService;
+use super::notify::Notifier;
+use super::status::PutStatus;
+use super::wait::OffsetWaiters;
+
+/// Interruptible sleeps for service threads: `stop` wakes them at once.
+#[derive(Default)]
+pub struct StopSignal {
+    stopped: AtomicBool,
+    notifier: Notifier,
+}
+
+impl StopSignal {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+    pub fn flag(&self) -> &AtomicBool {
+        &self.stopped
+    }
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.notifier.notify();
+    }
+    /// Sleeps for `d` unless stopped first; returns false when stopped.
+    pub fn sleep(&self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        loop {
+            let seen = self.notifier.seq();
+            if self.is_stopped() {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            self.notifier.wait(seen, deadline - now);
+        }
+    }
+}
+
+fn record_physic_timestamp(cl: &CommitLog, cp: &StoreCheckpoint) {
+    let flushed = cl.flushed_offset();
+    if let Some(f) = cl.queue().find(flushed.saturating_sub(1)) {
+        let ts = f.store_timestamp();
+        if ts > 0 {
+            cp.update(|d| {
+                d.physic_msg_timestamp = ts;
+                d.master_flushed_offset = flushed as i64;
+            });
+        }
+    }
+}
+
+/// ASYNC_FLUSH: every `interval`, flush when `least_pages` pages are dirty, and everything
+/// every `thorough`.
+pub fn run_async_flush(
+    cl: &CommitLog,
+    cp: &StoreCheckpoint,
+    stop: &StopSignal,
+    interval: Duration,
+    least_pages: usize,
+    thorough: Duration,
+    timed: bool,
+) {
+    let mut last_thorough = Instant::now();
+    loop {
+        let running = if timed {
+            stop.sleep(interval)
+        } else {
+            let seen = cl.appended().seq();
+            if stop.is_stopped() {
+                false
+            } else {
+                cl.appended().wait(seen, interval);
+                !stop.is_stopped()
+            }
+        };
+        if !running {
+            break;
+        }
+        let least = if last_thorough.elapsed() >= thorough {
+            last_thorough = Instant::now();
+            0
+        } else {
+            least_pages
+        };
+        // One file per call, as RocketMQ; a roll leaves the rest for the next round.
+        if cl.flush(least).is_err() {
+            return; // poisoned; the error is logged and puts fail from now on
+        }
+        record_physic_timestamp(cl, cp);
+    }
+    for _ in 0..10 {
+        match cl.flush_all() {
+            Ok(f) if f >= cl.max_offset() => break,
+            Ok(_) => continue,
+            Err(_) => return,
+        }
+    }
+    record_physic_timestamp(cl, cp);
+}
+
+/// SYNC_FLUSH group commit: flush whatever has been appended, then complete every put the
+/// flush covers. Puts appended during one fsync all ride on the next one.
+pub fn run_group_commit(cl: &CommitLog, cp: &StoreCheckpoint, waiters: &OffsetWaiters, stop: &StopSignal) {
+    let signal = cl.appended();
+    loop {
+        let seen = signal.seq();
+        let stopping = stop.is_stopped();
+        if cl.flushed_offset() < cl.max_offset() {
+            match cl.flush_all() {
+                Ok(flushed) => {
+                    waiters.advance(flushed as i64);
+                    record_physic_timestamp(cl, cp);
+                }
+                Err(_) => {
+                    // Poisoned: nothing waiting will ever be flushed.
+                    waiters.fail_all(PutStatus::FlushDiskTimeout);
+                    return;
+                }
+            }
+        } else if stopping {
+            return;
+        } else {
+            signal.wait(seen, Duration::from_millis(10));
+        }
+    }
+}
+
+/// Flushes ConsumeQueues every `interval` (when `least_pages` are dirty), and thoroughly, with
+/// the index and the checkpoint, every `thorough`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_cq_flush(
+    cqs: &ConsumeQueueStore,
+    index: Option<&IndexService>,
+    dispatcher: &Dispatcher,
+    cl: &CommitLog,
+    cp: &StoreCheckpoint,
+    stop: &StopSignal,
+    interval: Duration,
+    least_pages: usize,
+    thorough: Duration,
+) {
+    let mut last_thorough = Instant::now();
+    while stop.sleep(interval) {
+        let full = last_thorough.elapsed() >= thorough;
+        if full {
+            last_thorough = Instant::now();
+        }
+        flush_logics(cqs, index, dispatcher, cl, cp, if full { 0 } else { least_pages }, full);
+    }
+}
+
+/// Flushes the ConsumeQueues (and with `with_checkpoint`, the index and the checkpoint).
+pub fn flush_logics(
+    cqs: &ConsumeQueueStore,
+    index: Option<&IndexService>,
+    dispatcher: &Dispatcher,
+    cl: &CommitLog,
+    cp: &StoreCheckpoint,
+    least_pages: usize,
+    with_checkpoint: bool,
+) {
+    // The timestamp is taken before flushing, so it never claims more than is on disk.
+    let logics_ts = dispatcher.last_dispatched_timestamp();
+    for q in cqs.all() {
+        if let Err(e) = q.flush(least_pages) {
+            tracing::error!("flushing consume queue {}/{} failed: {e}", q.topic(), q.queue_id());
+        }
+    }
+    if with_checkpoint {
+        if let Some(i) = index {
+            if let Err(e) = i.flush() {
+                tracing::error!("flushing the index failed: {e}");
+            }
+        }
+        if logics_ts > 0 {
+            cp.update(|d| d.logics_msg_timestamp = logics_ts);
+        }
+        let flushed = cl.flushed_offset() as i64;
+        cp.update(|d| d.confirm_phy_offset = flushed);
+        if let Err(e) = cp.flush() {
+            tracing::error!("writing the checkpoint failed: {e}");
+        }
+    }
+}

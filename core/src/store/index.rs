@@ -1,0 +1,407 @@
+//! IndexFile: a hash index from `topic#key` to physical offsets (spec 4.2), so messages can
+//! be found by their keys and unique key. Built by the dispatcher (the only writer); queried
+//! concurrently. Slots and header fields are rewritten in place, so they are read and written
+//! as atomics; entries are append-only and published before the slot that points at them.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+
+use super::checkpoint::StoreCheckpoint;
+use super::mapped_file::MappedFile;
+use crate::message::DispatchRequest;
+use crate::message::hash::java_string_hash;
+use crate::message::sysflag;
+
+/// Bytes of the header.
+pub const INDEX_HEADER_SIZE: usize = 40;
+/// Bytes of a hash slot.
+pub const HASH_SLOT_SIZE: usize = 4;
+/// Bytes of an entry.
+pub const INDEX_ENTRY_SIZE: usize = 20;
+
+/// `abs(hashCode)` as RocketMQ computes it (`abs(MIN_VALUE)` is 0 there).
+pub fn index_key_hash(key: &str) -> i32 {
+    let h = java_string_hash(key);
+    if h == i32::MIN { 0 } else { h.abs() }
+}
+
+/// One index file.
+pub struct IndexFile {
+    file: Arc<MappedFile>,
+    slot_num: usize,
+    index_num: usize,
+}
+
+impl IndexFile {
+    fn size_for(slot_num: usize, index_num: usize) -> usize {
+        INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+    }
+
+    fn entries_start(&self) -> usize {
+        INDEX_HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE
+    }
+
+    fn create(
+        dir: &Path,
+        name: &str,
+        slot_num: usize,
+        index_num: usize,
+        begin_phy: i64,
+        begin_ts: i64,
+    ) -> io::Result<Self> {
+        let size = Self::size_for(slot_num, index_num);
+        let file = Arc::new(MappedFile::create_named(dir, name, 0, size)?);
+        let idx = IndexFile { file, slot_num, index_num };
+        idx.file.reset_positions(idx.entries_start() + INDEX_ENTRY_SIZE);
+        idx.set_i64(16, begin_phy);
+        idx.set_i64(24, begin_phy);
+        idx.set_i64(0, begin_ts);
+        idx.set_i64(8, begin_ts);
+        idx.set_i32(36, 1);
+        Ok(idx)
+    }
+
+    fn open(path: &Path, slot_num: usize, index_num: usize) -> io::Result<Self> {
+        let size = Self::size_for(slot_num, index_num);
+        let file = Arc::new(MappedFile::open(path, 0, size)?);
+        let idx = IndexFile { file, slot_num, index_num };
+        let count = (idx.index_count().max(1) as usize).min(index_num);
+        idx.file.reset_positions(idx.entries_start() + count * INDEX_ENTRY_SIZE);
+        Ok(idx)
+    }
+
+    fn get_i64(&self, pos: usize) -> i64 {
+        u64::from_be(self.file.atomic_u64(pos).load(Ordering::Acquire)) as i64
+    }
+    fn set_i64(&self, pos: usize, v: i64) {
+        self.file.atomic_u64(pos).store((v as u64).to_be(), Ordering::Release);
+    }
+    fn get_i32(&self, pos: usize) -> i32 {
+        u32::from_be(self.file.atomic_u32(pos).load(Ordering::Acquire)) as i32
+    }
+    fn set_i32(&self, pos: usize, v: i32) {
+        self.file.atomic_u32(pos).store((v as u32).to_be(), Ordering::Release);
+    }
+
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+    pub fn begin_timestamp(&self) -> i64 {
+        self.get_i64(0)
+    }
+    pub fn end_timestamp(&self) -> i64 {
+        self.get_i64(8)
+    }
+    pub fn begin_phy_offset(&self) -> i64 {
+        self.get_i64(16)
+    }
+    pub fn end_phy_offset(&self) -> i64 {
+        self.get_i64(24)
+    }
+    pub fn hash_slot_count(&self) -> i32 {
+        self.get_i32(32)
+    }
+    /// Entries written plus one (entry 0 is never used).
+    pub fn index_count(&self) -> i32 {
+        let c = self.get_i32(36);
+        if c <= 0 { 1 } else { c }
+    }
+    pub fn is_full(&self) -> bool {
+        self.index_count() as usize >= self.index_num
+    }
+
+    fn slot_pos(&self, hash: i32) -> usize {
+        INDEX_HEADER_SIZE + (hash as usize % self.slot_num) * HASH_SLOT_SIZE
+    }
+
+    /// Adds `key` → `phy_offset`; false if the file is full.
+    fn put_key(&self, key: &str, phy_offset: i64, store_timestamp: i64) -> bool {
+        let count = self.index_count();
+        if count as usize >= self.index_num {
+            return false;
+        }
+        let hash = index_key_hash(key);
+        let slot_pos = self.slot_pos(hash);
+        let mut prev = self.get_i32(slot_pos);
+        if prev <= 0 || prev > count {
+            prev = 0;
+        }
+        let begin = self.begin_timestamp();
+        let diff = if begin <= 0 { 0 } else { ((store_timestamp - begin) / 1000).clamp(0, i32::MAX as i64) };
+        let pos = self.entries_start() + count as usize * INDEX_ENTRY_SIZE;
+        self.file.write_region(pos, INDEX_ENTRY_SIZE, |b| {
+            b[..4].copy_from_slice(&hash.to_be_bytes());
+            b[4..12].copy_from_slice(&phy_offset.to_be_bytes());
+            b[12..16].copy_from_slice(&(diff as i32).to_be_bytes());
+            b[16..20].copy_from_slice(&prev.to_be_bytes());
+        });
+        self.file.set_wrote_position(pos + INDEX_ENTRY_SIZE);
+        self.set_i32(slot_pos, count);
+        if count == 1 {
+            self.set_i64(16, phy_offset);
+            self.set_i64(0, store_timestamp);
+        }
+        if prev == 0 {
+            self.set_i32(32, self.hash_slot_count() + 1);
+        }
+        self.set_i64(24, phy_offset);
+        self.set_i64(8, store_timestamp);
+        self.set_i32(36, count + 1);
+        true
+    }
+
+    /// Whether the file's time range overlaps `[begin, end]`.
+    pub fn is_time_matched(&self, begin: i64, end: i64) -> bool {
+        let (b, e) = (self.begin_timestamp(), self.end_timestamp());
+        (begin < b && end > e) || (begin >= b && begin <= e) || (end >= b && end <= e)
+    }
+
+    /// Offsets of `key` stored in `[begin, end]`, newest first, appended to `out` up to `max`.
+    fn select(&self, out: &mut Vec<i64>, key: &str, max: usize, begin: i64, end: i64) {
+        let hash = index_key_hash(key);
+        let count = self.index_count();
+        let mut no = self.get_i32(self.slot_pos(hash));
+        let file_begin = self.begin_timestamp();
+        let mut seen = 0usize;
+        while no > 0 && no < count && out.len() < max && seen < self.index_num {
+            seen += 1;
+            let pos = self.entries_start() + no as usize * INDEX_ENTRY_SIZE;
+            let Some(e) = self.file.read(pos, INDEX_ENTRY_SIZE) else { break };
+            let h = i32::from_be_bytes(e[..4].try_into().unwrap_or_default());
+            let phy = i64::from_be_bytes(e[4..12].try_into().unwrap_or_default());
+            let diff = i32::from_be_bytes(e[12..16].try_into().unwrap_or_default()) as i64;
+            let prev = i32::from_be_bytes(e[16..20].try_into().unwrap_or_default());
+            let ts = file_begin + diff * 1000;
+            if h == hash && ts >= begin && ts <= end {
+                out.push(phy);
+            }
+            if prev <= 0 || prev >= count || prev == no || ts < begin {
+                break;
+            }
+            no = prev;
+        }
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        // The header and slots are rewritten anywhere: flush the whole file.
+        self.file.set_flushed_position(0);
+        self.file.flush(0).map(|_| ())
+    }
+}
+
+/// Settings of the index.
+#[derive(Debug, Clone)]
+pub struct IndexOptions {
+    pub slot_num: usize,
+    pub index_num: usize,
+    pub max_msgs_num_batch: usize,
+}
+
+/// All index files, oldest first.
+pub struct IndexService {
+    dir: PathBuf,
+    opts: IndexOptions,
+    files: RwLock<Vec<Arc<IndexFile>>>,
+    checkpoint: Arc<StoreCheckpoint>,
+}
+
+impl IndexService {
+    /// Loads the index files. After an unclean exit, files that may hold entries newer than
+    /// the checkpoint's index timestamp are destroyed (dispatch rebuilds them).
+    pub fn load(
+        dir: &Path,
+        opts: IndexOptions,
+        checkpoint: Arc<StoreCheckpoint>,
+        last_exit_ok: bool,
+    ) -> io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mut names: Vec<PathBuf> = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            let name = e.file_name();
+            let Some(n) = name.to_str() else { continue };
+            if n.ends_with(".creating") {
+                let _ = std::fs::remove_file(e.path());
+                continue;
+            }
+            if n.len() == 17 && n.bytes().all(|b| b.is_ascii_digit()) {
+                names.push(e.path());
+            }
+        }
+        names.sort();
+        let mut files = Vec::new();
+        let index_ts = checkpoint.get().index_msg_timestamp;
+        for p in names {
+            let f = match IndexFile::open(&p, opts.slot_num, opts.index_num) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(
+                        "index file {} cannot be used ({e}); deleting it, dispatch rebuilds it",
+                        p.display()
+                    );
+                    let _ = std::fs::remove_file(&p);
+                    continue;
+                }
+            };
+            if !last_exit_ok && f.end_timestamp() > index_ts {
+                tracing::info!("unclean exit: destroying index file {} (rebuilt by dispatch)", p.display());
+                f.file.destroy()?;
+                continue;
+            }
+            files.push(Arc::new(f));
+        }
+        Ok(IndexService { dir: dir.to_path_buf(), opts, files: RwLock::new(files), checkpoint })
+    }
+
+    fn last_file(&self) -> io::Result<Arc<IndexFile>> {
+        let last = self.files.read().unwrap_or_else(|e| e.into_inner()).last().cloned();
+        match last {
+            Some(f) if !f.is_full() => Ok(f),
+            prev => {
+                let (begin_phy, begin_ts) =
+                    prev.as_ref().map(|p| (p.end_phy_offset(), p.end_timestamp())).unwrap_or((0, 0));
+                let name = self.new_name();
+                let f = Arc::new(IndexFile::create(
+                    &self.dir,
+                    &name,
+                    self.opts.slot_num,
+                    self.opts.index_num,
+                    begin_phy,
+                    begin_ts,
+                )?);
+                self.files.write().unwrap_or_else(|e| e.into_inner()).push(f.clone());
+                if let Some(p) = prev {
+                    // The full file is final: flush it off the dispatch thread and record its
+                    // end in the checkpoint.
+                    let cp = self.checkpoint.clone();
+                    std::thread::Builder::new()
+                        .name("rmqha-index-flush".into())
+                        .spawn(move || {
+                            if let Err(e) = p.flush() {
+                                tracing::warn!("flushing index file {} failed: {e}", p.path().display());
+                                return;
+                            }
+                            cp.update(|d| d.index_msg_timestamp = p.end_timestamp());
+                            if let Err(e) = cp.flush() {
+                                tracing::warn!("writing the checkpoint failed: {e}");
+                            }
+                        })
+                        .ok();
+                }
+                Ok(f)
+            }
+        }
+    }
+
+    fn new_name(&self) -> String {
+        let mut name = local_time_name(super::commit_log::now_ms());
+        // Two files in one millisecond (tiny test files): take the next free name.
+        while self.dir.join(&name).exists() {
+            let n: u64 = name.parse().unwrap_or(0) + 1;
+            name = format!("{n:017}");
+        }
+        name
+    }
+
+    /// Indexes one dispatched message (dispatcher thread only).
+    pub fn build_index(&self, req: &DispatchRequest<'_>) -> io::Result<()> {
+        if sysflag::transaction_type(req.sys_flag) == sysflag::TRANSACTION_ROLLBACK_TYPE {
+            return Ok(());
+        }
+        let has_keys =
+            req.uniq_key.is_some() || req.keys.is_some_and(|k| k.split(' ').any(|s| !s.is_empty()));
+        if !has_keys {
+            return Ok(());
+        }
+        let mut file = self.last_file()?;
+        if req.commit_log_offset < file.end_phy_offset() {
+            return Ok(()); // already indexed (rebuild)
+        }
+        let mut key = String::with_capacity(req.topic.len() + 33);
+        let keys = req.uniq_key.into_iter().chain(req.keys.into_iter().flat_map(|k| k.split(' ')));
+        for k in keys.filter(|k| !k.is_empty()) {
+            key.clear();
+            key.push_str(req.topic);
+            key.push('#');
+            key.push_str(k);
+            if !file.put_key(&key, req.commit_log_offset, req.store_timestamp) {
+                file = self.last_file()?;
+                file.put_key(&key, req.commit_log_offset, req.store_timestamp);
+            }
+        }
+        Ok(())
+    }
+
+    /// Physical offsets of messages whose `topic#key` hashes like the key's, stored within
+    /// `[begin, end]` ms, newest first (the caller re-checks keys: hashes collide).
+    pub fn query_offsets(&self, topic: &str, key: &str, max: usize, begin: i64, end: i64) -> Vec<i64> {
+        let max = max.min(self.opts.max_msgs_num_batch).max(1);
+        let full_key = format!("{topic}#{key}");
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut out = Vec::new();
+        for f in files.iter().rev() {
+            if f.is_time_matched(begin, end) {
+                f.select(&mut out, &full_key, max, begin, end);
+            }
+            if f.begin_timestamp() < begin || out.len() >= max {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Deletes files whose entries all point below `cl_min` (never the last one).
+    pub fn delete_expired(&self, cl_min: i64) -> io::Result<usize> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        while files.len() > 1 && files[0].end_phy_offset() < cl_min {
+            let f = files.remove(0);
+            f.file.destroy()?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Flushes the current file.
+    pub fn flush(&self) -> io::Result<()> {
+        let last = self.files.read().unwrap_or_else(|e| e.into_inner()).last().cloned();
+        if let Some(f) = last { f.flush() } else { Ok(()) }
+    }
+
+    /// Deletes every index file.
+    pub fn destroy_all(&self) -> io::Result<()> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        for f in files.drain(..) {
+            f.file.destroy()?;
+        }
+        Ok(())
+    }
+
+    /// The number of index files.
+    pub fn file_count(&self) -> usize {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// `yyyyMMddHHmmssSSS` in local time, as RocketMQ names index files.
+fn local_time_name(ms: i64) -> String {
+    let secs = (ms / 1000) as libc::time_t;
+    // SAFETY: localtime_r writes into our zeroed tm and reads only `secs`.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&secs, &mut tm);
+        tm
+    };
+    format!(
+        "{:04}{:02}{:02}{:02}{:02}{:02}{:03}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        ms % 1000
+    )
+}

@@ -1,0 +1,384 @@
+//! One fixed-size segment file of a log, memory-mapped. This module holds all of rmqha's
+//! `unsafe` memory access.
+//!
+//! Concurrency contract: exactly one writer at a time appends (the caller holds the log's put
+//! lock), writing only at or beyond `wrote_position`, and publishes each append by storing the
+//! new position with Release ordering. Readers load the position with Acquire ordering and only
+//! look at bytes below it. Written bytes are never rewritten while readers may see them
+//! (truncation happens only while nobody reads, see `zero_from`). So a reader's `&[u8]` never
+//! overlaps a region being written. The mapping lives as long as the `MappedFile`, and files
+//! are shared as `Arc<MappedFile>`, so a reader racing with a deletion keeps a valid mapping
+//! (the file is unlinked, its pages stay until the last reader drops it).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+/// Bytes of an OS page, RocketMQ's flush unit.
+pub const OS_PAGE_SIZE: usize = 4096;
+
+/// A memory-mapped segment file.
+pub struct MappedFile {
+    path: PathBuf,
+    file: File,
+    map: MmapRaw,
+    start_offset: u64,
+    size: usize,
+    wrote: AtomicUsize,
+    flushed: AtomicUsize,
+    /// Store timestamp of the last record appended (for the checkpoint).
+    store_timestamp: AtomicI64,
+    /// Set when the file is removed from its queue (retention, truncation).
+    removed: AtomicBool,
+}
+
+impl std::fmt::Debug for MappedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedFile")
+            .field("path", &self.path)
+            .field("wrote", &self.wrote_position())
+            .field("flushed", &self.flushed_position())
+            .finish()
+    }
+}
+
+/// The 20-digit zero-padded decimal name of a file starting at `offset`.
+pub fn file_name(offset: u64) -> String {
+    format!("{offset:020}")
+}
+
+impl MappedFile {
+    /// Creates a new zero-filled file of `size` bytes with all its blocks allocated, so that a
+    /// full disk fails here and never later as a SIGBUS inside an append.
+    pub fn create(dir: &Path, start_offset: u64, size: usize) -> io::Result<Self> {
+        Self::create_named(dir, &file_name(start_offset), start_offset, size)
+    }
+
+    /// Like `create`, with an explicit file name (index files are named by time).
+    pub fn create_named(dir: &Path, name: &str, start_offset: u64, size: usize) -> io::Result<Self> {
+        let path = dir.join(name);
+        let tmp = dir.join(format!("{name}.creating"));
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
+        let result = (|| {
+            file.set_len(size as u64)?;
+            allocate(&file, size)?;
+            // The name appears only once the file is complete, so a crash mid-creation never
+            // leaves a short file that load would have to reject.
+            std::fs::rename(&tmp, &path)?;
+            sync_dir(dir)
+        })();
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        Self::map(path, file, start_offset, size, 0)
+    }
+
+    /// Opens an existing file, which must be exactly `size` bytes. Its positions start at the
+    /// end (recovery sets the last file's positions).
+    pub fn open(path: &Path, start_offset: u64, size: usize) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let len = file.metadata()?.len();
+        if len != size as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is {len} bytes, expected {size}", path.display()),
+            ));
+        }
+        Self::map(path.to_path_buf(), file, start_offset, size, size)
+    }
+
+    fn map(path: PathBuf, file: File, start_offset: u64, size: usize, pos: usize) -> io::Result<Self> {
+        let map = MmapOptions::new().len(size).map_raw(&file)?;
+        Ok(MappedFile {
+            path,
+            file,
+            map,
+            start_offset,
+            size,
+            wrote: AtomicUsize::new(pos),
+            flushed: AtomicUsize::new(pos),
+            store_timestamp: AtomicI64::new(0),
+            removed: AtomicBool::new(false),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn start_offset(&self) -> u64 {
+        self.start_offset
+    }
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    pub fn end_offset(&self) -> u64 {
+        self.start_offset + self.size as u64
+    }
+    /// Bytes appended and visible to readers.
+    pub fn wrote_position(&self) -> usize {
+        self.wrote.load(Ordering::Acquire)
+    }
+    pub fn flushed_position(&self) -> usize {
+        self.flushed.load(Ordering::Acquire)
+    }
+    pub fn is_full(&self) -> bool {
+        self.wrote_position() == self.size
+    }
+    pub fn store_timestamp(&self) -> i64 {
+        self.store_timestamp.load(Ordering::Acquire)
+    }
+    pub fn set_store_timestamp(&self, ts: i64) {
+        self.store_timestamp.store(ts, Ordering::Release);
+    }
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+    pub(crate) fn mark_removed(&self) {
+        self.removed.store(true, Ordering::Release);
+    }
+
+    /// The readable bytes `[pos, wrote_position)`.
+    pub fn readable_from(&self, pos: usize) -> &[u8] {
+        let end = self.wrote_position();
+        if pos >= end {
+            return &[];
+        }
+        // SAFETY: [pos, end) lies inside the mapping (end <= size) and below the published
+        // write position, so no writer touches it (module contract); the mapping outlives
+        // `&self`.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos), end - pos) }
+    }
+
+    /// Bytes `[pos, pos + len)` if they are all readable.
+    pub fn read(&self, pos: usize, len: usize) -> Option<&[u8]> {
+        let s = self.readable_from(pos);
+        s.get(..len)
+    }
+
+    /// Gives `f` the writable bytes `[pos, pos + len)` beyond the write position. The caller
+    /// must be the file's only writer (hold the put lock) and publish with `set_wrote_position`.
+    pub fn write_region<R>(&self, pos: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        assert!(pos >= self.wrote_position() && pos + len <= self.size, "write outside the free region");
+        // SAFETY: the region is inside the mapping and at or beyond the published write
+        // position, where no reader looks; the single writer is guaranteed by the caller's put
+        // lock, so this is the only live reference to these bytes.
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(pos), len) };
+        f(buf)
+    }
+
+    /// A 4-byte field that is rewritten in place while readers may look at it (index slots
+    /// and header): accessed only through atomics, so readers never race a plain write.
+    pub fn atomic_u32(&self, pos: usize) -> &std::sync::atomic::AtomicU32 {
+        assert!(pos + 4 <= self.size && pos % 4 == 0, "atomic field out of bounds or unaligned");
+        // SAFETY: in bounds and 4-aligned (the mapping is page-aligned); the bytes are only ever
+        // accessed through this atomic view, never through the slice methods.
+        unsafe { &*(self.map.as_mut_ptr().add(pos) as *const std::sync::atomic::AtomicU32) }
+    }
+
+    /// An 8-byte field rewritten in place (see `atomic_u32`).
+    pub fn atomic_u64(&self, pos: usize) -> &AtomicU64 {
+        assert!(pos + 8 <= self.size && pos % 8 == 0, "atomic field out of bounds or unaligned");
+        // SAFETY: in bounds and 8-aligned; only ever accessed through this atomic view.
+        unsafe { &*(self.map.as_mut_ptr().add(pos) as *const AtomicU64) }
+    }
+
+    /// Publishes bytes written up to `pos`.
+    pub fn set_wrote_position(&self, pos: usize) {
+        debug_assert!(pos <= self.size);
+        self.wrote.store(pos, Ordering::Release);
+    }
+
+    /// Sets the positions after recovery or truncation (no reader may be active beyond `pos`).
+    pub(crate) fn reset_positions(&self, pos: usize) {
+        self.wrote.store(pos, Ordering::Release);
+        self.flushed.store(pos.min(self.flushed_position()), Ordering::Release);
+    }
+
+    pub(crate) fn set_flushed_position(&self, pos: usize) {
+        self.flushed.store(pos, Ordering::Release);
+    }
+
+    /// Flushes `[flushed, wrote)` to disk; returns the new flushed position. RocketMQ flushes
+    /// only when at least `least_pages` whole pages are dirty (or the file is full).
+    pub fn flush(&self, least_pages: usize) -> io::Result<usize> {
+        let wrote = self.wrote_position();
+        let flushed = self.flushed_position();
+        if wrote <= flushed {
+            return Ok(flushed);
+        }
+        if least_pages > 0 && wrote < self.size && wrote / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE < least_pages
+        {
+            return Ok(flushed);
+        }
+        let from = flushed - flushed % OS_PAGE_SIZE;
+        self.map.flush_range(from, wrote - from)?;
+        self.flushed.fetch_max(wrote, Ordering::AcqRel);
+        Ok(self.flushed_position())
+    }
+
+    /// Faults in every page of the file (done in the background for the next file, so that
+    /// appends never pay for a fresh page on the hot path).
+    pub fn pretouch(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            const MADV_POPULATE_WRITE: i32 = 23;
+            // SAFETY: advice on our own mapping; MADV_POPULATE_WRITE only faults pages in as if
+            // written with their current content, changing no byte.
+            let rc = unsafe { libc::madvise(self.map.as_mut_ptr().cast(), self.size, MADV_POPULATE_WRITE) };
+            if rc == 0 {
+                return;
+            }
+        }
+        // Older kernels: write a zero into each page of the fresh (all-zero) file.
+        let wrote = self.wrote_position();
+        let mut pos = wrote.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
+        while pos < self.size {
+            // SAFETY: in bounds, beyond the write position of a file no writer uses yet; a
+            // volatile write of the zero that is already there.
+            unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(pos), 0) };
+            pos += OS_PAGE_SIZE;
+        }
+    }
+
+    /// Zeroes `[pos, size)` on disk and sets the positions to `pos`: a truncated record must
+    /// not come back after a crash (RocketMQ issue 10666). The file is never shrunk while
+    /// mapped. Callers guarantee no reader or writer uses the file beyond `pos`.
+    pub(crate) fn zero_from(&self, pos: usize) -> io::Result<()> {
+        if pos < self.size {
+            // The partial page by hand; whole pages by FALLOC_FL_ZERO_RANGE, which keeps the
+            // blocks allocated (so no later append can fault on a full disk) and does not
+            // dirty up to a whole file of page cache. Where it is unsupported, zero only the
+            // pages that hold something: a tail is usually mostly zeros already.
+            let aligned = pos.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
+            let head_end = aligned.min(self.size);
+            // SAFETY: in bounds; by the caller's guarantee nobody else accesses [pos, size).
+            unsafe { std::ptr::write_bytes(self.map.as_mut_ptr().add(pos), 0, head_end - pos) };
+            if aligned < self.size && !self.zero_range_fallocate(aligned) {
+                let mut p = aligned;
+                while p < self.size {
+                    let n = OS_PAGE_SIZE.min(self.size - p);
+                    // SAFETY: in bounds, and nobody else accesses it (caller's guarantee).
+                    let page = unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(p), n) };
+                    if page.iter().any(|&b| b != 0) {
+                        page.fill(0);
+                    }
+                    p += n;
+                }
+            }
+            let from = pos - pos % OS_PAGE_SIZE;
+            self.map.flush_range(from, self.size - from)?;
+            self.file.sync_data()?;
+        }
+        self.wrote.store(pos, Ordering::Release);
+        self.flushed.store(pos, Ordering::Release);
+        Ok(())
+    }
+
+    fn zero_range_fallocate(&self, from: usize) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: plain syscall on our descriptor; the kernel keeps the shared mapping
+            // coherent (it drops the cached pages of the range).
+            let rc = unsafe {
+                libc::fallocate(
+                    self.file.as_raw_fd(),
+                    libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+                    from as libc::off_t,
+                    (self.size - from) as libc::off_t,
+                )
+            };
+            rc == 0
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = from;
+            false
+        }
+    }
+
+    /// fsyncs the file descriptor (data and metadata).
+    pub fn sync_all(&self) -> io::Result<()> {
+        self.file.sync_all()
+    }
+
+    /// Advises the kernel about the use of `[pos, pos+len)`.
+    pub fn advise_willneed(&self, pos: usize, len: usize) {
+        let start = pos - pos % OS_PAGE_SIZE;
+        let len = (len + pos - start).min(self.size - start);
+        // SAFETY: advice on a range inside our own mapping; changes no data.
+        unsafe {
+            libc::madvise(self.map.as_mut_ptr().add(start).cast(), len, libc::MADV_WILLNEED);
+        }
+    }
+
+    /// Deletes the file from disk (the mapping stays valid for readers holding an `Arc`).
+    pub fn destroy(&self) -> io::Result<()> {
+        self.mark_removed();
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Reserves the file's blocks. Where the file system cannot (EOPNOTSUPP), writes zeros, which
+/// reserves them just as well.
+fn allocate(file: &File, size: usize) -> io::Result<()> {
+    // SAFETY: plain syscall on a descriptor we own.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
+    match rc {
+        0 => Ok(()),
+        libc::EOPNOTSUPP | libc::EINVAL => {
+            use std::os::unix::fs::FileExt;
+            let zeros = vec![0u8; 1 << 20];
+            let mut off = 0;
+            while off < size {
+                let n = zeros.len().min(size - off);
+                file.write_all_at(&zeros[..n], off as u64)?;
+                off += n;
+            }
+            file.sync_data()
+        }
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// fsyncs a directory so that a created, renamed or deleted entry survives a crash.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_write_read_flush_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = MappedFile::create(dir.path(), 8192, 8192).unwrap();
+        assert_eq!(f.path().file_name().unwrap(), "00000000000000008192");
+        assert_eq!(std::fs::metadata(f.path()).unwrap().len(), 8192);
+        f.pretouch();
+        f.write_region(0, 5, |b| b.copy_from_slice(b"hello"));
+        assert_eq!(f.readable_from(0), b"");
+        f.set_wrote_position(5);
+        assert_eq!(f.readable_from(0), b"hello");
+        assert_eq!(f.read(1, 3), Some(&b"ell"[..]));
+        assert_eq!(f.read(1, 10), None);
+        assert_eq!(f.flush(4).unwrap(), 0, "fewer dirty pages than asked");
+        assert_eq!(f.flush(0).unwrap(), 5);
+        drop(f);
+        let f = MappedFile::open(&dir.path().join(file_name(8192)), 8192, 8192).unwrap();
+        assert_eq!(&f.readable_from(0)[..5], b"hello");
+        f.zero_from(2).unwrap();
+        drop(f);
+        let bytes = std::fs::read(dir.path().join(file_name(8192))).unwrap();
+        assert_eq!(&bytes[..5], b"he\0\0\0");
+        assert!(MappedFile::open(&dir.path().join(file_name(8192)), 8192, 4096).is_err());
+    }
+}

@@ -1,0 +1,394 @@
+//! A log as a sequence of equally sized mapped files named by their start offset (spec 2.2).
+//!
+//! The file list is behind a read-write lock that is held only to clone an `Arc`; files are
+//! read without it. New files come from an [`Allocator`] that creates and pre-touches the next
+//! file in the background, so a roll does not stall the put path.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+
+use super::mapped_file::{MappedFile, file_name, sync_dir};
+
+/// Creates files ahead of need on a background thread.
+pub struct Allocator {
+    state: Mutex<AllocState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct AllocState {
+    /// Files requested and not yet taken: None while being created.
+    slots: HashMap<PathBuf, Option<io::Result<Arc<MappedFile>>>>,
+    queue: Vec<(PathBuf, u64, usize)>,
+    closed: bool,
+}
+
+impl Allocator {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Allocator { state: Mutex::new(AllocState::default()), cv: Condvar::new() })
+    }
+
+    /// Asks for the file at `start` in `dir` to be created in the background.
+    pub fn request(&self, dir: &Path, start: u64, size: usize) {
+        let path = dir.join(file_name(start));
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.closed || s.slots.contains_key(&path) || path.exists() {
+            return;
+        }
+        s.slots.insert(path.clone(), None);
+        s.queue.push((dir.to_path_buf(), start, size));
+        self.cv.notify_all();
+    }
+
+    /// The file at `start`: the pre-created one if requested (waiting for it if it is being
+    /// made), otherwise created now.
+    pub fn take(&self, dir: &Path, start: u64, size: usize) -> io::Result<Arc<MappedFile>> {
+        let path = dir.join(file_name(start));
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match s.slots.get(&path) {
+                Some(Some(_)) => {
+                    let done = s.slots.remove(&path).flatten().expect("present");
+                    return match done {
+                        Ok(f) if f.size() == size => Ok(f),
+                        Ok(f) => {
+                            // Made for another size; should not happen. Replace it.
+                            let _ = f.destroy();
+                            drop(s);
+                            MappedFile::create(dir, start, size).map(Arc::new)
+                        }
+                        Err(e) => Err(e),
+                    };
+                }
+                Some(None) if !s.closed => {
+                    // Being created, or queued: if still queued, take it over ourselves.
+                    if let Some(i) = s.queue.iter().position(|(d, st, _)| d == dir && *st == start) {
+                        s.queue.remove(i);
+                        s.slots.remove(&path);
+                        drop(s);
+                        return MappedFile::create(dir, start, size).map(Arc::new);
+                    }
+                    s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+                }
+                _ => {
+                    s.slots.remove(&path);
+                    drop(s);
+                    return MappedFile::create(dir, start, size).map(Arc::new);
+                }
+            }
+        }
+    }
+
+    /// The allocation loop; run on its own thread until `close`.
+    pub fn run(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if s.closed {
+                return;
+            }
+            if s.queue.is_empty() {
+                s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            let (dir, start, size) = s.queue.remove(0);
+            drop(s);
+            let made = MappedFile::create(&dir, start, size).map(|f| {
+                f.pretouch();
+                Arc::new(f)
+            });
+            if let Err(e) = &made {
+                tracing::warn!("pre-allocating {} failed: {e}", dir.join(file_name(start)).display());
+            }
+            s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let path = dir.join(file_name(start));
+            if let Some(slot) = s.slots.get_mut(&path) {
+                *slot = Some(made);
+            } else if let Ok(f) = made {
+                // Nobody wants it any more (taken over or cancelled).
+                let _ = f.destroy();
+            }
+            self.cv.notify_all();
+        }
+    }
+
+    /// Stops the loop and deletes pre-created files nobody took (they are empty, but a
+    /// leftover file beyond the log's end would look like part of the log at the next load).
+    pub fn close(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.closed = true;
+        s.queue.clear();
+        for (_, slot) in s.slots.drain() {
+            if let Some(Ok(f)) = slot {
+                let _ = f.destroy();
+            }
+        }
+        self.cv.notify_all();
+    }
+
+    /// Deletes a pre-created, untaken file at or beyond `start` in `dir` (after a truncation).
+    pub fn cancel_from(&self, dir: &Path, start: u64) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.queue.retain(|(d, st, _)| !(d == dir && *st >= start));
+        let doomed: Vec<PathBuf> = s
+            .slots
+            .keys()
+            .filter(|p| {
+                p.parent() == Some(dir)
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(|n| n.parse::<u64>().ok())
+                        .is_some_and(|o| o >= start)
+            })
+            .cloned()
+            .collect();
+        for p in doomed {
+            if let Some(Some(Ok(f))) = s.slots.remove(&p) {
+                let _ = f.destroy();
+            }
+        }
+    }
+}
+
+/// The files of one log.
+pub struct MappedFileQueue {
+    dir: PathBuf,
+    file_size: usize,
+    files: RwLock<Vec<Arc<MappedFile>>>,
+    flushed_where: AtomicU64,
+    allocator: Option<Arc<Allocator>>,
+}
+
+impl MappedFileQueue {
+    /// Loads the files in `dir` (creating `dir` if needed). Every file must be `file_size`
+    /// bytes, except that an empty last file is deleted (a crash while creating it).
+    pub fn load(dir: &Path, file_size: usize, allocator: Option<Arc<Allocator>>) -> io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mut names: Vec<(u64, PathBuf)> = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.ends_with(".creating") {
+                // An interrupted creation: never part of the log.
+                let _ = std::fs::remove_file(entry.path());
+                continue;
+            }
+            if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+                if let Ok(off) = name.parse::<u64>() {
+                    names.push((off, entry.path()));
+                }
+            }
+        }
+        names.sort();
+        let mut files = Vec::with_capacity(names.len());
+        let count = names.len();
+        for (i, (off, path)) in names.into_iter().enumerate() {
+            let len = std::fs::metadata(&path)?.len();
+            if len == 0 && i + 1 == count {
+                tracing::warn!("deleting empty last file {}", path.display());
+                std::fs::remove_file(&path)?;
+                continue;
+            }
+            if off % file_size as u64 != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} does not start at a multiple of the file size {file_size}", path.display()),
+                ));
+            }
+            if let Some(prev) = files.last().map(|f: &Arc<MappedFile>| f.end_offset()) {
+                if prev != off {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "gap in {}: a file ends at {prev} but the next starts at {off}",
+                            dir.display()
+                        ),
+                    ));
+                }
+            }
+            files.push(Arc::new(MappedFile::open(&path, off, file_size).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("{e} (is mappedFileSize set as when the store was written?)"),
+                )
+            })?));
+        }
+        Ok(MappedFileQueue {
+            dir: dir.to_path_buf(),
+            file_size,
+            files: RwLock::new(files),
+            flushed_where: AtomicU64::new(0),
+            allocator,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+
+    /// A snapshot of the file list.
+    pub fn files(&self) -> Vec<Arc<MappedFile>> {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    pub fn file_count(&self) -> usize {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+    pub fn first(&self) -> Option<Arc<MappedFile>> {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).first().cloned()
+    }
+    pub fn last(&self) -> Option<Arc<MappedFile>> {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).last().cloned()
+    }
+
+    /// The file holding `offset`.
+    pub fn find(&self, offset: u64) -> Option<Arc<MappedFile>> {
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        let first = files.first()?.start_offset();
+        if offset < first {
+            return None;
+        }
+        let idx = ((offset - first) / self.file_size as u64) as usize;
+        files.get(idx).filter(|f| f.start_offset() <= offset && offset < f.end_offset()).cloned()
+    }
+
+    /// First offset on disk (-1 when empty, as RocketMQ).
+    pub fn min_offset(&self) -> i64 {
+        self.first().map(|f| f.start_offset() as i64).unwrap_or(-1)
+    }
+
+    /// End of the readable data.
+    pub fn max_offset(&self) -> u64 {
+        self.last().map(|f| f.start_offset() + f.wrote_position() as u64).unwrap_or(0)
+    }
+
+    pub fn flushed_where(&self) -> u64 {
+        self.flushed_where.load(Ordering::Acquire)
+    }
+    pub fn set_flushed_where(&self, v: u64) {
+        self.flushed_where.store(v, Ordering::Release);
+    }
+
+    /// A new last file starting at `start` (which must follow the current last file, or be
+    /// any file-size multiple for an empty queue). Asks the allocator for the one after.
+    pub fn create_file(&self, start: u64) -> io::Result<Arc<MappedFile>> {
+        debug_assert_eq!(start % self.file_size as u64, 0);
+        if let Some(last) = self.last() {
+            if last.end_offset() != start {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "new file at {start} does not follow the last file ending at {}",
+                        last.end_offset()
+                    ),
+                ));
+            }
+        }
+        let file = match &self.allocator {
+            Some(a) => {
+                let f = a.take(&self.dir, start, self.file_size)?;
+                a.request(&self.dir, start + self.file_size as u64, self.file_size);
+                f
+            }
+            None => Arc::new(MappedFile::create(&self.dir, start, self.file_size)?),
+        };
+        self.files.write().unwrap_or_else(|e| e.into_inner()).push(file.clone());
+        Ok(file)
+    }
+
+    /// Flushes the file holding the flushed position (one file per call, as RocketMQ); returns
+    /// the new flushed position.
+    pub fn flush(&self, least_pages: usize) -> io::Result<u64> {
+        let mut where_ = self.flushed_where();
+        let file =
+            if where_ == 0 { self.first() } else { self.find(where_).or_else(|| self.find(where_ - 1)) };
+        if let Some(f) = file {
+            let pos = f.flush(least_pages)?;
+            where_ = where_.max(f.start_offset() + pos as u64);
+            self.set_flushed_where(where_);
+        }
+        Ok(where_)
+    }
+
+    /// Flushes everything written so far, across files.
+    pub fn flush_all(&self) -> io::Result<u64> {
+        loop {
+            let before = self.flushed_where();
+            let after = self.flush(0)?;
+            if after >= self.max_offset() || after == before {
+                return Ok(after);
+            }
+        }
+    }
+
+    /// Cuts the log at `offset`: files starting beyond it are deleted, and the file holding it
+    /// is zeroed from there on and keeps its size. A file starting exactly at `offset` is kept
+    /// empty. Nothing may read or write beyond `offset` meanwhile.
+    pub fn truncate(&self, offset: u64) -> io::Result<()> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        while let Some(last) = files.last() {
+            if last.start_offset() > offset {
+                let f = files.pop().expect("last");
+                f.destroy()?;
+            } else {
+                break;
+            }
+        }
+        if let Some(last) = files.last() {
+            last.zero_from((offset - last.start_offset()) as usize)?;
+        }
+        drop(files);
+        if let Some(a) = &self.allocator {
+            a.cancel_from(&self.dir, offset + 1);
+        }
+        if self.flushed_where() > offset {
+            self.set_flushed_where(offset);
+        }
+        sync_dir(&self.dir)
+    }
+
+    /// Deletes every file (an empty log).
+    pub fn destroy_all(&self) -> io::Result<()> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        for f in files.drain(..) {
+            f.destroy()?;
+        }
+        self.set_flushed_where(0);
+        Ok(())
+    }
+
+    /// Removes the last file from the list and deletes it.
+    pub fn remove_last(&self) -> io::Result<()> {
+        let f = self.files.write().unwrap_or_else(|e| e.into_inner()).pop();
+        if let Some(f) = f {
+            f.destroy()?;
+            if self.flushed_where() > f.start_offset() {
+                self.set_flushed_where(f.start_offset());
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the first file from the list and deletes it, if `pred` agrees; retention uses it.
+    pub fn remove_first_if(
+        &self,
+        pred: impl FnOnce(&MappedFile) -> bool,
+    ) -> io::Result<Option<Arc<MappedFile>>> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        if files.len() <= 1 {
+            return Ok(None); // the last (active) file is never deleted
+        }
+        if !pred(&files[0]) {
+            return Ok(None);
+        }
+        let f = files.remove(0);
+        drop(files);
+        f.destroy()?;
+        Ok(Some(f))
+    }
+}

@@ -1,0 +1,842 @@
+//! `MessageStore`: the CommitLog, ConsumeQueues, index, dispatcher, flush and retention
+//! services of one store directory, opened, recovered, started and shut down together.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::checkpoint::StoreCheckpoint;
+use super::commit_log::{AppendError, CommitLog, CommitLogOptions};
+use super::consume_queue::{CQ_UNIT_SIZE, ConsumeQueueStore};
+use super::dispatcher::Dispatcher;
+use super::flush::{self, StopSignal};
+use super::index::{IndexOptions, IndexService};
+use super::lock::{self, StoreLock};
+use super::mapped_file_queue::Allocator;
+use super::read::{GetMessageResult, GetMessageStatus, RawRecord, StoredMessage, total_physical_memory};
+use super::retention::{self, RetentionOptions, RetentionReport, StoreClock, SystemClock};
+use super::status::{PutResult, PutStatus};
+use super::wait::{OffsetWaiters, PutTicket, WaitPart};
+use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
+use crate::error::{Error, Result};
+use crate::message::{Message, decode_offset_msg_id, decode_record, parse_delay_levels};
+
+/// A put's answer: final at once, or pending a flush and/or a slave ack.
+#[derive(Debug, Clone)]
+pub enum PutHandle {
+    Ready(PutResult),
+    Pending(PutTicket),
+}
+
+impl PutHandle {
+    /// Blocks until the answer is final.
+    pub fn wait(self) -> PutResult {
+        match self {
+            PutHandle::Ready(r) => r,
+            PutHandle::Pending(t) => t.wait(),
+        }
+    }
+    /// The ticket, if the answer is pending.
+    pub fn ticket(&self) -> Option<&PutTicket> {
+        match self {
+            PutHandle::Ready(_) => None,
+            PutHandle::Pending(t) => Some(t),
+        }
+    }
+    /// Runs `f` with the final answer (at once if known).
+    pub fn on_complete(self, f: impl FnOnce(PutResult) + Send + 'static) {
+        match self {
+            PutHandle::Ready(r) => f(r),
+            PutHandle::Pending(t) => t.on_complete(f),
+        }
+    }
+}
+
+/// How the last run ended and what recovery did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub last_exit_ok: bool,
+    /// End of the CommitLog after recovery.
+    pub recovered_offset: u64,
+    /// Whether non-zero bytes after the last valid record were cut (a torn or corrupt tail).
+    pub torn_tail: bool,
+    /// Where dispatch resumed.
+    pub dispatch_from: u64,
+}
+
+const ROLE_ASYNC_MASTER: u8 = 0;
+const ROLE_SYNC_MASTER: u8 = 1;
+const ROLE_SLAVE: u8 = 2;
+
+fn role_code(r: BrokerRole) -> u8 {
+    match r {
+        BrokerRole::AsyncMaster => ROLE_ASYNC_MASTER,
+        BrokerRole::SyncMaster => ROLE_SYNC_MASTER,
+        BrokerRole::Slave => ROLE_SLAVE,
+    }
+}
+
+/// The store of one directory.
+pub struct MessageStore {
+    config: Arc<BrokerConfig>,
+    role: AtomicU8,
+    commit_log: Arc<CommitLog>,
+    cqs: Arc<ConsumeQueueStore>,
+    index: Option<Arc<IndexService>>,
+    checkpoint: Arc<StoreCheckpoint>,
+    allocator: Arc<Allocator>,
+    dispatcher: Arc<Dispatcher>,
+    flush_waiters: Arc<OffsetWaiters>,
+    clock: Arc<dyn StoreClock>,
+    stop: Arc<StopSignal>,
+    dispatcher_stop: Arc<AtomicBool>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    running: AtomicBool,
+    shut: AtomicBool,
+    recovery: RecoveryReport,
+    total_memory: u64,
+    _lock: StoreLock,
+}
+
+fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
+    Error::Store(format!("{what} {}: {e}", path.display()))
+}
+
+impl MessageStore {
+    /// Opens and recovers the store of `config.storePathRootDir` (no threads yet; see `start`).
+    pub fn open(config: BrokerConfig) -> Result<Arc<Self>> {
+        Self::open_with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// `open` with an injected clock (tests of retention).
+    pub fn open_with_clock(config: BrokerConfig, clock: Arc<dyn StoreClock>) -> Result<Arc<Self>> {
+        let root = config.store_root();
+        std::fs::create_dir_all(&root).map_err(|e| io_err(&root, "cannot create store directory", e))?;
+        let lock = StoreLock::acquire(&config.lock_path()).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::Store(e.to_string())
+            } else {
+                io_err(&config.lock_path(), "cannot lock", e)
+            }
+        })?;
+        let last_exit_ok = lock::last_exit_ok(&config.abort_path());
+        let store_host = store_host(&config);
+        let delay_levels = parse_delay_levels(&config.message_delay_level).ok_or_else(|| {
+            Error::Config(crate::config::ConfigError::new(format!(
+                "messageDelayLevel {:?} is not a list like \"1s 5s 1m 2h\"",
+                config.message_delay_level
+            )))
+        })?;
+        let allocator = Allocator::new();
+        let cl_dir = config.commit_log_dir();
+        let commit_log = Arc::new(
+            CommitLog::load(
+                &cl_dir,
+                CommitLogOptions {
+                    file_size: config.mapped_file_size_commit_log as usize,
+                    max_message_size: config.max_message_size as usize,
+                    store_host,
+                    check_crc_on_recover: config.check_crc_on_recover,
+                    delay_levels_ms: delay_levels,
+                    os_page_cache_busy_timeout_ms: config.os_page_cache_busy_time_out_mills,
+                },
+                Some(allocator.clone()),
+            )
+            .map_err(|e| io_err(&cl_dir, "cannot load CommitLog from", e))?,
+        );
+        let cq_dir = config.consume_queue_dir();
+        let cqs = Arc::new(
+            ConsumeQueueStore::load(&cq_dir, config.consume_queue_file_size() as usize)
+                .map_err(|e| io_err(&cq_dir, "cannot load consume queues from", e))?,
+        );
+        let cp_path = config.checkpoint_path();
+        let checkpoint = Arc::new(
+            StoreCheckpoint::open(&cp_path).map_err(|e| io_err(&cp_path, "cannot open checkpoint", e))?,
+        );
+        let index = if config.message_index_enable {
+            let dir = config.index_dir();
+            Some(Arc::new(
+                IndexService::load(
+                    &dir,
+                    IndexOptions {
+                        slot_num: config.max_hash_slot_num as usize,
+                        index_num: config.max_index_num as usize,
+                        max_msgs_num_batch: config.max_msgs_num_batch as usize,
+                    },
+                    checkpoint.clone(),
+                    last_exit_ok,
+                )
+                .map_err(|e| io_err(&dir, "cannot load index files from", e))?,
+            ))
+        } else {
+            None
+        };
+        let recovery = recover(&config, &commit_log, &cqs, index.as_deref(), &checkpoint, last_exit_ok)?;
+        let dispatcher = Arc::new(Dispatcher::new(
+            commit_log.clone(),
+            cqs.clone(),
+            index.clone(),
+            checkpoint.clone(),
+            config.broker_role == BrokerRole::Slave,
+            recovery.dispatch_from,
+        ));
+        let flushed = commit_log.flushed_offset() as i64;
+        Ok(Arc::new(MessageStore {
+            role: AtomicU8::new(role_code(config.broker_role)),
+            config: Arc::new(config),
+            commit_log,
+            cqs,
+            index,
+            checkpoint,
+            allocator,
+            dispatcher,
+            flush_waiters: OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, flushed),
+            clock,
+            stop: StopSignal::new(),
+            dispatcher_stop: Arc::new(AtomicBool::new(false)),
+            threads: Mutex::new(Vec::new()),
+            running: AtomicBool::new(false),
+            shut: AtomicBool::new(false),
+            recovery,
+            total_memory: total_physical_memory(),
+            _lock: lock,
+        }))
+    }
+
+    /// Dispatches what recovery left undispatched, then starts the service threads and marks
+    /// the store as running (the abort file).
+    pub fn start(self: &Arc<Self>) -> Result<()> {
+        if self.running.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Queue offsets for new puts come from the ConsumeQueues, so they must be complete first.
+        while self
+            .dispatcher
+            .dispatch_available()
+            .map_err(|e| Error::Store(format!("dispatch failed: {e}")))?
+        {}
+        self.commit_log.set_queue_offsets(self.cqs.queue_offset_table());
+        let cl_min = self.commit_log.min_offset() as i64;
+        for q in self.cqs.all() {
+            q.correct_min_offset(cl_min);
+        }
+        lock::create_abort_file(&self.config.abort_path())
+            .map_err(|e| io_err(&self.config.abort_path(), "cannot create abort file", e))?;
+        // The next CommitLog file is prepared ahead of need.
+        if let Some(last) = self.commit_log.queue().last() {
+            self.allocator.request(
+                self.commit_log.queue().dir(),
+                last.end_offset(),
+                self.commit_log.file_size(),
+            );
+        }
+
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let a = self.allocator.clone();
+        threads.push(spawn("rmqha-allocate", move || a.run())?);
+        let d = self.dispatcher.clone();
+        let dstop = self.dispatcher_stop.clone();
+        threads.push(spawn("rmqha-dispatch", move || d.run(&dstop))?);
+        let c = &self.config;
+        match c.flush_disk_type {
+            FlushDiskType::AsyncFlush => {
+                let (cl, cp, stop) = (self.commit_log.clone(), self.checkpoint.clone(), self.stop.clone());
+                let interval = Duration::from_millis(c.flush_interval_commit_log as u64);
+                let least = c.flush_commit_log_least_pages.max(0) as usize;
+                let thorough = Duration::from_millis(c.flush_commit_log_thorough_interval as u64);
+                let timed = c.flush_commit_log_timed;
+                threads.push(spawn("rmqha-flush", move || {
+                    flush::run_async_flush(&cl, &cp, &stop, interval, least, thorough, timed)
+                })?);
+            }
+            FlushDiskType::SyncFlush => {
+                let (cl, cp, w, stop) = (
+                    self.commit_log.clone(),
+                    self.checkpoint.clone(),
+                    self.flush_waiters.clone(),
+                    self.stop.clone(),
+                );
+                threads
+                    .push(spawn("rmqha-group-commit", move || flush::run_group_commit(&cl, &cp, &w, &stop))?);
+            }
+        }
+        let w = self.flush_waiters.clone();
+        threads.push(spawn("rmqha-flush-timeout", move || w.run_deadlines())?);
+        let this = self.clone();
+        threads.push(spawn("rmqha-flush-cq", move || {
+            let c = &this.config;
+            flush::run_cq_flush(
+                &this.cqs,
+                this.index.as_deref(),
+                &this.dispatcher,
+                &this.commit_log,
+                &this.checkpoint,
+                &this.stop,
+                Duration::from_millis(c.flush_interval_consume_queue as u64),
+                c.flush_consume_queue_least_pages.max(0) as usize,
+                Duration::from_millis(c.flush_consume_queue_thorough_interval as u64),
+            )
+        })?);
+        let this = self.clone();
+        threads.push(spawn("rmqha-retention", move || {
+            let interval = Duration::from_millis(this.config.clean_resource_interval as u64);
+            while this.stop.sleep(interval) {
+                if let Err(e) = this.run_retention() {
+                    tracing::error!("retention failed: {e}");
+                }
+            }
+        })?);
+        Ok(())
+    }
+
+    /// Flushes everything, stops and joins every thread, and removes the abort file if all was
+    /// dispatched and flushed. Idempotent.
+    pub fn shutdown(&self) {
+        if self.shut.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let was_running = self.running.load(Ordering::Acquire);
+        // Let the dispatcher catch up before it stops (bounded: a slave's partial tail never
+        // completes).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while was_running && self.dispatcher.behind_bytes() > 0 && Instant::now() < deadline {
+            let seen = self.dispatcher.dispatched().seq();
+            self.commit_log.appended().notify();
+            self.dispatcher.dispatched().wait(seen, Duration::from_millis(50));
+        }
+        self.dispatcher_stop.store(true, Ordering::Release);
+        self.commit_log.appended().notify();
+        self.stop.stop();
+        self.allocator.close();
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        // The group-commit and flush threads finish their last flush before returning; the
+        // deadline thread is closed after them so their waiters complete as flushed.
+        let mut deadline_thread = None;
+        for t in threads {
+            if t.thread().name() == Some("rmqha-flush-timeout") {
+                deadline_thread = Some(t);
+                continue;
+            }
+            let _ = t.join();
+        }
+        let flushed_ok = self.commit_log.flush_all().is_ok();
+        if flushed_ok {
+            self.flush_waiters.advance(self.commit_log.flushed_offset() as i64);
+        }
+        self.flush_waiters.close(PutStatus::ServiceNotAvailable);
+        if let Some(t) = deadline_thread {
+            let _ = t.join();
+        }
+        flush::flush_logics(
+            &self.cqs,
+            self.index.as_deref(),
+            &self.dispatcher,
+            &self.commit_log,
+            &self.checkpoint,
+            0,
+            true,
+        );
+        let behind = self.dispatcher.behind_bytes();
+        if was_running {
+            if flushed_ok && behind == 0 && self.commit_log.poisoned().is_none() {
+                if let Err(e) = lock::remove_abort_file(&self.config.abort_path()) {
+                    tracing::error!("cannot remove the abort file: {e}");
+                }
+            } else {
+                tracing::warn!(
+                    "keeping the abort file: {} bytes not dispatched, flush {}; the next start recovers",
+                    behind,
+                    if flushed_ok { "ok" } else { "failed" }
+                );
+            }
+        }
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+    pub fn commit_log(&self) -> &Arc<CommitLog> {
+        &self.commit_log
+    }
+    pub fn consume_queues(&self) -> &Arc<ConsumeQueueStore> {
+        &self.cqs
+    }
+    pub fn dispatcher(&self) -> &Arc<Dispatcher> {
+        &self.dispatcher
+    }
+    pub fn checkpoint(&self) -> &Arc<StoreCheckpoint> {
+        &self.checkpoint
+    }
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::Acquire) && !self.shut.load(Ordering::Acquire)
+    }
+
+    /// The broker role the store acts in.
+    pub fn role(&self) -> BrokerRole {
+        match self.role.load(Ordering::Acquire) {
+            ROLE_SYNC_MASTER => BrokerRole::SyncMaster,
+            ROLE_SLAVE => BrokerRole::Slave,
+            _ => BrokerRole::AsyncMaster,
+        }
+    }
+
+    /// Changes the role (promotion of a slave, demotion of a master).
+    pub fn set_role(&self, role: BrokerRole) {
+        self.role.store(role_code(role), Ordering::Release);
+        self.dispatcher.set_slave(role == BrokerRole::Slave);
+    }
+
+    /// Appends one message and answers as SYNC_FLUSH requires; a SYNC_MASTER's replica wait
+    /// is added by the broker (`replica_part`). An `Err` means nothing was stored.
+    pub fn put_message(&self, msg: &Message) -> Result<PutHandle> {
+        self.put_messages_with(std::slice::from_ref(msg), false)
+    }
+
+    /// Appends messages as one contiguous batch (one lock, one file).
+    pub fn put_messages(&self, msgs: &[Message]) -> Result<PutHandle> {
+        self.put_messages_with(msgs, false)
+    }
+
+    /// Appends; if `replica_part`, the returned ticket has a second part for the caller to
+    /// register with its replication waiters.
+    pub fn put_messages_with(&self, msgs: &[Message], replica_part: bool) -> Result<PutHandle> {
+        if !self.is_running() {
+            return Err(Error::PutFailed {
+                status: PutStatus::ServiceNotAvailable,
+                reason: "the store is not running".into(),
+            });
+        }
+        if self.role() == BrokerRole::Slave {
+            return Err(Error::PutFailed {
+                status: PutStatus::ServiceNotAvailable,
+                reason: "this broker is a SLAVE; put to its master".into(),
+            });
+        }
+        let outcome = self
+            .commit_log
+            .append(msgs)
+            .map_err(|AppendError::Status(status, reason)| Error::PutFailed { status, reason })?;
+        let result = PutResult {
+            status: PutStatus::PutOk,
+            phy_offset: outcome.phy_offset,
+            size: outcome.wrote_bytes,
+            queue_id: outcome.queue_id,
+            queue_offset: outcome.queue_offset,
+            msg_num: outcome.msg_num,
+            store_timestamp: outcome.store_timestamp,
+            store_host: self.commit_log.store_host(),
+        };
+        let wait = msgs.iter().all(|m| m.wait_store_ok());
+        let flush_wait = wait && self.config.flush_disk_type == FlushDiskType::SyncFlush;
+        let parts = flush_wait as u8 + replica_part as u8;
+        if parts == 0 {
+            return Ok(PutHandle::Ready(result));
+        }
+        let end = result.end_offset();
+        let ticket = PutTicket::with_parts(result, parts);
+        if flush_wait {
+            let deadline = Instant::now() + Duration::from_millis(self.config.sync_flush_timeout as u64);
+            self.flush_waiters.register(end, deadline, &ticket);
+        }
+        Ok(PutHandle::Pending(ticket))
+    }
+
+    /// Appends and waits for the final answer.
+    pub fn put_message_sync(&self, msg: &Message) -> Result<PutResult> {
+        Ok(self.put_message(msg)?.wait())
+    }
+
+    /// Appends replicated CommitLog bytes at exactly `offset` (slave side of HA).
+    pub fn append_replicated(&self, offset: u64, data: &[u8]) -> std::result::Result<(), String> {
+        self.commit_log.append_raw(offset, data)
+    }
+
+    // ---- offsets ----
+
+    pub fn max_offset(&self) -> i64 {
+        self.commit_log.max_offset() as i64
+    }
+    pub fn min_offset(&self) -> i64 {
+        self.commit_log.min_offset() as i64
+    }
+    pub fn flushed_offset(&self) -> i64 {
+        self.commit_log.flushed_offset() as i64
+    }
+    pub fn dispatch_behind_bytes(&self) -> u64 {
+        self.dispatcher.behind_bytes()
+    }
+    /// The next queue offset to be written (one past the last), 0 for an unknown queue.
+    pub fn queue_max_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.cqs.find(topic, queue_id).map(|q| q.max_offset_in_queue()).unwrap_or(0)
+    }
+    /// The first readable queue offset, 0 for an unknown queue.
+    pub fn queue_min_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.cqs.find(topic, queue_id).map(|q| q.min_offset_in_queue()).unwrap_or(0)
+    }
+    /// The queue ids of a topic that have a ConsumeQueue.
+    pub fn queue_ids(&self, topic: &str) -> Vec<i32> {
+        self.cqs.queue_ids(topic)
+    }
+
+    /// The queue offset of the first message stored at or after `timestamp` ms.
+    pub fn queue_offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> i64 {
+        let Some(q) = self.cqs.find(topic, queue_id) else { return 0 };
+        let (mut lo, mut hi) = (q.min_offset_in_queue(), q.max_offset_in_queue());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let ts = q.get(mid).and_then(|u| self.store_time_at(u.phy_offset, u.size)).unwrap_or(i64::MAX);
+            if ts < timestamp { lo = mid + 1 } else { hi = mid }
+        }
+        lo
+    }
+
+    fn store_time_at(&self, phy: i64, size: i32) -> Option<i64> {
+        let (f, pos) = self.commit_log.read(phy as u64, size as usize)?;
+        decode_record(f.read(pos, size as usize)?).ok().map(|v| v.store_timestamp)
+    }
+
+    // ---- reads ----
+
+    /// Messages of a queue from `offset` (spec 10).
+    pub fn get_messages(&self, topic: &str, queue_id: i32, offset: i64, max_msgs: i32) -> GetMessageResult {
+        self.get_messages_limited(topic, queue_id, offset, max_msgs, 128 * 1024 * 1024)
+    }
+
+    /// `get_messages` with a cap on total bytes (a client's `maxTotalSize`).
+    pub fn get_messages_limited(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: i32,
+        max_total_size: usize,
+    ) -> GetMessageResult {
+        let c = &self.config;
+        let correct = |old: i64, new: i64| {
+            if self.role() != BrokerRole::Slave || c.offset_check_in_slave { new } else { old }
+        };
+        let max_phy = self.commit_log.max_offset() as i64;
+        let mut res = GetMessageResult {
+            status: GetMessageStatus::NoMatchedLogicQueue,
+            next_begin_offset: correct(offset, 0),
+            min_offset: 0,
+            max_offset: 0,
+            suggest_pulling_from_slave: false,
+            records: Vec::new(),
+        };
+        let Some(cq) = self.cqs.find(topic, queue_id) else { return res };
+        let (min, max) = (cq.min_offset_in_queue(), cq.max_offset_in_queue());
+        res.min_offset = min;
+        res.max_offset = max;
+        if max == 0 {
+            res.status = GetMessageStatus::NoMessageInQueue;
+            res.next_begin_offset = correct(offset, 0);
+            return res;
+        }
+        if offset < min {
+            res.status = GetMessageStatus::OffsetTooSmall;
+            res.next_begin_offset = correct(offset, min);
+            return res;
+        }
+        if offset == max {
+            res.status = GetMessageStatus::OffsetOverflowOne;
+            res.next_begin_offset = correct(offset, offset);
+            return res;
+        }
+        if offset > max {
+            res.status = GetMessageStatus::OffsetOverflowBadly;
+            res.next_begin_offset = correct(offset, if min == 0 { min } else { max });
+            return res;
+        }
+        if cq.get(offset).is_none() {
+            res.status = GetMessageStatus::OffsetFoundNull;
+            let per_file = (cq.files().file_size() / CQ_UNIT_SIZE) as i64;
+            res.next_begin_offset = correct(offset, offset + per_file - offset % per_file);
+            return res;
+        }
+        let max_msgs = max_msgs.max(1) as usize;
+        let max_total = max_total_size.max(100);
+        let scan_units = (c.max_filter_message_size as usize).max(max_msgs * CQ_UNIT_SIZE) / CQ_UNIT_SIZE;
+        let in_memory_span =
+            (self.total_memory as f64 * c.access_message_in_memory_max_ratio as f64 / 100.0) as i64;
+        let mut status = GetMessageStatus::NoMatchedMessage;
+        let mut next_phy_file_start = i64::MIN;
+        let mut max_phy_pulling = 0i64;
+        let mut total = 0usize;
+        let mut scanned = 0i64;
+        while (scanned as usize) < scan_units && offset + scanned < max {
+            let Some(u) = cq.get(offset + scanned) else { break };
+            let phy = u.phy_offset;
+            let size = u.size.max(0) as usize;
+            if u.size == i32::MAX && phy == 0 {
+                scanned += 1; // filler unit
+                continue;
+            }
+            max_phy_pulling = phy;
+            if next_phy_file_start != i64::MIN && phy < next_phy_file_start {
+                scanned += 1;
+                continue;
+            }
+            let in_disk = max_phy - phy > in_memory_span;
+            if self.batch_full(size, max_msgs, total, res.records.len(), in_disk)
+                || total + size > max_total && total > 0
+            {
+                break;
+            }
+            match self.commit_log.read(phy as u64, size) {
+                Some((file, pos)) => {
+                    res.records.push(RawRecord::new(file, pos, size, phy, offset + scanned));
+                    total += size;
+                    status = GetMessageStatus::Found;
+                    next_phy_file_start = i64::MIN;
+                }
+                None => {
+                    if res.records.is_empty() {
+                        status = GetMessageStatus::MessageWasRemoving;
+                    }
+                    next_phy_file_start = self.commit_log.roll_next_file(phy as u64) as i64;
+                }
+            }
+            scanned += 1;
+        }
+        res.status = status;
+        res.next_begin_offset = correct(offset, offset + scanned);
+        res.suggest_pulling_from_slave = max_phy - max_phy_pulling > in_memory_span;
+        res
+    }
+
+    fn batch_full(&self, size: usize, max_msgs: usize, total: usize, count: usize, in_disk: bool) -> bool {
+        let c = &self.config;
+        if total == 0 || count == 0 {
+            return false;
+        }
+        if max_msgs <= count {
+            return true;
+        }
+        let (max_bytes, max_count) = if in_disk {
+            (c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk)
+        } else {
+            (c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory)
+        };
+        total + size > max_bytes.max(0) as usize || count as i64 > max_count as i64 - 1
+    }
+
+    /// The record at physical offset `phy`, if it is there.
+    pub fn record_at(&self, phy: i64) -> Option<RawRecord> {
+        let (file, pos) = self.commit_log.data_at(phy as u64)?;
+        let head = file.read(pos, 4)?;
+        let size = i32::from_be_bytes(head.try_into().ok()?);
+        if size <= 0 {
+            return None;
+        }
+        file.read(pos, size as usize)?;
+        let mut rec = RawRecord::new(file, pos, size as usize, phy, 0);
+        rec.queue_offset = rec.view()?.queue_offset;
+        Some(rec)
+    }
+
+    /// The message at physical offset `phy`.
+    pub fn message_at(&self, phy: i64) -> Option<StoredMessage> {
+        let r = self.record_at(phy)?;
+        r.view().map(|v| StoredMessage::from_view(&v))
+    }
+
+    /// The message with RocketMQ offset message id `msg_id`.
+    pub fn message_by_id(&self, msg_id: &str) -> Option<StoredMessage> {
+        let (_, phy) = decode_offset_msg_id(msg_id)?;
+        self.message_at(phy)
+    }
+
+    /// Messages of `topic` whose KEYS or UNIQ_KEY contain `key`, stored within
+    /// `[begin, end]` ms, newest first, at most `max` (capped by maxMsgsNumBatch).
+    pub fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin: i64,
+        end: i64,
+    ) -> Vec<StoredMessage> {
+        let Some(index) = &self.index else { return Vec::new() };
+        let mut out = Vec::new();
+        for phy in index.query_offsets(topic, key, max, begin, end) {
+            let Some(m) = self.message_at(phy) else { continue };
+            // Hashes collide: keep only real matches.
+            let uniq = m.property(crate::message::properties::keys::UNIQ_KEY) == Some(key);
+            if m.topic == topic && (uniq || m.keys.iter().any(|k| k == key)) {
+                out.push(m);
+            }
+        }
+        out
+    }
+
+    /// One retention pass now (the retention thread runs one every `cleanResourceInterval`).
+    pub fn run_retention(&self) -> Result<RetentionReport> {
+        let c = &self.config;
+        let opts = RetentionOptions {
+            file_reserved_ms: c.file_reserved_time * 3_600_000,
+            delete_hours: c.delete_when_hours(),
+            disk_max_used_ratio: c.disk_max_used_space_ratio as f64 / 100.0,
+            max_files_per_pass: 10,
+        };
+        retention::run_pass(
+            &self.commit_log,
+            &self.cqs,
+            self.index.as_deref(),
+            &self.dispatcher,
+            &self.clock,
+            &opts,
+        )
+        .map_err(|e| Error::Store(format!("retention: {e}")))
+    }
+
+    /// Flushes the CommitLog now, whatever the flush type.
+    pub fn flush(&self) -> Result<i64> {
+        let f = self.commit_log.flush_all().map_err(|e| Error::Store(format!("flush failed: {e}")))?;
+        self.flush_waiters.advance(f as i64);
+        Ok(f as i64)
+    }
+
+    /// Waits until dispatch has consumed everything written (tests, shutdown).
+    pub fn wait_dispatched(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let seen = self.dispatcher.dispatched().seq();
+            if self.dispatcher.behind_bytes() == 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            self.dispatcher.dispatched().wait(seen, (deadline - now).min(Duration::from_millis(50)));
+        }
+    }
+
+    /// Cuts the CommitLog (and the ConsumeQueues) at `offset`, zeroing the discarded bytes.
+    /// For a slave whose log diverged from its master; puts must not run meanwhile.
+    pub fn truncate(&self, offset: u64) -> Result<()> {
+        self.commit_log.truncate(offset).map_err(|e| Error::Store(format!("truncate: {e}")))?;
+        for q in self.cqs.all() {
+            q.truncate_dirty(offset as i64)
+                .map_err(|e| Error::Store(format!("truncate consume queue: {e}")))?;
+        }
+        if self.dispatcher.reput_from() > offset {
+            self.dispatcher.set_reput_from(offset);
+        }
+        self.flush_waiters.reset(self.commit_log.flushed_offset() as i64);
+        self.commit_log.set_queue_offsets(self.cqs.queue_offset_table());
+        Ok(())
+    }
+}
+
+impl Drop for MessageStore {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| Error::Store(format!("cannot start thread {name}: {e}")))
+}
+
+/// The address written as every record's store host: brokerIP1:listenPort.
+fn store_host(config: &BrokerConfig) -> SocketAddr {
+    let ip = if config.broker_ip1.is_empty() {
+        crate::net::local_ip()
+    } else {
+        config.broker_ip1.parse().unwrap_or_else(|_| crate::net::local_ip())
+    };
+    SocketAddr::new(ip, config.listen_port as u16)
+}
+
+/// Recovery (spec 3): cut the CommitLog after its last valid record, make the ConsumeQueues
+/// match, and decide where dispatch resumes.
+fn recover(
+    config: &BrokerConfig,
+    cl: &CommitLog,
+    cqs: &ConsumeQueueStore,
+    index: Option<&IndexService>,
+    checkpoint: &StoreCheckpoint,
+    last_exit_ok: bool,
+) -> Result<RecoveryReport> {
+    let store_err = |what: &str, e: std::io::Error| Error::Store(format!("recovery: {what}: {e}"));
+    for q in cqs.all() {
+        q.recover().map_err(|e| store_err("consume queue", e))?;
+    }
+    let files = cl.queue().files();
+    if files.is_empty() {
+        // No CommitLog: nothing derived from it can stand.
+        cqs.destroy_all().map_err(|e| store_err("consume queues", e))?;
+        if let Some(i) = index {
+            i.destroy_all().map_err(|e| store_err("index", e))?;
+        }
+        cl.set_recovered_end(0).map_err(|e| store_err("commit log", e))?;
+        return Ok(RecoveryReport { last_exit_ok, recovered_offset: 0, torn_tail: false, dispatch_from: 0 });
+    }
+    let check_crc = config.check_crc_on_recover;
+    let (scan_from, dispatch_hint) = if last_exit_ok {
+        let start = files[files.len().saturating_sub(3)].start_offset();
+        (start, None)
+    } else {
+        // The newest file whose first message is older than what the checkpoint says is
+        // safely dispatched and flushed.
+        let cp = checkpoint.get();
+        let limit = if config.message_index_enable && config.message_index_safe {
+            cp.min_timestamp_index()
+        } else {
+            cp.min_timestamp()
+        };
+        let opts = cl.check_options(check_crc);
+        let mut start = files[0].start_offset();
+        for f in files.iter().rev() {
+            if let crate::message::CheckResult::Message(req) =
+                crate::message::check_record(f.readable_from(0), &opts)
+            {
+                if req.store_timestamp != 0 && req.store_timestamp <= limit {
+                    start = f.start_offset();
+                    break;
+                }
+            }
+        }
+        (start, Some(start))
+    };
+    let end = cl.scan_valid_end(scan_from, check_crc, |_, _| {});
+    let torn_tail = cl
+        .data_at(end)
+        .map(|(f, pos)| f.readable_from(pos).iter().take(4096).any(|&b| b != 0))
+        .unwrap_or(false);
+    if torn_tail {
+        tracing::warn!(
+            "recovery: the CommitLog in {} ends with torn or invalid data at offset {end}; cutting it there",
+            cl.queue().dir().display()
+        );
+    }
+    cl.set_recovered_end(end).map_err(|e| store_err("commit log", e))?;
+    for q in cqs.all() {
+        q.truncate_dirty(end as i64).map_err(|e| store_err("consume queue", e))?;
+    }
+    let cq_max = cqs.max_physic_offset().max(0) as u64;
+    let min = cl.min_offset();
+    let dispatch_from = match dispatch_hint {
+        None => cq_max.max(min),
+        Some(start) => start.min(cq_max).max(min),
+    }
+    .min(end);
+    checkpoint.update(|d| d.confirm_phy_offset = end as i64);
+    Ok(RecoveryReport { last_exit_ok, recovered_offset: end, torn_tail, dispatch_from })
+}
+
+/// topic -> queue -> next offset, for tests and status.
+pub fn queue_offsets(store: &MessageStore) -> HashMap<String, HashMap<i32, i64>> {
+    store.cqs.queue_offset_table()
+}

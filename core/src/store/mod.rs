@@ -1,0 +1,22 @@
+//! The store: CommitLog, ConsumeQueue, IndexFile, dispatcher, flush, recovery, retention.
+
+pub mod checkpoint;
+pub mod commit_log;
+pub mod consume_queue;
+pub mod dispatcher;
+pub mod flush;
+pub mod index;
+pub mod lock;
+pub mod mapped_file;
+pub mod mapped_file_queue;
+pub mod message_store;
+pub mod notify;
+pub mod read;
+pub mod retention;
+pub mod status;
+pub mod wait;
+
+pub use message_store::{MessageStore, PutHandle, RecoveryReport};
+pub use read::{GetMessageResult, GetMessageStatus, RawRecord, StoredMessage};
+pub use status::{PutResult, PutStatus};
+pub use wait::PutTicket;

@@ -1,0 +1,183 @@
+//! Retention (spec 11: fileReservedTime, deleteWhen, diskMaxUsedSpaceRatio): old CommitLog
+//! files are deleted, and the ConsumeQueues and index files that point into them follow.
+//!
+//! The clock and the disk-usage reading are injectable so tests need not wait hours or fill a
+//! disk.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::commit_log::CommitLog;
+use super::consume_queue::ConsumeQueueStore;
+use super::dispatcher::Dispatcher;
+use super::index::IndexService;
+
+/// Time and disk readings used by retention.
+pub trait StoreClock: Send + Sync {
+    /// Milliseconds since the epoch.
+    fn now_ms(&self) -> i64;
+    /// The local hour of day (0..23).
+    fn hour_of_day(&self) -> u8;
+    /// Fraction (0..1) of the file system holding `path` that is used.
+    fn disk_used_ratio(&self, path: &Path) -> f64;
+}
+
+/// The real clock and disk.
+pub struct SystemClock;
+
+impl StoreClock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        super::commit_log::now_ms()
+    }
+    fn hour_of_day(&self) -> u8 {
+        let secs = (self.now_ms() / 1000) as libc::time_t;
+        // SAFETY: localtime_r writes into our zeroed tm and reads only `secs`.
+        let tm = unsafe {
+            let mut tm: libc::tm = std::mem::zeroed();
+            libc::localtime_r(&secs, &mut tm);
+            tm
+        };
+        tm.tm_hour as u8
+    }
+    fn disk_used_ratio(&self, path: &Path) -> f64 {
+        disk_used_ratio(path).unwrap_or(0.0)
+    }
+}
+
+/// Used fraction of the file system holding `path`.
+pub fn disk_used_ratio(path: &Path) -> Option<f64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills our zeroed struct from a NUL-terminated path.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        st
+    };
+    let total = st.f_blocks as f64;
+    if total <= 0.0 {
+        return None;
+    }
+    Some((total - st.f_bavail as f64) / total)
+}
+
+/// Settings of retention.
+#[derive(Debug, Clone)]
+pub struct RetentionOptions {
+    pub file_reserved_ms: i64,
+    pub delete_hours: Vec<u8>,
+    pub disk_max_used_ratio: f64,
+    /// Most files deleted in one pass (RocketMQ's DELETE_FILES_BATCH_MAX).
+    pub max_files_per_pass: usize,
+}
+
+/// What a pass deleted.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RetentionReport {
+    pub commit_log_files: usize,
+    pub consume_queue_files: usize,
+    pub index_files: usize,
+}
+
+/// One retention pass.
+pub fn run_pass(
+    cl: &CommitLog,
+    cqs: &ConsumeQueueStore,
+    index: Option<&IndexService>,
+    dispatcher: &Dispatcher,
+    clock: &Arc<dyn StoreClock>,
+    opts: &RetentionOptions,
+) -> std::io::Result<RetentionReport> {
+    let now = clock.now_ms();
+    let at_delete_hour = opts.delete_hours.contains(&clock.hour_of_day());
+    let disk_full = clock.disk_used_ratio(cl.queue().dir()) > opts.disk_max_used_ratio;
+    let mut report = RetentionReport::default();
+    if at_delete_hour || disk_full {
+        let reput = dispatcher.reput_from();
+        for _ in 0..opts.max_files_per_pass {
+            let removed = cl.queue().remove_first_if(|f| {
+                // Never a file the dispatcher has not finished with.
+                if f.end_offset() > reput {
+                    return false;
+                }
+                if disk_full {
+                    return true;
+                }
+                let modified = std::fs::metadata(f.path())
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map(|d| d.as_millis() as i64)
+                    .unwrap_or(now);
+                now - modified > opts.file_reserved_ms
+            })?;
+            match removed {
+                Some(f) => {
+                    tracing::info!(
+                        "retention deleted CommitLog file {} ({})",
+                        f.path().display(),
+                        if disk_full {
+                            "disk above diskMaxUsedSpaceRatio"
+                        } else {
+                            "older than fileReservedTime"
+                        }
+                    );
+                    report.commit_log_files += 1;
+                }
+                None => break,
+            }
+        }
+    }
+    // ConsumeQueues and index files follow the CommitLog's new start.
+    let cl_min = cl.min_offset() as i64;
+    for q in cqs.all() {
+        report.consume_queue_files += q.delete_expired(cl_min)?;
+    }
+    if let Some(i) = index {
+        report.index_files += i.delete_expired(cl_min)?;
+    }
+    Ok(report)
+}
+
+/// Not a real clock: time moves only when told; for tests.
+pub struct ManualClock {
+    now: std::sync::atomic::AtomicI64,
+    hour: std::sync::atomic::AtomicU8,
+    used_ratio_millis: std::sync::atomic::AtomicU32,
+}
+
+impl ManualClock {
+    /// A clock at the current time, at `hour`, with `used_ratio` of the disk used.
+    pub fn new(hour: u8, used_ratio: f64) -> Arc<Self> {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+        Arc::new(ManualClock {
+            now: now.into(),
+            hour: hour.into(),
+            used_ratio_millis: ((used_ratio * 1000.0) as u32).into(),
+        })
+    }
+    pub fn advance_ms(&self, ms: i64) {
+        self.now.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+    pub fn set_hour(&self, h: u8) {
+        self.hour.store(h, std::sync::atomic::Ordering::SeqCst);
+    }
+    pub fn set_used_ratio(&self, r: f64) {
+        self.used_ratio_millis.store((r * 1000.0) as u32, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl StoreClock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.now.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn hour_of_day(&self) -> u8 {
+        self.hour.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn disk_used_ratio(&self, _path: &Path) -> f64 {
+        self.used_ratio_millis.load(std::sync::atomic::Ordering::SeqCst) as f64 / 1000.0
+    }
+}

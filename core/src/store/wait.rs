@@ -1,0 +1,402 @@
+//! Waiting for an offset to be reached: the flush (SYNC_FLUSH group commit) and the slave
+//! acks (SYNC_MASTER) both complete puts when a watermark passes their end offset.
+//!
+//! A put that must wait gets a [`PutTicket`] with one pending part per wait (flush, replica).
+//! Each part is registered in an [`OffsetWaiters`] keyed by end offset. When the watermark
+//! advances, every waiter it covers completes in one pass, in the thread that advanced it: no
+//! polling, no per-request wake-ups. A deadline thread completes the parts that time out.
+//! Tickets complete either a blocked caller (`wait`) or a callback (`on_complete`), so a Node
+//! promise can be settled from rmqha's own threads without holding a libuv worker.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::status::{PutResult, PutStatus};
+
+type Callback = Box<dyn FnOnce(PutResult) + Send>;
+
+/// Which durability wait a part stands for. A replica failure outranks a flush failure in
+/// the final status, as in RocketMQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitPart {
+    Flush,
+    Replica,
+}
+
+struct TicketState {
+    result: PutResult,
+    pending: u8,
+    flush: PutStatus,
+    replica: PutStatus,
+    done: bool,
+    callback: Option<Callback>,
+}
+
+struct TicketInner {
+    state: Mutex<TicketState>,
+    cv: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere must not wedge every later put: the protected data stays consistent
+    // because every critical section here is a handful of assignments.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A put whose final status may still be pending.
+#[derive(Clone)]
+pub struct PutTicket {
+    inner: Arc<TicketInner>,
+}
+
+impl std::fmt::Debug for PutTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = lock(&self.inner.state);
+        f.debug_struct("PutTicket").field("result", &s.result).field("done", &s.done).finish()
+    }
+}
+
+impl PutTicket {
+    /// A ticket that is already final.
+    pub fn ready(result: PutResult) -> Self {
+        Self::with_parts(result, 0)
+    }
+
+    /// A ticket that completes after `parts` parts complete.
+    pub(crate) fn with_parts(result: PutResult, parts: u8) -> Self {
+        PutTicket {
+            inner: Arc::new(TicketInner {
+                state: Mutex::new(TicketState {
+                    result,
+                    pending: parts,
+                    flush: PutStatus::PutOk,
+                    replica: PutStatus::PutOk,
+                    done: parts == 0,
+                    callback: None,
+                }),
+                cv: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Completes one part; the last part computes the final status and runs the callback.
+    pub(crate) fn complete_part(&self, part: WaitPart, status: PutStatus) {
+        let (cb, result) = {
+            let mut s = lock(&self.inner.state);
+            if s.done || s.pending == 0 {
+                return;
+            }
+            match part {
+                WaitPart::Flush => s.flush = status,
+                WaitPart::Replica => s.replica = status,
+            }
+            s.pending -= 1;
+            if s.pending > 0 {
+                return;
+            }
+            s.done = true;
+            s.result.status = if s.replica != PutStatus::PutOk {
+                s.replica
+            } else if s.flush != PutStatus::PutOk {
+                s.flush
+            } else {
+                s.result.status
+            };
+            self.inner.cv.notify_all();
+            (s.callback.take(), s.result.clone())
+        };
+        if let Some(cb) = cb {
+            cb(result);
+        }
+    }
+
+    /// Whether the final status is known.
+    pub fn is_done(&self) -> bool {
+        lock(&self.inner.state).done
+    }
+
+    /// Blocks until the final status is known.
+    pub fn wait(&self) -> PutResult {
+        let mut s = lock(&self.inner.state);
+        while !s.done {
+            s = self.inner.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.result.clone()
+    }
+
+    /// Blocks up to `timeout`; `None` if still pending (callers that must answer signals,
+    /// like Python's Ctrl-C, wait in slices).
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<PutResult> {
+        let deadline = Instant::now() + timeout;
+        let mut s = lock(&self.inner.state);
+        while !s.done {
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            s = self.inner.cv.wait_timeout(s, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        Some(s.result.clone())
+    }
+
+    /// Runs `f` with the final result: at once if it is known, otherwise on the thread that
+    /// completes the ticket (keep `f` short; it must not block).
+    pub fn on_complete(&self, f: impl FnOnce(PutResult) + Send + 'static) {
+        let result = {
+            let mut s = lock(&self.inner.state);
+            if !s.done {
+                s.callback = Some(Box::new(f));
+                return;
+            }
+            s.result.clone()
+        };
+        f(result);
+    }
+
+    /// The result as known now (status may still change while pending).
+    pub fn current(&self) -> PutResult {
+        lock(&self.inner.state).result.clone()
+    }
+}
+
+struct Waiter {
+    ticket: PutTicket,
+    deadline: Instant,
+}
+
+struct WaitersState {
+    value: i64,
+    seq: u64,
+    by_target: BTreeMap<(i64, u64), Waiter>,
+    by_deadline: BTreeMap<(Instant, u64), i64>,
+    closed: bool,
+}
+
+/// Puts waiting for a watermark (flushed offset, or slave ack offset) to reach their end.
+pub struct OffsetWaiters {
+    part: WaitPart,
+    timeout_status: PutStatus,
+    state: Mutex<WaitersState>,
+    /// Wakes the deadline thread when an earlier deadline arrives or on close.
+    cv: Condvar,
+}
+
+impl OffsetWaiters {
+    /// Waiters for one part; a part that times out completes with `timeout_status`.
+    pub fn new(part: WaitPart, timeout_status: PutStatus, initial: i64) -> Arc<Self> {
+        Arc::new(OffsetWaiters {
+            part,
+            timeout_status,
+            state: Mutex::new(WaitersState {
+                value: initial,
+                seq: 0,
+                by_target: BTreeMap::new(),
+                by_deadline: BTreeMap::new(),
+                closed: false,
+            }),
+            cv: Condvar::new(),
+        })
+    }
+
+    /// The watermark.
+    pub fn value(&self) -> i64 {
+        lock(&self.state).value
+    }
+
+    /// Number of puts waiting.
+    pub fn pending(&self) -> usize {
+        lock(&self.state).by_target.len()
+    }
+
+    /// Waits for the watermark to reach `target`, at the latest until `deadline`. The ticket
+    /// must have had a part added for this wait.
+    pub fn register(&self, target: i64, deadline: Instant, ticket: &PutTicket) {
+        let mut s = lock(&self.state);
+        if s.closed {
+            drop(s);
+            ticket.complete_part(self.part, PutStatus::ServiceNotAvailable);
+            return;
+        }
+        if s.value >= target {
+            drop(s);
+            ticket.complete_part(self.part, PutStatus::PutOk);
+            return;
+        }
+        s.seq += 1;
+        let seq = s.seq;
+        let earliest = s.by_deadline.keys().next().map(|k| k.0);
+        s.by_target.insert((target, seq), Waiter { ticket: ticket.clone(), deadline });
+        s.by_deadline.insert((deadline, seq), target);
+        if earliest.is_none_or(|e| deadline < e) {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Raises the watermark (never lowers it) and completes every put it now covers.
+    pub fn advance(&self, value: i64) {
+        let done = {
+            let mut s = lock(&self.state);
+            if value <= s.value {
+                return;
+            }
+            s.value = value;
+            if s.by_target.is_empty() {
+                return;
+            }
+            let rest = s.by_target.split_off(&(value + 1, 0));
+            let done = std::mem::replace(&mut s.by_target, rest);
+            for ((_, seq), w) in &done {
+                s.by_deadline.remove(&(w.deadline, *seq));
+            }
+            done
+        };
+        for (_, w) in done {
+            w.ticket.complete_part(self.part, PutStatus::PutOk);
+        }
+    }
+
+    /// Lowers the watermark (a truncated log, a slave that went away) without completing
+    /// anything.
+    pub fn reset(&self, value: i64) {
+        lock(&self.state).value = value;
+    }
+
+    /// Completes every waiting put with `status` (shutdown, poisoned store).
+    pub fn fail_all(&self, status: PutStatus) {
+        let done = {
+            let mut s = lock(&self.state);
+            s.by_deadline.clear();
+            std::mem::take(&mut s.by_target)
+        };
+        for (_, w) in done {
+            w.ticket.complete_part(self.part, status);
+        }
+    }
+
+    /// Stops the deadline thread and fails what is still waiting.
+    pub fn close(&self, status: PutStatus) {
+        lock(&self.state).closed = true;
+        self.cv.notify_all();
+        self.fail_all(status);
+    }
+
+    /// The deadline loop: completes timed-out puts until `close`. Run it on its own thread.
+    pub fn run_deadlines(&self) {
+        let mut s = lock(&self.state);
+        loop {
+            if s.closed {
+                return;
+            }
+            let now = Instant::now();
+            let mut expired = Vec::new();
+            while let Some((&(deadline, seq), &target)) = s.by_deadline.iter().next() {
+                if deadline > now {
+                    break;
+                }
+                s.by_deadline.remove(&(deadline, seq));
+                if let Some(w) = s.by_target.remove(&(target, seq)) {
+                    expired.push(w.ticket);
+                }
+            }
+            if !expired.is_empty() {
+                drop(s);
+                for t in expired {
+                    t.complete_part(self.part, self.timeout_status);
+                }
+                s = lock(&self.state);
+                continue;
+            }
+            s = match s.by_deadline.keys().next().map(|k| k.0) {
+                Some(d) => {
+                    self.cv
+                        .wait_timeout(s, d.saturating_duration_since(now))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.cv.wait(s).unwrap_or_else(|e| e.into_inner()),
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn result(end: i64) -> PutResult {
+        PutResult {
+            status: PutStatus::PutOk,
+            phy_offset: end - 10,
+            size: 10,
+            queue_id: 0,
+            queue_offset: 0,
+            msg_num: 1,
+            store_timestamp: 0,
+            store_host: SocketAddr::from(([127, 0, 0, 1], 1)),
+        }
+    }
+
+    #[test]
+    fn one_advance_completes_every_covered_waiter() {
+        let w = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
+        let far = Instant::now() + Duration::from_secs(60);
+        let tickets: Vec<_> = (1..=5)
+            .map(|i| {
+                let t = PutTicket::with_parts(result(i * 10), 1);
+                w.register(i * 10, far, &t);
+                t
+            })
+            .collect();
+        w.advance(30);
+        assert!(tickets[..3].iter().all(|t| t.is_done()));
+        assert!(tickets[3..].iter().all(|t| !t.is_done()));
+        assert_eq!(w.pending(), 2);
+        w.advance(50);
+        assert!(tickets.iter().all(|t| t.wait().status == PutStatus::PutOk));
+    }
+
+    #[test]
+    fn deadline_thread_times_out_and_replica_status_wins() {
+        let flush = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
+        let repl = OffsetWaiters::new(WaitPart::Replica, PutStatus::FlushSlaveTimeout, 0);
+        let (f2, r2) = (flush.clone(), repl.clone());
+        let h1 = std::thread::spawn(move || f2.run_deadlines());
+        let h2 = std::thread::spawn(move || r2.run_deadlines());
+        let t = PutTicket::with_parts(result(100), 2);
+        let soon = Instant::now() + Duration::from_millis(20);
+        flush.register(100, soon, &t);
+        repl.register(100, soon, &t);
+        let got = t.wait_timeout(Duration::from_secs(10)).expect("timed out by deadline thread");
+        assert_eq!(got.status, PutStatus::FlushSlaveTimeout);
+        // A later advance does not touch a completed ticket.
+        flush.advance(1000);
+        assert_eq!(t.wait().status, PutStatus::FlushSlaveTimeout);
+        flush.close(PutStatus::ServiceNotAvailable);
+        repl.close(PutStatus::ServiceNotAvailable);
+        h1.join().unwrap();
+        h2.join().unwrap();
+    }
+
+    #[test]
+    fn callback_runs_once_with_final_status() {
+        let w = OffsetWaiters::new(WaitPart::Replica, PutStatus::FlushSlaveTimeout, 0);
+        let t = PutTicket::with_parts(result(10), 1);
+        let (tx, rx) = std::sync::mpsc::channel();
+        t.on_complete(move |r| tx.send(r.status).unwrap());
+        w.register(10, Instant::now() + Duration::from_secs(60), &t);
+        w.advance(9);
+        assert!(rx.try_recv().is_err());
+        w.advance(10);
+        assert_eq!(rx.recv().unwrap(), PutStatus::PutOk);
+        // Already done: the callback runs at once.
+        let (tx, rx) = std::sync::mpsc::channel();
+        t.on_complete(move |r| tx.send(r.status).unwrap());
+        assert_eq!(rx.recv().unwrap(), PutStatus::PutOk);
+        w.close(PutStatus::ServiceNotAvailable);
+        let t2 = PutTicket::with_parts(result(20), 1);
+        w.register(20, Instant::now(), &t2);
+        assert_eq!(t2.wait().status, PutStatus::ServiceNotAvailable);
+    }
+}

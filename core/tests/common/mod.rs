@@ -1,0 +1,67 @@
+//! Helpers shared by the scenario tests.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rmqha_core::{BrokerConfig, Message};
+
+/// A store config on `dir` with small files so tests roll often.
+pub fn store_config(dir: &Path, extra: &[(&str, &str)]) -> BrokerConfig {
+    let mut c = BrokerConfig::default();
+    c.set("storePathRootDir", dir.to_str().unwrap()).unwrap();
+    c.set("mappedFileSizeCommitLog", "65536").unwrap();
+    c.set("mappedFileSizeConsumeQueue", "2000").unwrap();
+    c.set("maxHashSlotNum", "64").unwrap();
+    c.set("maxIndexNum", "256").unwrap();
+    c.set("listenPort", "0").unwrap();
+    c.set("brokerIP1", "127.0.0.1").unwrap();
+    c.set("flushIntervalCommitLog", "50").unwrap();
+    c.set("flushIntervalConsumeQueue", "50").unwrap();
+    for (k, v) in extra {
+        c.set(k, v).unwrap();
+    }
+    c
+}
+
+/// The `i`th test message: body `msg-<i>-` padded to `len` bytes.
+pub fn message(topic: &str, queue: i32, i: usize, len: usize) -> Message {
+    let mut body = format!("msg-{i}-").into_bytes();
+    body.resize(len.max(body.len()), b'x');
+    Message::new(topic, body)
+        .with_queue(queue)
+        .with_tags(format!("tag{}", i % 3))
+        .with_keys(&[format!("key-{i}")])
+}
+
+/// Polls `cond` until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Copies a directory tree.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+            let mut perms = std::fs::metadata(&dst).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            perms.set_readonly(false);
+            std::fs::set_permissions(&dst, perms).unwrap();
+        }
+    }
+}
