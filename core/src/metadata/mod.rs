@@ -1,10 +1,12 @@
-//! Topic config, consumer offsets, delay offsets and subscription groups (spec section 8).
-//! Filled by the config-sync work.
+//! The broker's metadata tables (spec section 8): topic configs, consumer offsets, delay
+//! offsets and subscription groups, persisted under `<storePathRootDir>/config/`.
+//!
+//! So far: the [`DataVersion`] change stamp and JSON that reads what fastjson writes.
 
-/// Errors of the metadata layer.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MetadataError {
-    #[error("metadata file {path}: {reason}")]
-    File { path: std::path::PathBuf, reason: String },
-}
+mod data_version;
+mod error;
+pub mod json;
+
+pub use data_version::DataVersion;
+pub use error::MetadataError;
+pub use json::JsonStyle;
