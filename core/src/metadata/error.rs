@@ -51,3 +51,13 @@ pub enum MetadataError {
     #[error("cannot encode {what} as JSON: {reason}")]
     Encode { what: String, reason: String },
 }
+
+impl MetadataError {
+    pub(crate) fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
+        MetadataError::Io {
+            path: path.into(),
+            op,
+            source,
+        }
+    }
+}

@@ -1,12 +1,19 @@
 //! The broker's metadata tables (spec section 8): topic configs, consumer offsets, delay
 //! offsets and subscription groups, persisted under `<storePathRootDir>/config/`.
 //!
-//! So far: the [`DataVersion`] change stamp and JSON that reads what fastjson writes.
+//! So far: the [`DataVersion`] change stamp, JSON that reads what fastjson writes, atomic
+//! config files with a `.bak`, and the topic and subscription group tables.
 
 mod data_version;
 mod error;
 pub mod json;
+mod named_table;
+mod persist;
+mod subscription;
+mod topic;
 
 pub use data_version::DataVersion;
 pub use error::MetadataError;
 pub use json::JsonStyle;
+pub use subscription::{SubscriptionGroupConfig, SubscriptionGroupTable, SubscriptionGroupWrapper};
+pub use topic::{TopicConfig, TopicConfigTable, TopicConfigWrapper, TopicFilterType};
