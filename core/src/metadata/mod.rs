@@ -2,9 +2,11 @@
 //! offsets and subscription groups, persisted under `<storePathRootDir>/config/`.
 //!
 //! So far: the [`DataVersion`] change stamp, JSON that reads what fastjson writes, atomic
-//! config files with a `.bak`, and the topic and subscription group tables.
+//! config files with a `.bak`, and the four tables.
 
+mod consumer_offset;
 mod data_version;
+mod delay_offset;
 mod error;
 pub mod json;
 mod named_table;
@@ -12,7 +14,11 @@ mod persist;
 mod subscription;
 mod topic;
 
+pub use consumer_offset::{
+    ConsumerOffsetTable, ConsumerOffsetWrapper, QueueOffsets, TOPIC_GROUP_SEPARATOR, offset_key,
+};
 pub use data_version::DataVersion;
+pub use delay_offset::{DelayOffsetTable, DelayOffsetWrapper};
 pub use error::MetadataError;
 pub use json::JsonStyle;
 pub use subscription::{SubscriptionGroupConfig, SubscriptionGroupTable, SubscriptionGroupWrapper};
