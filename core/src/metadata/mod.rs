@@ -1,10 +1,53 @@
-//! Topic config, consumer offsets, delay offsets and subscription groups (spec section 8).
-//! Filled by the config-sync work.
+//! The broker's metadata tables (spec section 8): topic configs, consumer offsets, delay
+//! offsets and subscription groups, persisted as RocketMQ does under
+//! `<storePathRootDir>/config/` and mirrored by a slave from its master.
+//!
+//! **Tables.** Each table is thread-safe (`&self` methods over an interior lock) and knows its
+//! file. Topics and subscription groups carry a [`DataVersion`] that every create, update or
+//! delete bumps, and are written to disk before the call returns. Consumer and delay offsets
+//! change on every commit, so they only mark themselves dirty; the broker persists them on a
+//! timer (`persist_if_dirty`) and on shutdown. [`ConfigTables`] owns all four.
+//!
+//! **JSON.** Files and remoting bodies use RocketMQ's wrappers and field names
+//! (`TopicConfigSerializeWrapper`, `SubscriptionGroupWrapper`, …). Reading accepts what
+//! fastjson writes, including bare integer map keys (`{0:123}`), any field order and unknown
+//! fields ([`json`]). Writing is strict JSON, fields in alphabetical order like fastjson:
+//! pretty on disk, compact as a response body ([`JsonStyle`]).
+//!
+//! **Files.** A write goes to `<f>.tmp`, is fsynced, the previous good `<f>` is copied to
+//! `<f>.bak`, the tmp is renamed over `<f>` and the directory fsynced, so `<f>` is always a
+//! whole document. Loading falls back to `<f>.bak` when `<f>` is missing, empty or corrupt;
+//! both absent is an empty table; both unreadable is an error, never a silently empty table.
+//!
+//! **Slave sync.** Each table has `apply_from_master`. Topics and groups are replaced whole
+//! when the master's DataVersion differs and skipped when equal; the master's version is
+//! copied and not bumped afterwards (RocketMQ 5.x bumps it, so it rewrites the table on every
+//! sync). Consumer offsets merge per queue keeping the larger offset, so a master that comes
+//! back with stale offsets cannot roll a slave's consumers back (RocketMQ issue #1094). Delay
+//! offsets are stored as the master's text, verbatim, after checking that it decodes.
+//!
+//! Who may write (masters only, for configs) is decided by the broker API, not here.
 
-/// Errors of the metadata layer.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MetadataError {
-    #[error("metadata file {path}: {reason}")]
-    File { path: std::path::PathBuf, reason: String },
-}
+mod consumer_offset;
+mod data_version;
+mod delay_offset;
+mod error;
+pub mod json;
+mod named_table;
+mod persist;
+mod subscription;
+mod tables;
+mod topic;
+
+pub use consumer_offset::{
+    ConsumerOffsetTable, ConsumerOffsetWrapper, QueueOffsets, TOPIC_GROUP_SEPARATOR, offset_key,
+};
+pub use data_version::DataVersion;
+pub use delay_offset::{DelayOffsetTable, DelayOffsetWrapper};
+pub use error::MetadataError;
+pub use json::JsonStyle;
+pub use subscription::{SubscriptionGroupConfig, SubscriptionGroupTable, SubscriptionGroupWrapper};
+pub use tables::{
+    CONSUMER_OFFSET_FILE, ConfigTables, DELAY_OFFSET_FILE, SUBSCRIPTION_GROUP_FILE, TOPICS_FILE,
+};
+pub use topic::{TopicConfig, TopicConfigTable, TopicConfigWrapper, TopicFilterType};

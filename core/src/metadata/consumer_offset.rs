@@ -1,0 +1,281 @@
+//! Consumer offsets: `topic@group` → queue id → next offset to consume, in
+//! `consumerOffset.json` (Java `ConsumerOffsetManager`).
+
+use super::json::{
+    JsonStyle, null_as_default, object_from_slice_lenient, object_from_str_lenient, to_json,
+};
+use super::persist::Store;
+use super::{DataVersion, MetadataError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::path::PathBuf;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Java's `ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR`.
+pub const TOPIC_GROUP_SEPARATOR: char = '@';
+
+/// Offsets of one `topic@group` key, by queue id.
+pub type QueueOffsets = BTreeMap<i32, i64>;
+
+/// The table key of a (topic, group) pair: `topic@group`.
+pub fn offset_key(topic: &str, group: &str) -> String {
+    let mut key = String::with_capacity(topic.len() + 1 + group.len());
+    key.push_str(topic);
+    key.push(TOPIC_GROUP_SEPARATOR);
+    key.push_str(group);
+    key
+}
+
+/// The JSON of `consumerOffset.json` and of a GET_ALL_CONSUMER_OFFSET response:
+/// `{"dataVersion":{…},"offsetTable":{"topic@group":{0:123,…}}}`. 4.x sends no `dataVersion`;
+/// 5.x's other fields (`pullOffsetTable`, …) are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerOffsetWrapper {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_version: Option<DataVersion>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub offset_table: BTreeMap<String, QueueOffsets>,
+}
+
+impl ConsumerOffsetWrapper {
+    const WHAT: &'static str = "consumer offsets";
+
+    /// Decodes a remoting body or file content as fastjson writes it (bare integer keys
+    /// included). `origin` names the source in errors.
+    pub fn decode(bytes: &[u8], origin: &str) -> Result<Self, MetadataError> {
+        object_from_slice_lenient(bytes, origin)
+    }
+
+    /// Encodes as strict JSON (quoted queue ids).
+    pub fn encode(&self, style: JsonStyle) -> Result<String, MetadataError> {
+        to_json(self, style, Self::WHAT)
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    version: DataVersion,
+    table: BTreeMap<String, QueueOffsets>,
+}
+
+impl State {
+    fn wrapper(&self) -> ConsumerOffsetWrapper {
+        ConsumerOffsetWrapper {
+            data_version: Some(self.version),
+            offset_table: self.table.clone(),
+        }
+    }
+}
+
+/// Consumer progress, persisted on demand: the broker calls
+/// [`persist_if_dirty`](Self::persist_if_dirty) every `flushConsumerOffsetInterval` (5000 ms)
+/// and [`persist`](Self::persist) on shutdown. Commits only touch memory.
+#[derive(Debug)]
+pub struct ConsumerOffsetTable {
+    state: RwLock<State>,
+    store: Store,
+}
+
+impl ConsumerOffsetTable {
+    /// Loads `path` (falling back to its `.bak`); a missing file is an empty table.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self, MetadataError> {
+        let (store, loaded) = Store::open(path.into(), |text, origin| {
+            object_from_str_lenient::<ConsumerOffsetWrapper>(
+                text,
+                &format!("{origin} ({})", ConsumerOffsetWrapper::WHAT),
+            )
+        })?;
+        let wrapper = loaded.map(|(w, _)| w).unwrap_or_default();
+        Ok(ConsumerOffsetTable {
+            state: RwLock::new(State {
+                version: wrapper.data_version.unwrap_or_default(),
+                table: wrapper.offset_table,
+            }),
+            store,
+        })
+    }
+
+    /// The file this table persists to.
+    pub fn path(&self) -> PathBuf {
+        self.store.path()
+    }
+
+    /// Records that `group` will next consume `offset` in queue `queue_id` of `topic`. Like
+    /// Java, a smaller offset than the stored one is accepted (a consumer may rewind).
+    pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        let key = offset_key(topic, group);
+        let mut state = self.write();
+        let queues = state.table.entry(key).or_default();
+        if queues.insert(queue_id, offset) != Some(offset) {
+            state.version.next_version();
+            self.store.mark_dirty();
+        }
+    }
+
+    /// The committed offset of `group` in queue `queue_id` of `topic`, if any. (Java returns
+    /// -1 for none.)
+    pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        self.read()
+            .table
+            .get(&offset_key(topic, group))
+            .and_then(|queues| queues.get(&queue_id).copied())
+    }
+
+    /// All committed offsets of `group` on `topic`, by queue id.
+    pub fn query_queues(&self, group: &str, topic: &str) -> Option<QueueOffsets> {
+        self.read().table.get(&offset_key(topic, group)).cloned()
+    }
+
+    /// Forgets every offset of `group` (as when the group is deleted); returns how many
+    /// `topic@group` keys went.
+    pub fn remove_group(&self, group: &str) -> usize {
+        let mut state = self.write();
+        let before = state.table.len();
+        state.table.retain(|key, _| {
+            key.rsplit_once(TOPIC_GROUP_SEPARATOR)
+                .is_none_or(|(_, g)| g != group)
+        });
+        let removed = before - state.table.len();
+        if removed > 0 {
+            state.version.next_version();
+            self.store.mark_dirty();
+        }
+        removed
+    }
+
+    /// A copy of every `topic@group` key's offsets.
+    pub fn all(&self) -> BTreeMap<String, QueueOffsets> {
+        self.read().table.clone()
+    }
+
+    /// The current DataVersion (bumped by every commit that changes an offset).
+    pub fn data_version(&self) -> DataVersion {
+        self.read().version
+    }
+
+    /// A consistent copy of the version and the table together.
+    pub fn wrapper(&self) -> ConsumerOffsetWrapper {
+        self.read().wrapper()
+    }
+
+    /// The table as JSON: `Compact` is the GET_ALL_CONSUMER_OFFSET response body.
+    pub fn encode(&self, style: JsonStyle) -> Result<String, MetadataError> {
+        self.read().wrapper().encode(style)
+    }
+
+    /// Slave side: merges the master's offsets so that progress never moves backwards.
+    ///
+    /// RocketMQ copies the master's table over the slave's (putAll), so a master that
+    /// restarts with stale offsets rolls back the progress consumers made on the slave while
+    /// it was away (issue #1094). Here each (key, queue) keeps the larger of the two offsets,
+    /// and keys only the slave has are kept. The price: a deliberate rewind on the master
+    /// (an offset reset) does not reach the slave.
+    ///
+    /// When something changed, the master's DataVersion is adopted (as 5.x does; a 4.x
+    /// master sends none, and the local version is bumped instead) and the table is
+    /// persisted. Returns whether something changed.
+    pub fn apply_from_master(&self, master: &ConsumerOffsetWrapper) -> Result<bool, MetadataError> {
+        let changed = {
+            let mut state = self.write();
+            let mut changed = false;
+            for (key, master_queues) in &master.offset_table {
+                let local = state.table.entry(key.clone()).or_default();
+                for (&queue_id, &offset) in master_queues {
+                    match local.entry(queue_id) {
+                        Entry::Vacant(e) => {
+                            e.insert(offset);
+                            changed = true;
+                        }
+                        Entry::Occupied(mut e) if *e.get() < offset => {
+                            e.insert(offset);
+                            changed = true;
+                        }
+                        Entry::Occupied(_) => {}
+                    }
+                }
+            }
+            if changed {
+                match master.data_version {
+                    Some(v) => state.version = v,
+                    None => state.version.next_version(),
+                }
+                self.store.mark_dirty();
+            }
+            changed
+        };
+        if changed {
+            self.persist()?;
+        }
+        Ok(changed)
+    }
+
+    /// Writes the table to its file now.
+    pub fn persist(&self) -> Result<(), MetadataError> {
+        self.store
+            .persist(|| self.read().wrapper().encode(JsonStyle::Pretty))
+    }
+
+    /// Writes the table if a commit changed it since the last write; returns whether it wrote.
+    pub fn persist_if_dirty(&self) -> Result<bool, MetadataError> {
+        if !self.store.is_dirty() {
+            return Ok(false);
+        }
+        self.persist().map(|()| true)
+    }
+
+    /// Whether memory holds offsets the file lacks.
+    pub fn is_dirty(&self) -> bool {
+        self.store.is_dirty()
+    }
+
+    // See NamedTable: every mutation is a whole step, so a poisoned lock is still usable.
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_is_topic_at_group() {
+        assert_eq!(offset_key("T", "G"), "T@G");
+    }
+
+    #[test]
+    fn decodes_fastjson_4x_without_data_version() {
+        let w = ConsumerOffsetWrapper::decode(
+            br#"{"offsetTable":{"T@G":{0:123,1:456},"%RETRY%G@G":{0:0}}}"#,
+            "body",
+        )
+        .unwrap();
+        assert!(w.data_version.is_none());
+        assert_eq!(w.offset_table["T@G"][&1], 456);
+        assert_eq!(w.offset_table.len(), 2);
+    }
+
+    #[test]
+    fn commit_query_and_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = ConsumerOffsetTable::open(dir.path().join("consumerOffset.json")).unwrap();
+        assert_eq!(t.query("G", "T", 0), None);
+        assert!(!t.is_dirty());
+        t.commit("G", "T", 0, 10);
+        t.commit("G", "T", 0, 5);
+        t.commit("H", "T", 1, 7);
+        assert_eq!(t.query("G", "T", 0), Some(5), "a consumer may rewind");
+        assert!(t.is_dirty());
+        assert!(t.persist_if_dirty().unwrap());
+        assert!(!t.persist_if_dirty().unwrap());
+        assert_eq!(t.remove_group("G"), 1);
+        assert_eq!(t.query("G", "T", 0), None);
+        assert_eq!(t.query("H", "T", 1), Some(7));
+    }
+}

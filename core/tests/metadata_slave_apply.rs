@@ -1,0 +1,232 @@
+//! What a slave does with the tables its master sends: topics and groups replaced whole only
+//! when the DataVersion differs, consumer offsets merged without ever moving backwards,
+//! delay offsets stored verbatim.
+
+use proptest::prelude::*;
+use rmqha_core::metadata::{
+    ConfigTables, ConsumerOffsetTable, ConsumerOffsetWrapper, DataVersion, DelayOffsetTable,
+    JsonStyle, MetadataError, QueueOffsets, SubscriptionGroupConfig, SubscriptionGroupTable,
+    SubscriptionGroupWrapper, TopicConfig, TopicConfigTable, TopicConfigWrapper,
+};
+use std::collections::BTreeMap;
+use std::fs;
+
+fn version(counter: i64) -> DataVersion {
+    DataVersion {
+        counter,
+        state_version: 0,
+        timestamp: 1_700_000_000_000 + counter,
+    }
+}
+
+fn topics(v: DataVersion, names: &[&str]) -> TopicConfigWrapper {
+    TopicConfigWrapper {
+        data_version: v,
+        topic_config_table: names
+            .iter()
+            .map(|n| (n.to_string(), TopicConfig::new(*n)))
+            .collect(),
+    }
+}
+
+#[test]
+fn topic_apply_replaces_the_table_when_versions_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("topics.json");
+    let slave = TopicConfigTable::open(&path).unwrap();
+    slave.put_topic(TopicConfig::new("LocalOnly")).unwrap();
+
+    assert!(
+        slave
+            .apply_from_master(topics(version(7), &["A", "B"]))
+            .unwrap()
+    );
+    assert_eq!(slave.data_version(), version(7), "copied, not bumped");
+    assert_eq!(slave.all().keys().collect::<Vec<_>>(), ["A", "B"]);
+
+    // Persisted at once, with the master's version.
+    let reopened = TopicConfigTable::open(&path).unwrap();
+    assert_eq!(reopened.data_version(), version(7));
+    assert!(reopened.contains("A") && !reopened.contains("LocalOnly"));
+}
+
+#[test]
+fn topic_apply_is_skipped_when_versions_are_equal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("topics.json");
+    let slave = TopicConfigTable::open(&path).unwrap();
+    assert!(slave.apply_from_master(topics(version(7), &["A"])).unwrap());
+    let written = fs::metadata(&path).unwrap().modified().unwrap();
+
+    // Same version, different content: the version is the contract, so nothing happens.
+    assert!(!slave.apply_from_master(topics(version(7), &["X"])).unwrap());
+    assert!(slave.contains("A") && !slave.contains("X"));
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), written);
+
+    // Any difference in the version (here only the state version) applies.
+    let mut v = version(7);
+    v.state_version = 1;
+    assert!(slave.apply_from_master(topics(v, &["X"])).unwrap());
+    assert!(slave.contains("X"));
+}
+
+#[test]
+fn topic_apply_from_a_decoded_master_body() {
+    let master_dir = tempfile::tempdir().unwrap();
+    let slave_dir = tempfile::tempdir().unwrap();
+    let master = ConfigTables::open(master_dir.path()).unwrap();
+    let slave = ConfigTables::open(slave_dir.path()).unwrap();
+    master
+        .topics()
+        .put_topic(TopicConfig::with_queues("T", 4, 4, 6))
+        .unwrap();
+
+    let body = master.topics().encode(JsonStyle::Compact).unwrap();
+    let decoded = TopicConfigWrapper::decode(body.as_bytes(), "GET_ALL_TOPIC_CONFIG").unwrap();
+    assert!(slave.topics().apply_from_master(decoded.clone()).unwrap());
+    assert!(!slave.topics().apply_from_master(decoded).unwrap());
+    assert_eq!(slave.topics().wrapper(), master.topics().wrapper());
+}
+
+#[test]
+fn group_apply_follows_the_same_rule_and_keeps_the_forbidden_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("subscriptionGroup.json");
+    fs::write(
+        &path,
+        r#"{"forbiddenTable":{"G":{"T":1}},"subscriptionGroupTable":{"Old":{"groupName":"Old"}}}"#,
+    )
+    .unwrap();
+    let slave = SubscriptionGroupTable::open(&path).unwrap();
+    let master = SubscriptionGroupWrapper {
+        data_version: version(3),
+        forbidden_table: None,
+        subscription_group_table: [("G".to_string(), SubscriptionGroupConfig::new("G"))].into(),
+    };
+    assert!(slave.apply_from_master(master.clone()).unwrap());
+    assert!(!slave.apply_from_master(master).unwrap());
+    assert!(slave.contains("G") && !slave.contains("Old"));
+    assert_eq!(slave.data_version(), version(3));
+    let reopened = SubscriptionGroupTable::open(&path).unwrap().wrapper();
+    assert_eq!(reopened.forbidden_table.unwrap()["G"]["T"], 1);
+}
+
+fn offsets(entries: &[(&str, &[(i32, i64)])]) -> ConsumerOffsetWrapper {
+    ConsumerOffsetWrapper {
+        data_version: Some(version(40)),
+        offset_table: entries
+            .iter()
+            .map(|(k, qs)| (k.to_string(), qs.iter().copied().collect()))
+            .collect(),
+    }
+}
+
+#[test]
+fn stale_master_offsets_never_move_the_slave_backwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("consumerOffset.json");
+    let slave = ConsumerOffsetTable::open(&path).unwrap();
+    // Consumers progressed on the slave while the master was down...
+    slave.commit("G", "T", 0, 500);
+    slave.commit("G", "T", 1, 80);
+    slave.commit("SlaveOnly", "T", 0, 9);
+    slave.persist().unwrap();
+
+    // ...then the master came back with what it had before (RocketMQ issue #1094).
+    let master = offsets(&[
+        ("T@G", &[(0, 100), (1, 120), (2, 7)]),
+        ("T@Other", &[(0, 1)]),
+    ]);
+    assert!(slave.apply_from_master(&master).unwrap());
+    assert_eq!(slave.query("G", "T", 0), Some(500), "never backwards");
+    assert_eq!(slave.query("G", "T", 1), Some(120), "forwards is taken");
+    assert_eq!(slave.query("G", "T", 2), Some(7), "new queue is taken");
+    assert_eq!(slave.query("Other", "T", 0), Some(1), "new key is taken");
+    assert_eq!(
+        slave.query("SlaveOnly", "T", 0),
+        Some(9),
+        "slave-only key is kept"
+    );
+    assert_eq!(slave.data_version(), version(40));
+    assert!(!slave.is_dirty(), "persisted");
+    assert_eq!(ConsumerOffsetTable::open(&path).unwrap().all(), slave.all());
+
+    // Nothing new: nothing changes, nothing is written.
+    assert!(!slave.apply_from_master(&master).unwrap());
+}
+
+#[test]
+fn offsets_from_a_4x_master_body_merge_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let slave = ConsumerOffsetTable::open(dir.path().join("consumerOffset.json")).unwrap();
+    let body = br#"{"offsetTable":{"T@G":{0:12,1:13}}}"#;
+    let master = ConsumerOffsetWrapper::decode(body, "GET_ALL_CONSUMER_OFFSET").unwrap();
+    let before = slave.data_version();
+    assert!(slave.apply_from_master(&master).unwrap());
+    assert_eq!(slave.query("G", "T", 1), Some(13));
+    assert!(slave.data_version().counter > before.counter);
+}
+
+#[test]
+fn delay_offsets_are_stored_verbatim() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("delayOffset.json");
+    let slave = DelayOffsetTable::open(&path).unwrap();
+    let body = "{\"offsetTable\":{1:3,2:1,18:0}}";
+    assert!(slave.apply_from_master(body).unwrap());
+    assert_eq!(fs::read_to_string(&path).unwrap(), body);
+    assert_eq!(slave.offset(2), Some(1));
+    assert!(
+        !slave.apply_from_master(body).unwrap(),
+        "same text: nothing to do"
+    );
+
+    let reopened = DelayOffsetTable::open(&path).unwrap();
+    assert_eq!(reopened.verbatim().as_deref(), Some(body));
+    assert!(!reopened.apply_from_master(body).unwrap());
+
+    // A body that does not decode changes nothing.
+    let err = slave.apply_from_master("{\"offsetTable\":{1:").unwrap_err();
+    assert!(matches!(err, MetadataError::Json { .. }), "{err}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), body);
+    assert_eq!(slave.offset(1), Some(3));
+}
+
+fn offset_table() -> impl Strategy<Value = BTreeMap<String, QueueOffsets>> {
+    proptest::collection::btree_map(
+        "[ab]@[gh]",
+        proptest::collection::btree_map(0..4i32, 0..1000i64, 0..4),
+        0..4,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn merge_is_the_per_queue_maximum(local in offset_table(), master in offset_table()) {
+        let dir = tempfile::tempdir().unwrap();
+        let slave = ConsumerOffsetTable::open(dir.path().join("c.json")).unwrap();
+        for (key, queues) in &local {
+            let (topic, group) = key.split_once('@').unwrap();
+            for (&q, &o) in queues {
+                slave.commit(group, topic, q, o);
+            }
+        }
+        let wrapper = ConsumerOffsetWrapper { data_version: None, offset_table: master.clone() };
+        slave.apply_from_master(&wrapper).unwrap();
+        let merged = slave.all();
+        for (key, queues) in local.iter().chain(master.iter()) {
+            for (q, o) in queues {
+                prop_assert!(merged[key][q] >= *o);
+            }
+        }
+        for (key, queues) in &merged {
+            for (q, o) in queues {
+                let l = local.get(key).and_then(|m| m.get(q));
+                let m = master.get(key).and_then(|m| m.get(q));
+                prop_assert_eq!(Some(o), l.max(m));
+            }
+        }
+    }
+}
