@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::codes::response_code;
 use super::command::RemotingCommand;
-use super::error::RemotingError;
+use super::error::{FrameError, RemotingError};
 use super::frame::read_frame;
 use super::server::{Handled, RequestContext, RequestHandler};
 
@@ -245,7 +245,8 @@ impl Connection {
         let write_half = match self.stream.try_clone() {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(peer = %self.peer, error = %e, "cannot clone socket; closing connection");
+                tracing::warn!(peer = %self.peer, error = %e,
+                    "cannot clone socket; closing connection");
                 let _ = self.stream.shutdown(Shutdown::Both);
                 return;
             }
@@ -267,19 +268,12 @@ impl Connection {
             let request = match read_frame(&mut reader, self.max_frame) {
                 Ok(Some(request)) => request,
                 Ok(None) => {
-                    tracing::debug!(peer = %self.peer, local = %self.local, "peer closed the connection");
+                    tracing::debug!(peer = %self.peer, local = %self.local,
+                        "peer closed the connection");
                     break;
                 }
                 Err(e) => {
-                    if self.stopping.load(Ordering::Acquire) || writer.is_closed() {
-                        tracing::debug!(peer = %self.peer, reason = %e, "connection closed");
-                    } else if reader.idle_expired {
-                        tracing::info!(peer = %self.peer, local = %self.local,
-                            idle_timeout = ?self.idle_timeout.unwrap_or_default(), "closing idle connection");
-                    } else {
-                        tracing::warn!(peer = %self.peer, local = %self.local, reason = %e,
-                            "closing connection after a bad frame");
-                    }
+                    self.log_end(&e, reader.idle_expired, &writer);
                     break;
                 }
             };
@@ -288,6 +282,22 @@ impl Connection {
             }
         }
         writer.close();
+    }
+
+    /// Logs why the read loop ended: a bad frame is the peer's fault and worth a warning; an
+    /// idle timeout is routine; a reset or our own shutdown is noise.
+    fn log_end(&self, e: &FrameError, idle_expired: bool, writer: &ConnWriter) {
+        let (peer, local) = (self.peer, self.local);
+        if self.stopping.load(Ordering::Acquire) || writer.is_closed() {
+            tracing::debug!(%peer, reason = %e, "connection closed");
+        } else if idle_expired {
+            let idle_timeout = self.idle_timeout.unwrap_or_default();
+            tracing::info!(%peer, %local, ?idle_timeout, "closing idle connection");
+        } else if let FrameError::Io(io) = e {
+            tracing::debug!(%peer, %local, error = %io, "connection failed");
+        } else {
+            tracing::warn!(%peer, %local, reason = %e, "closing connection after a bad frame");
+        }
     }
 
     /// Runs the handler for one request and writes its immediate response, if any. Returns

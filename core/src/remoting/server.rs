@@ -353,6 +353,7 @@ fn wake_acceptor(addr: SocketAddr) {
         _ => addr,
     };
     if let Err(e) = TcpStream::connect_timeout(&target, Duration::from_secs(5)) {
-        tracing::warn!(%addr, error = %e, "cannot wake acceptor; shutdown may wait for the next connection");
+        tracing::warn!(%addr, error = %e,
+            "cannot wake acceptor; shutdown waits for the next connection");
     }
 }
