@@ -232,6 +232,8 @@ fn oneway_request_reaches_the_handler_and_gets_no_response() {
 fn timeout_names_code_address_and_stage_and_late_response_is_skipped() {
     let fx = start();
     let client = client(&fx.server);
+    // Connect first, so the short timeout below is spent waiting for the response.
+    echo(&client, "warm-up");
     let err = client
         .invoke_sync(RemotingCommand::request(DEFER), Duration::from_millis(200))
         .unwrap_err();
