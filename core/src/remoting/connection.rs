@@ -1,0 +1,354 @@
+//! One accepted connection: its reader loop (on the connection's own thread), its shared
+//! writer, and the [`Responder`] handlers use to answer, now or later from another thread.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::codes::response_code;
+use super::command::RemotingCommand;
+use super::error::{FrameError, RemotingError};
+use super::frame::read_frame;
+use super::server::{Handled, RequestContext, RequestHandler};
+
+/// The write side of a connection, shared by its thread and every [`Responder`].
+pub(crate) struct ConnWriter {
+    peer: SocketAddr,
+    stream: TcpStream,
+    /// Serializes whole frames; the stream itself is written through `&TcpStream` so that
+    /// `close` can shut the socket down without waiting for a blocked writer.
+    write_lock: Mutex<()>,
+    closed: AtomicBool,
+    created: Instant,
+    /// Milliseconds after `created` of the last completed write, for the idle check.
+    last_write_ms: AtomicU64,
+}
+
+impl ConnWriter {
+    fn new(stream: TcpStream, peer: SocketAddr) -> Self {
+        ConnWriter {
+            peer,
+            stream,
+            write_lock: Mutex::new(()),
+            closed: AtomicBool::new(false),
+            created: Instant::now(),
+            last_write_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Marks the connection closed and shuts the socket down, which also wakes the reader.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
+    fn last_write(&self) -> Instant {
+        self.created + Duration::from_millis(self.last_write_ms.load(Ordering::Relaxed))
+    }
+
+    fn write_frame(&self, bytes: &[u8]) -> io::Result<()> {
+        let _guard = self
+            .write_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let result = (&self.stream)
+            .write_all(bytes)
+            .and_then(|()| (&self.stream).flush());
+        match &result {
+            Ok(()) => {
+                let ms = u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX);
+                self.last_write_ms.store(ms, Ordering::Relaxed);
+            }
+            // A partial frame may be on the wire: the stream cannot be used any more.
+            Err(_) => self.close(),
+        }
+        result
+    }
+}
+
+/// Sends the response to one request, from any thread, at any time.
+///
+/// Cloneable so a handler can return [`Handled::Deferred`] and hand it to whatever completes
+/// the request later (a long poll, a put waiting for a slave's ack). The responder fills in the
+/// request's opaque and the response flag. For a oneway request, sending does nothing, as in
+/// RocketMQ. Send once: the protocol has one response per request, and a second one would
+/// reach the client as a stray it skips.
+#[derive(Clone)]
+pub struct Responder {
+    conn: Arc<ConnWriter>,
+    code: i32,
+    opaque: i32,
+    oneway: bool,
+}
+
+impl Responder {
+    fn new(conn: Arc<ConnWriter>, request: &RemotingCommand) -> Self {
+        Responder {
+            conn,
+            code: request.code,
+            opaque: request.opaque,
+            oneway: request.is_oneway(),
+        }
+    }
+
+    /// The address of the peer that sent the request.
+    pub fn peer(&self) -> SocketAddr {
+        self.conn.peer
+    }
+
+    /// The request's opaque, which the response will carry.
+    pub fn opaque(&self) -> i32 {
+        self.opaque
+    }
+
+    /// Whether the connection is still open (it may still close before a send).
+    pub fn is_connected(&self) -> bool {
+        !self.conn.is_closed()
+    }
+
+    /// Writes `response` as the answer to the request.
+    ///
+    /// Fails with [`RemotingError::ResponderClosed`] if the connection is gone, `Io` if the
+    /// write fails (the connection is then closed), or `Frame` if the response cannot be
+    /// encoded; in that last case the client is sent a SYSTEM_ERROR instead, so it does not
+    /// wait for a response that will never come.
+    pub fn send(&self, mut response: RemotingCommand) -> Result<(), RemotingError> {
+        if self.oneway {
+            return Ok(());
+        }
+        if self.conn.is_closed() {
+            return Err(self.closed_error());
+        }
+        response.opaque = self.opaque;
+        response.mark_response();
+        let bytes = match response.encode() {
+            Ok(bytes) => bytes,
+            Err(source) => {
+                tracing::warn!(peer = %self.conn.peer, code = self.code, opaque = self.opaque,
+                    error = %source, "response cannot be encoded; sending SYSTEM_ERROR instead");
+                let mut fallback = RemotingCommand::response(
+                    response_code::SYSTEM_ERROR,
+                    Some(&format!("response could not be encoded: {source}")),
+                );
+                fallback.opaque = self.opaque;
+                fallback.serialize_type = response.serialize_type;
+                if let Ok(bytes) = fallback.encode() {
+                    let _ = self.conn.write_frame(&bytes);
+                }
+                return Err(RemotingError::Frame {
+                    peer: self.conn.peer.to_string(),
+                    source,
+                });
+            }
+        };
+        self.conn
+            .write_frame(&bytes)
+            .map_err(|source| RemotingError::Io {
+                peer: self.conn.peer.to_string(),
+                source,
+            })
+    }
+
+    fn closed_error(&self) -> RemotingError {
+        RemotingError::ResponderClosed {
+            peer: self.conn.peer,
+            code: self.code,
+            opaque: self.opaque,
+        }
+    }
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Responder")
+            .field("peer", &self.conn.peer)
+            .field("code", &self.code)
+            .field("opaque", &self.opaque)
+            .field("oneway", &self.oneway)
+            .finish()
+    }
+}
+
+/// Reads from the socket, treating a read timeout as "check for idleness" rather than an
+/// error: the connection is idle only if neither a read nor a write (a deferred response
+/// counts) happened for the whole idle timeout, as Netty's all-idle handler in RocketMQ.
+struct IdleReader<'a> {
+    stream: &'a TcpStream,
+    writer: &'a ConnWriter,
+    idle_timeout: Option<Duration>,
+    current_timeout: Option<Duration>,
+    last_read: Instant,
+    idle_expired: bool,
+}
+
+impl Read for IdleReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match (&*self.stream).read(buf) {
+                Ok(n) => {
+                    self.last_read = Instant::now();
+                    if self.current_timeout != self.idle_timeout {
+                        self.stream.set_read_timeout(self.idle_timeout)?;
+                        self.current_timeout = self.idle_timeout;
+                    }
+                    return Ok(n);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    let Some(idle_timeout) = self.idle_timeout else {
+                        return Err(e);
+                    };
+                    let idle_for = self.last_read.max(self.writer.last_write()).elapsed();
+                    let Some(remaining) =
+                        idle_timeout.checked_sub(idle_for).filter(|d| !d.is_zero())
+                    else {
+                        self.idle_expired = true;
+                        return Err(e);
+                    };
+                    self.stream.set_read_timeout(Some(remaining))?;
+                    self.current_timeout = Some(remaining);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// What a connection thread needs; built by the acceptor, consumed by [`Connection::run`].
+pub(crate) struct Connection {
+    pub(crate) stream: TcpStream,
+    pub(crate) peer: SocketAddr,
+    pub(crate) local: SocketAddr,
+    pub(crate) handler: Arc<dyn RequestHandler>,
+    pub(crate) max_frame: usize,
+    /// `None` disables the idle check.
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) write_timeout: Option<Duration>,
+    pub(crate) stopping: Arc<AtomicBool>,
+}
+
+impl Connection {
+    /// Serves requests until the peer closes, a frame is bad, the connection idles out or
+    /// the server shuts the socket down.
+    pub(crate) fn run(self) {
+        let write_half = match self.stream.try_clone() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, error = %e,
+                    "cannot clone socket; closing connection");
+                let _ = self.stream.shutdown(Shutdown::Both);
+                return;
+            }
+        };
+        // A peer that stops reading must not block a handler's thread forever.
+        let _ = write_half.set_write_timeout(self.write_timeout);
+        let writer = Arc::new(ConnWriter::new(write_half, self.peer));
+        let _ = self.stream.set_read_timeout(self.idle_timeout);
+
+        let mut reader = IdleReader {
+            stream: &self.stream,
+            writer: &writer,
+            idle_timeout: self.idle_timeout,
+            current_timeout: self.idle_timeout,
+            last_read: Instant::now(),
+            idle_expired: false,
+        };
+        loop {
+            let request = match read_frame(&mut reader, self.max_frame) {
+                Ok(Some(request)) => request,
+                Ok(None) => {
+                    tracing::debug!(peer = %self.peer, local = %self.local,
+                        "peer closed the connection");
+                    break;
+                }
+                Err(e) => {
+                    self.log_end(&e, reader.idle_expired, &writer);
+                    break;
+                }
+            };
+            if !self.dispatch(request, &writer) {
+                break;
+            }
+        }
+        writer.close();
+    }
+
+    /// Logs why the read loop ended: a bad frame is the peer's fault and worth a warning; an
+    /// idle timeout is routine; a reset or our own shutdown is noise.
+    fn log_end(&self, e: &FrameError, idle_expired: bool, writer: &ConnWriter) {
+        let (peer, local) = (self.peer, self.local);
+        if self.stopping.load(Ordering::Acquire) || writer.is_closed() {
+            tracing::debug!(%peer, reason = %e, "connection closed");
+        } else if idle_expired {
+            let idle_timeout = self.idle_timeout.unwrap_or_default();
+            tracing::info!(%peer, %local, ?idle_timeout, "closing idle connection");
+        } else if let FrameError::Io(io) = e {
+            tracing::debug!(%peer, %local, error = %io, "connection failed");
+        } else {
+            tracing::warn!(%peer, %local, reason = %e, "closing connection after a bad frame");
+        }
+    }
+
+    /// Runs the handler for one request and writes its immediate response, if any. Returns
+    /// false when the connection is no longer usable.
+    fn dispatch(&self, request: RemotingCommand, writer: &Arc<ConnWriter>) -> bool {
+        if request.is_response() {
+            // rmqha servers never send requests to their clients, so nothing awaits this.
+            tracing::debug!(peer = %self.peer, code = request.code, opaque = request.opaque,
+                "ignoring a response received by the server");
+            return true;
+        }
+        let ctx = RequestContext {
+            peer: self.peer,
+            local: self.local,
+            responder: Responder::new(Arc::clone(writer), &request),
+        };
+        let (code, opaque, serialize_type) = (request.code, request.opaque, request.serialize_type);
+        // A bug in one handler must cost one request, not the server: the panic becomes a
+        // SYSTEM_ERROR like an exception in RocketMQ's processor does.
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| self.handler.handle(request, &ctx)));
+        let response = match outcome {
+            Ok(Handled::Respond(response)) => response,
+            Ok(Handled::Deferred | Handled::NoResponse) => return true,
+            Err(payload) => {
+                let message = panic_message(payload.as_ref());
+                tracing::error!(peer = %self.peer, code, opaque, panic = %message,
+                    "request handler panicked");
+                let mut response = RemotingCommand::response(
+                    response_code::SYSTEM_ERROR,
+                    Some(&format!("request handler panicked: {message}")),
+                );
+                response.serialize_type = serialize_type;
+                response
+            }
+        };
+        match ctx.responder.send(response) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(peer = %self.peer, code, opaque, error = %e, "response not sent");
+                !writer.is_closed()
+            }
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}

@@ -1,0 +1,359 @@
+//! [`RemotingServer`]: listeners, their acceptor threads, and the table of live connections
+//! that shutdown closes and joins.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use super::command::RemotingCommand;
+use super::connection::{Connection, Responder};
+use super::error::RemotingError;
+use super::frame::DEFAULT_MAX_FRAME;
+
+/// Answers requests. One handler serves every listener and connection of a server.
+///
+/// `handle` runs on the connection's thread, so requests of one connection are handled in
+/// order and a slow handler delays only its own connection. Work that waits (long polling, a
+/// put waiting for a slave's ack) should return [`Handled::Deferred`] and answer later through
+/// [`RequestContext::responder`]. Unknown codes are the handler's to answer, usually with
+/// [`RemotingCommand::not_supported`].
+pub trait RequestHandler: Send + Sync + 'static {
+    /// Handles one request (never a response: those are dropped before reaching here).
+    fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled;
+}
+
+impl<F> RequestHandler for F
+where
+    F: Fn(RemotingCommand, &RequestContext) -> Handled + Send + Sync + 'static,
+{
+    fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
+        self(request, ctx)
+    }
+}
+
+/// What a handler did with a request.
+#[derive(Debug)]
+pub enum Handled {
+    /// Send this response now. Its opaque and response flag are set for you; build it with
+    /// [`RemotingCommand::response_to`] to also answer in the request's header format.
+    Respond(RemotingCommand),
+    /// The response will be sent later through a [`Responder`] taken from the context.
+    Deferred,
+    /// No response (oneway requests; the server ignores `Respond` for those anyway).
+    NoResponse,
+}
+
+/// Where a request came from, and how to answer it later.
+#[derive(Debug)]
+pub struct RequestContext {
+    pub(crate) peer: SocketAddr,
+    pub(crate) local: SocketAddr,
+    pub(crate) responder: Responder,
+}
+
+impl RequestContext {
+    /// The client's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The server address the request arrived on: tells the main port from the VIP port.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// A responder for this request, to answer after returning [`Handled::Deferred`].
+    pub fn responder(&self) -> Responder {
+        self.responder.clone()
+    }
+}
+
+/// Server settings. Defaults follow RocketMQ's `NettyServerConfig`.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest accepted frame, length field included (`com.rocketmq.remoting.frameMaxLength`,
+    /// 16 MiB). A larger declared length closes the connection before anything is allocated.
+    pub max_frame: usize,
+    /// Connections beyond this many are accepted and closed at once, so a flood of clients
+    /// cannot exhaust threads.
+    pub max_connections: usize,
+    /// A connection with no read and no write for this long is closed
+    /// (`serverChannelMaxIdleTimeSeconds`, 120 s). Zero disables the check.
+    pub idle_timeout: Duration,
+    /// A response write that cannot progress for this long fails and closes the connection,
+    /// so a peer that stops reading cannot block a handler forever. Zero means no timeout.
+    pub write_timeout: Duration,
+    /// Prefix of thread names: `<name>-accept-<port>`, `<name>-conn-<id>`.
+    pub thread_name: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_frame: DEFAULT_MAX_FRAME,
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(120),
+            write_timeout: Duration::from_secs(10),
+            thread_name: "rmqha-remoting".to_owned(),
+        }
+    }
+}
+
+struct Shared {
+    config: ServerConfig,
+    handler: Arc<dyn RequestHandler>,
+    stopping: Arc<AtomicBool>,
+    conns: Mutex<Conns>,
+}
+
+#[derive(Default)]
+struct Conns {
+    next_id: u64,
+    /// A clone of each open connection's socket, so shutdown can wake its blocked reader.
+    live: HashMap<u64, TcpStream>,
+    /// Handles of connection threads not yet joined; finished ones are reaped on accept.
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Shared {
+    fn conns(&self) -> MutexGuard<'_, Conns> {
+        self.conns.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn accept_loop(self: Arc<Self>, listener: TcpListener, local: SocketAddr) {
+        loop {
+            let accepted = listener.accept();
+            if self.stopping.load(Ordering::Acquire) {
+                break;
+            }
+            match accepted {
+                Ok((stream, peer)) => self.admit(stream, peer, local),
+                Err(e) if is_resource_exhaustion(&e) => {
+                    tracing::warn!(%local, error = %e, "accept failed; backing off");
+                    // Out of descriptors or memory: retrying at once would spin on the same
+                    // error. A short pause is a backoff, not a wait for a condition.
+                    thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => tracing::debug!(%local, error = %e, "accept failed"),
+            }
+        }
+        tracing::debug!(%local, "acceptor stopped");
+    }
+
+    fn admit(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr, local: SocketAddr) {
+        // RocketMQ sets TCP_NODELAY: responses are small and latency matters.
+        let _ = stream.set_nodelay(true);
+        let mut conns = self.conns();
+        reap_finished(&mut conns.threads);
+        if conns.live.len() >= self.config.max_connections {
+            drop(conns);
+            tracing::warn!(%peer, %local, limit = self.config.max_connections,
+                "connection limit reached; closing new connection");
+            let _ = stream.shutdown(Shutdown::Both);
+            return;
+        }
+        let closer = match stream.try_clone() {
+            Ok(closer) => closer,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "cannot clone socket; closing new connection");
+                return;
+            }
+        };
+        let id = conns.next_id;
+        conns.next_id += 1;
+        let connection = Connection {
+            stream,
+            peer,
+            local,
+            handler: Arc::clone(&self.handler),
+            max_frame: self.config.max_frame,
+            idle_timeout: non_zero(self.config.idle_timeout),
+            write_timeout: non_zero(self.config.write_timeout),
+            stopping: Arc::clone(&self.stopping),
+        };
+        let shared = Arc::clone(self);
+        let name = format!("{}-conn-{id}", self.config.thread_name);
+        let spawned = thread::Builder::new().name(name.clone()).spawn(move || {
+            connection.run();
+            shared.conns().live.remove(&id);
+        });
+        match spawned {
+            // Registered under the same lock the thread takes to unregister, so a thread that
+            // ends at once still finds its entry.
+            Ok(handle) => {
+                conns.live.insert(id, closer);
+                conns.threads.push(handle);
+                tracing::debug!(%peer, %local, id, "connection accepted");
+            }
+            Err(e) => {
+                tracing::warn!(%peer, thread = %name, error = %e, "cannot spawn connection thread");
+                let _ = closer.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+fn non_zero(d: Duration) -> Option<Duration> {
+    (!d.is_zero()).then_some(d)
+}
+
+fn is_resource_exhaustion(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+fn reap_finished(threads: &mut Vec<JoinHandle<()>>) {
+    let mut i = 0;
+    while i < threads.len() {
+        if threads[i].is_finished() {
+            let _ = threads.swap_remove(i).join();
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Joins `handle` unless it is the calling thread (a handler that shuts its own server down
+/// must not wait for itself).
+fn join_unless_current(handle: JoinHandle<()>) {
+    if handle.thread().id() != thread::current().id() {
+        let _ = handle.join();
+    }
+}
+
+/// A RocketMQ remoting server: one acceptor thread per listening address and one thread per
+/// connection, all named and all joined by [`shutdown`](Self::shutdown) (or drop).
+///
+/// A broker binds its listen port and the VIP port (listen port − 2) on one server, so both
+/// are served by the same handler.
+pub struct RemotingServer {
+    shared: Arc<Shared>,
+    local_addrs: Vec<SocketAddr>,
+    acceptors: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl RemotingServer {
+    /// Binds every address in `addrs` (port 0 picks a free port) and starts serving with
+    /// `handler`. Fails, binding nothing, if any address cannot be bound.
+    pub fn bind(
+        addrs: &[SocketAddr],
+        handler: Arc<dyn RequestHandler>,
+        config: ServerConfig,
+    ) -> Result<Self, RemotingError> {
+        let mut listeners = Vec::with_capacity(addrs.len());
+        for &addr in addrs {
+            let bind_err = |source| RemotingError::Bind { addr, source };
+            let listener = TcpListener::bind(addr).map_err(bind_err)?;
+            let local = listener.local_addr().map_err(bind_err)?;
+            listeners.push((listener, local));
+        }
+        let shared = Arc::new(Shared {
+            config,
+            handler,
+            stopping: Arc::new(AtomicBool::new(false)),
+            conns: Mutex::new(Conns::default()),
+        });
+        let server = RemotingServer {
+            local_addrs: listeners.iter().map(|(_, local)| *local).collect(),
+            shared,
+            acceptors: Mutex::new(Vec::new()),
+        };
+        for (listener, local) in listeners {
+            let name = format!(
+                "{}-accept-{}",
+                server.shared.config.thread_name,
+                local.port()
+            );
+            let shared = Arc::clone(&server.shared);
+            let handle = thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || shared.accept_loop(listener, local))
+                // Dropping `server` here shuts down the acceptors already started.
+                .map_err(|source| RemotingError::Spawn { name, source })?;
+            server.acceptors().push(handle);
+            tracing::info!(%local, "remoting server listening");
+        }
+        Ok(server)
+    }
+
+    /// The bound addresses, in the order given to [`bind`](Self::bind), with real ports.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// How many connections are open now.
+    pub fn connection_count(&self) -> usize {
+        self.shared.conns().live.len()
+    }
+
+    /// Stops accepting, closes every connection and joins every thread. Idempotent. A handler
+    /// still running delays this until it returns; deferred responses sent afterwards fail
+    /// with [`RemotingError::ResponderClosed`].
+    pub fn shutdown(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        let acceptors = std::mem::take(&mut *self.acceptors());
+        if !acceptors.is_empty() {
+            for &addr in &self.local_addrs {
+                wake_acceptor(addr);
+            }
+            acceptors.into_iter().for_each(join_unless_current);
+        }
+        // No acceptor runs any more, so no connection can be added behind our back.
+        let (live, threads) = {
+            let mut conns = self.shared.conns();
+            (
+                std::mem::take(&mut conns.live),
+                std::mem::take(&mut conns.threads),
+            )
+        };
+        for stream in live.values() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        threads.into_iter().for_each(join_unless_current);
+    }
+
+    fn acceptors(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.acceptors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for RemotingServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for RemotingServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemotingServer")
+            .field("local_addrs", &self.local_addrs)
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Unblocks an acceptor sitting in `accept()`: std offers no way to interrupt it, so connect
+/// to the listener; the acceptor then sees the stop flag and exits.
+fn wake_acceptor(addr: SocketAddr) {
+    let target = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    };
+    if let Err(e) = TcpStream::connect_timeout(&target, Duration::from_secs(5)) {
+        tracing::warn!(%addr, error = %e,
+            "cannot wake acceptor; shutdown waits for the next connection");
+    }
+}

@@ -1,0 +1,272 @@
+//! Garbage on the remoting port closes that connection only: garbage bytes, a truncated
+//! frame, a frame declaring 2 GiB, a negative length, an undecodable header, a peer that
+//! idles mid-frame, and connections beyond the limit. Meanwhile a well-behaved client on
+//! another connection keeps being served, and each closing is logged naming peer and reason.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rmqha_core::remoting::{
+    ClientConfig, Handled, RemotingClient, RemotingCommand, RemotingServer, RequestContext,
+    ServerConfig, response_code,
+};
+
+const CALL: Duration = Duration::from_secs(5);
+
+/// Everything the server logs, from every thread of this test binary.
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let writer = Arc::clone(&buf);
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        buf
+    })
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logged_line_with(needle: &str) -> Option<String> {
+    let logs = logs().lock().unwrap();
+    String::from_utf8_lossy(&logs)
+        .lines()
+        .find(|line| line.contains(needle))
+        .map(str::to_owned)
+}
+
+fn start(config: ServerConfig) -> RemotingServer {
+    logs();
+    let handler = |req: RemotingCommand, _: &RequestContext| {
+        Handled::Respond(
+            RemotingCommand::response_to(&req, response_code::SUCCESS, None)
+                .with_body(req.body.clone()),
+        )
+    };
+    RemotingServer::bind(&["127.0.0.1:0".parse().unwrap()], Arc::new(handler), config).unwrap()
+}
+
+fn addr(server: &RemotingServer) -> SocketAddr {
+    server.local_addrs()[0]
+}
+
+fn good_client(server: &RemotingServer) -> RemotingClient {
+    let client =
+        RemotingClient::connect(addr(server).to_string(), ClientConfig::default()).unwrap();
+    assert_works(&client);
+    client
+}
+
+fn assert_works(client: &RemotingClient) {
+    let resp = client
+        .invoke_sync(
+            RemotingCommand::request(9001).with_body(b"ping".to_vec()),
+            CALL,
+        )
+        .unwrap();
+    assert_eq!(resp.body, b"ping");
+}
+
+/// Connects a raw socket, writes `bytes`, and returns it with the peer address the server
+/// sees.
+fn raw_peer(server: &RemotingServer, bytes: &[u8]) -> (TcpStream, SocketAddr) {
+    let mut stream = TcpStream::connect(addr(server)).unwrap();
+    stream.write_all(bytes).unwrap();
+    let local = stream.local_addr().unwrap();
+    (stream, local)
+}
+
+/// Whether the server closed `stream` within the deadline (end of stream or reset).
+fn closed_by_server(stream: &mut TcpStream) -> bool {
+    stream.set_read_timeout(Some(CALL)).unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 256];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return started.elapsed() < CALL,
+        }
+    }
+}
+
+fn wait_for_log(needle: &str) -> String {
+    let deadline = Instant::now() + CALL;
+    loop {
+        if let Some(line) = logged_line_with(needle) {
+            return line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no log line containing {needle:?}"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn frame_prefix(length: i32, header_len_and_type: u32) -> Vec<u8> {
+    let mut v = length.to_be_bytes().to_vec();
+    v.extend_from_slice(&header_len_and_type.to_be_bytes());
+    v
+}
+
+#[test]
+fn garbage_bytes_close_only_that_connection() {
+    let server = start(ServerConfig::default());
+    let good = good_client(&server);
+    let (mut bad, bad_addr) = raw_peer(&server, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(closed_by_server(&mut bad));
+    let line = wait_for_log(&bad_addr.to_string());
+    // "GET " read as a big-endian length is 1195725856.
+    assert!(line.contains("frame length 1195725856"), "{line}");
+    assert!(line.contains("WARN"), "{line}");
+    assert_works(&good);
+}
+
+#[test]
+fn two_gib_length_is_refused_before_allocating() {
+    let server = start(ServerConfig::default());
+    let good = good_client(&server);
+    let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(i32::MAX, 0));
+    assert!(closed_by_server(&mut bad));
+    let line = wait_for_log(&bad_addr.to_string());
+    assert!(
+        line.contains("frame length 2147483647") && line.contains("maximum frame size 16777216"),
+        "{line}"
+    );
+    assert_works(&good);
+}
+
+#[test]
+fn negative_length_closes_the_connection() {
+    let server = start(ServerConfig::default());
+    let good = good_client(&server);
+    let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(-1, 0));
+    assert!(closed_by_server(&mut bad));
+    let line = wait_for_log(&bad_addr.to_string());
+    assert!(line.contains("invalid frame length -1"), "{line}");
+    assert_works(&good);
+}
+
+#[test]
+fn truncated_frame_closes_the_connection() {
+    let server = start(ServerConfig::default());
+    let good = good_client(&server);
+    // Declares 100 bytes, sends 10, then half-closes.
+    let mut bytes = frame_prefix(100, 20);
+    bytes.extend_from_slice(b"{\"code\":1");
+    let (mut bad, bad_addr) = raw_peer(&server, &bytes);
+    bad.shutdown(Shutdown::Write).unwrap();
+    assert!(closed_by_server(&mut bad));
+    let line = wait_for_log(&bad_addr.to_string());
+    assert!(line.contains("truncated frame"), "{line}");
+    assert_works(&good);
+}
+
+#[test]
+fn undecodable_header_closes_the_connection() {
+    let server = start(ServerConfig::default());
+    let good = good_client(&server);
+    let mut bytes = frame_prefix(4 + 5, 5);
+    bytes.extend_from_slice(b"nope!");
+    let (mut bad, bad_addr) = raw_peer(&server, &bytes);
+    assert!(closed_by_server(&mut bad));
+    let line = wait_for_log(&bad_addr.to_string());
+    assert!(line.contains("malformed JSON header"), "{line}");
+    assert_works(&good);
+}
+
+#[test]
+fn header_longer_than_frame_closes_the_connection() {
+    let server = start(ServerConfig::default());
+    let good = good_client(&server);
+    let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(8, 0x0100_0010));
+    assert!(closed_by_server(&mut bad));
+    let line = wait_for_log(&bad_addr.to_string());
+    assert!(
+        line.contains("header length 16 exceeds frame length 8"),
+        "{line}"
+    );
+    assert_works(&good);
+}
+
+#[test]
+fn frame_above_configured_maximum_closes_the_connection() {
+    let server = start(ServerConfig {
+        max_frame: 1024,
+        ..ServerConfig::default()
+    });
+    let client = RemotingClient::new(addr(&server).to_string(), ClientConfig::default());
+    let err = client
+        .invoke_sync(RemotingCommand::request(1).with_body(vec![0u8; 2048]), CALL)
+        .unwrap_err();
+    assert!(
+        !matches!(err, rmqha_core::remoting::RemotingError::Timeout { .. }),
+        "{err}"
+    );
+    // The same client reconnects and is served with a frame that fits.
+    let resp = client
+        .invoke_sync(RemotingCommand::request(1).with_body(vec![1u8; 100]), CALL)
+        .unwrap();
+    assert_eq!(resp.body.len(), 100);
+}
+
+#[test]
+fn peer_idling_mid_frame_is_closed_by_the_idle_timeout() {
+    let server = start(ServerConfig {
+        idle_timeout: Duration::from_millis(300),
+        ..ServerConfig::default()
+    });
+    let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(100, 20));
+    let started = Instant::now();
+    assert!(closed_by_server(&mut bad));
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
+    let line = wait_for_log(&format!("peer={bad_addr}"));
+    assert!(line.contains("idle"), "{line}");
+}
+
+#[test]
+fn connections_beyond_the_limit_are_closed() {
+    let server = start(ServerConfig {
+        max_connections: 2,
+        ..ServerConfig::default()
+    });
+    let first = good_client(&server);
+    let second = good_client(&server);
+    assert_eq!(server.connection_count(), 2);
+
+    let (mut third, _) = raw_peer(&server, b"");
+    assert!(closed_by_server(&mut third));
+    assert_works(&first);
+
+    second.close();
+    let deadline = Instant::now() + CALL;
+    while server.connection_count() > 1 {
+        assert!(Instant::now() < deadline, "closed connection still counted");
+        thread::sleep(Duration::from_millis(5));
+    }
+    let fourth = good_client(&server);
+    assert_works(&fourth);
+}
