@@ -21,6 +21,15 @@ pub enum Error {
     /// A put stored nothing; `status` says why in RocketMQ's terms.
     #[error("put failed with {status}: {reason}")]
     PutFailed { status: crate::store::PutStatus, reason: String },
+    /// An argument was out of range or malformed.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The operation needs a master.
+    #[error("not a master: {0}")]
+    NotMaster(String),
+    /// The operation needs a slave.
+    #[error("not a slave: {0}")]
+    NotSlave(String),
     #[error(transparent)]
     Remoting(#[from] crate::remoting::RemotingError),
     #[error(transparent)]

@@ -10,14 +10,17 @@
 //!
 //! Threads, not an async runtime: the library embeds into C, Python and Node hosts.
 
+pub mod broker;
 pub mod config;
 pub mod error;
+pub mod ha;
 pub mod message;
 pub mod metadata;
 pub mod net;
 pub mod remoting;
 pub mod store;
 
+pub use broker::{Broker, Offsets};
 pub use config::{BrokerConfig, BrokerRole, FlushDiskType};
 pub use error::{Error, Result};
 pub use message::Message;

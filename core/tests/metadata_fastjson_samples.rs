@@ -97,22 +97,12 @@ const GROUPS_5X: &str = r#"{
 #[test]
 fn topics_4x_without_state_version() {
     let w = TopicConfigWrapper::decode(TOPICS_4X.as_bytes(), "topics.json").unwrap();
-    assert_eq!(
-        w.data_version,
-        DataVersion {
-            counter: 2,
-            state_version: 0,
-            timestamp: 1561099384127
-        }
-    );
+    assert_eq!(w.data_version, DataVersion { counter: 2, state_version: 0, timestamp: 1561099384127 });
     let tbw = &w.topic_config_table["TBW102"];
     assert_eq!(tbw.perm, 7);
     assert_eq!((tbw.read_queue_nums, tbw.write_queue_nums), (8, 8));
     assert!(tbw.attributes.is_empty());
-    assert_eq!(
-        w.topic_config_table["SCHEDULE_TOPIC_XXXX"].read_queue_nums,
-        18
-    );
+    assert_eq!(w.topic_config_table["SCHEDULE_TOPIC_XXXX"].read_queue_nums, 18);
 }
 
 #[test]
@@ -135,10 +125,7 @@ fn consumer_offsets_with_bare_integer_keys() {
     let w = ConsumerOffsetWrapper::decode(CONSUMER_OFFSET_4X.as_bytes(), "f").unwrap();
     assert_eq!(w.data_version, None);
     let q = &w.offset_table["TopicTest@please_rename_unique_group_name_4"];
-    assert_eq!(
-        q.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(),
-        [(0, 250), (1, 251), (2, 249), (3, 250)]
-    );
+    assert_eq!(q.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(), [(0, 250), (1, 251), (2, 249), (3, 250)]);
 
     let w = ConsumerOffsetWrapper::decode(CONSUMER_OFFSET_5X.as_bytes(), "f").unwrap();
     assert_eq!(w.data_version.unwrap().counter, 12);
@@ -165,10 +152,7 @@ fn subscription_groups_4x_and_5x() {
     let g = &w.subscription_group_table["G"];
     assert!(g.consume_message_orderly && !g.consume_broadcast_enable);
     assert_eq!((g.consume_timeout_minute, g.retry_max_times), (30, 3));
-    assert_eq!(
-        g.group_retry_policy["customizedRetryPolicy"]["next"][1],
-        5000
-    );
+    assert_eq!(g.group_retry_policy["customizedRetryPolicy"]["next"][1], 5000);
     assert_eq!(w.forbidden_table.unwrap()["G"]["TopicTest"], 1);
 }
 
@@ -185,23 +169,12 @@ fn broker_opens_a_rocketmq_config_dir() {
     let tables = ConfigTables::open(root.path()).unwrap();
     assert_eq!(tables.topics().get("TopicTest").unwrap().read_queue_nums, 4);
     assert_eq!(
-        tables
-            .consumer_offsets()
-            .query("please_rename_unique_group_name_4", "TopicTest", 1),
+        tables.consumer_offsets().query("please_rename_unique_group_name_4", "TopicTest", 1),
         Some(251)
     );
     assert_eq!(tables.delay_offsets().offset(1), Some(3));
-    assert_eq!(
-        tables.delay_offsets().verbatim().as_deref(),
-        Some(DELAY_OFFSET_4X)
-    );
-    assert!(
-        tables
-            .subscription_groups()
-            .get("G")
-            .unwrap()
-            .consume_message_orderly
-    );
+    assert_eq!(tables.delay_offsets().verbatim().as_deref(), Some(DELAY_OFFSET_4X));
+    assert!(tables.subscription_groups().get("G").unwrap().consume_message_orderly);
 
     // Written back as strict JSON, and read back the same.
     tables.persist_all().unwrap();
@@ -209,14 +182,8 @@ fn broker_opens_a_rocketmq_config_dir() {
     serde_json::from_str::<serde_json::Value>(&text).expect("strict JSON");
     let again = ConfigTables::open(root.path()).unwrap();
     assert_eq!(again.topics().all(), tables.topics().all());
-    assert_eq!(
-        again.consumer_offsets().all(),
-        tables.consumer_offsets().all()
-    );
-    assert_eq!(
-        again.subscription_groups().wrapper(),
-        tables.subscription_groups().wrapper()
-    );
+    assert_eq!(again.consumer_offsets().all(), tables.consumer_offsets().all());
+    assert_eq!(again.subscription_groups().wrapper(), tables.subscription_groups().wrapper());
 }
 
 mod decoders_never_panic {

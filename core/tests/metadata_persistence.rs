@@ -2,8 +2,8 @@
 //! that fails midway leaves the previous file intact.
 
 use rmqha_core::metadata::{
-    ConfigTables, ConsumerOffsetTable, DelayOffsetTable, JsonStyle, MetadataError,
-    SubscriptionGroupConfig, SubscriptionGroupTable, TopicConfig, TopicConfigTable,
+    ConfigTables, ConsumerOffsetTable, DelayOffsetTable, JsonStyle, MetadataError, SubscriptionGroupConfig,
+    SubscriptionGroupTable, TopicConfig, TopicConfigTable,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,9 +28,7 @@ fn every_table_round_trips_through_its_file() {
         assert!(t.config_dir().is_dir(), "config/ is created");
         let mut topic = TopicConfig::with_queues("T", 8, 4, TopicConfig::PERM_READ);
         topic.order = true;
-        topic
-            .attributes
-            .insert("+message.type".into(), "FIFO".into());
+        topic.attributes.insert("+message.type".into(), "FIFO".into());
         t.topics().put_topic(topic).unwrap();
         t.topics().put_topic(TopicConfig::new("U")).unwrap();
         let mut group = SubscriptionGroupConfig::new("G");
@@ -41,17 +39,11 @@ fn every_table_round_trips_through_its_file() {
         t.delay_offsets().update_offset(1, 5);
         t.delay_offsets().update_offset(18, 7);
         t.persist_all().unwrap();
-        (
-            t.topics().data_version(),
-            t.subscription_groups().data_version(),
-        )
+        (t.topics().data_version(), t.subscription_groups().data_version())
     };
     let t = ConfigTables::open(root.path()).unwrap();
     let topic = t.topics().get("T").unwrap();
-    assert_eq!(
-        (topic.read_queue_nums, topic.write_queue_nums, topic.perm),
-        (8, 4, 4)
-    );
+    assert_eq!((topic.read_queue_nums, topic.write_queue_nums, topic.perm), (8, 4, 4));
     assert!(topic.order);
     assert_eq!(topic.attributes["+message.type"], "FIFO");
     assert_eq!(t.topics().len(), 2);
@@ -79,9 +71,7 @@ fn topic_changes_bump_the_version_and_persist_at_once() {
     t.put_topic(TopicConfig::new("T")).unwrap();
     assert_eq!(t.data_version(), v1);
 
-    let (existing, created) = t
-        .create_if_absent(TopicConfig::with_queues("T", 1, 1, 6))
-        .unwrap();
+    let (existing, created) = t.create_if_absent(TopicConfig::with_queues("T", 1, 1, 6)).unwrap();
     assert!(!created);
     assert_eq!(existing.read_queue_nums, 16);
 
@@ -100,8 +90,7 @@ fn seeded_topics_yield_to_existing_ones_and_are_not_persisted() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("topics.json");
     let t = TopicConfigTable::open(&path).unwrap();
-    t.put_topic(TopicConfig::with_queues("SCHEDULE_TOPIC_XXXX", 4, 4, 6))
-        .unwrap();
+    t.put_topic(TopicConfig::with_queues("SCHEDULE_TOPIC_XXXX", 4, 4, 6)).unwrap();
     let v = t.data_version();
     let added = t.seed_if_absent([
         TopicConfig::with_queues("SCHEDULE_TOPIC_XXXX", 18, 18, 6),
@@ -110,11 +99,7 @@ fn seeded_topics_yield_to_existing_ones_and_are_not_persisted() {
     assert_eq!(added, 1);
     assert_eq!(t.get("SCHEDULE_TOPIC_XXXX").unwrap().read_queue_nums, 4);
     assert_eq!(t.data_version(), v);
-    assert!(
-        !TopicConfigTable::open(&path)
-            .unwrap()
-            .contains("SELF_TEST_TOPIC")
-    );
+    assert!(!TopicConfigTable::open(&path).unwrap().contains("SELF_TEST_TOPIC"));
 }
 
 #[test]
@@ -134,8 +119,7 @@ fn corrupt_main_file_falls_back_to_bak() {
 
     // The next write replaces the corrupt file but keeps the good backup.
     t.put_group(SubscriptionGroupConfig::new("C")).unwrap();
-    let from_bak: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(bak(&path)).unwrap()).unwrap();
+    let from_bak: serde_json::Value = serde_json::from_str(&fs::read_to_string(bak(&path)).unwrap()).unwrap();
     assert!(from_bak["subscriptionGroupTable"]["A"].is_object());
     assert!(SubscriptionGroupTable::open(&path).unwrap().contains("C"));
 }
@@ -164,12 +148,7 @@ fn both_files_corrupt_is_an_error_naming_both() {
     fs::write(bak(&path), "[]").unwrap();
     let err = TopicConfigTable::open(&path).unwrap_err();
     match &err {
-        MetadataError::Unloadable {
-            path: p,
-            bak_path,
-            reason,
-            ..
-        } => {
+        MetadataError::Unloadable { path: p, bak_path, reason, .. } => {
             assert_eq!(p, &path);
             assert_eq!(bak_path, &bak(&path));
             assert!(reason.contains("line 1"), "{reason}");
@@ -222,11 +201,7 @@ fn files_are_pretty_and_bodies_compact() {
     let path = dir.path().join("topics.json");
     let t = TopicConfigTable::open(&path).unwrap();
     t.put_topic(TopicConfig::new("T")).unwrap();
-    assert!(
-        fs::read_to_string(&path)
-            .unwrap()
-            .contains("\n  \"topicConfigTable\"")
-    );
+    assert!(fs::read_to_string(&path).unwrap().contains("\n  \"topicConfigTable\""));
     let body = t.encode(JsonStyle::Compact).unwrap();
     assert!(!body.contains('\n'));
     assert!(body.starts_with("{\"dataVersion\":{\"counter\":"), "{body}");
@@ -243,9 +218,7 @@ fn concurrent_writers_all_reach_the_file() {
             let table = &table;
             s.spawn(move || {
                 for i in 0..3 {
-                    table
-                        .put_topic(TopicConfig::new(format!("T{t}-{i}")))
-                        .unwrap();
+                    table.put_topic(TopicConfig::new(format!("T{t}-{i}"))).unwrap();
                 }
             });
         }

@@ -4,28 +4,21 @@
 
 use proptest::prelude::*;
 use rmqha_core::metadata::{
-    ConfigTables, ConsumerOffsetTable, ConsumerOffsetWrapper, DataVersion, DelayOffsetTable,
-    JsonStyle, MetadataError, QueueOffsets, SubscriptionGroupConfig, SubscriptionGroupTable,
-    SubscriptionGroupWrapper, TopicConfig, TopicConfigTable, TopicConfigWrapper,
+    ConfigTables, ConsumerOffsetTable, ConsumerOffsetWrapper, DataVersion, DelayOffsetTable, JsonStyle,
+    MetadataError, QueueOffsets, SubscriptionGroupConfig, SubscriptionGroupTable, SubscriptionGroupWrapper,
+    TopicConfig, TopicConfigTable, TopicConfigWrapper,
 };
 use std::collections::BTreeMap;
 use std::fs;
 
 fn version(counter: i64) -> DataVersion {
-    DataVersion {
-        counter,
-        state_version: 0,
-        timestamp: 1_700_000_000_000 + counter,
-    }
+    DataVersion { counter, state_version: 0, timestamp: 1_700_000_000_000 + counter }
 }
 
 fn topics(v: DataVersion, names: &[&str]) -> TopicConfigWrapper {
     TopicConfigWrapper {
         data_version: v,
-        topic_config_table: names
-            .iter()
-            .map(|n| (n.to_string(), TopicConfig::new(*n)))
-            .collect(),
+        topic_config_table: names.iter().map(|n| (n.to_string(), TopicConfig::new(*n))).collect(),
     }
 }
 
@@ -36,11 +29,7 @@ fn topic_apply_replaces_the_table_when_versions_differ() {
     let slave = TopicConfigTable::open(&path).unwrap();
     slave.put_topic(TopicConfig::new("LocalOnly")).unwrap();
 
-    assert!(
-        slave
-            .apply_from_master(topics(version(7), &["A", "B"]))
-            .unwrap()
-    );
+    assert!(slave.apply_from_master(topics(version(7), &["A", "B"])).unwrap());
     assert_eq!(slave.data_version(), version(7), "copied, not bumped");
     assert_eq!(slave.all().keys().collect::<Vec<_>>(), ["A", "B"]);
 
@@ -76,10 +65,7 @@ fn topic_apply_from_a_decoded_master_body() {
     let slave_dir = tempfile::tempdir().unwrap();
     let master = ConfigTables::open(master_dir.path()).unwrap();
     let slave = ConfigTables::open(slave_dir.path()).unwrap();
-    master
-        .topics()
-        .put_topic(TopicConfig::with_queues("T", 4, 4, 6))
-        .unwrap();
+    master.topics().put_topic(TopicConfig::with_queues("T", 4, 4, 6)).unwrap();
 
     let body = master.topics().encode(JsonStyle::Compact).unwrap();
     let decoded = TopicConfigWrapper::decode(body.as_bytes(), "GET_ALL_TOPIC_CONFIG").unwrap();
@@ -114,10 +100,7 @@ fn group_apply_follows_the_same_rule_and_keeps_the_forbidden_table() {
 fn offsets(entries: &[(&str, &[(i32, i64)])]) -> ConsumerOffsetWrapper {
     ConsumerOffsetWrapper {
         data_version: Some(version(40)),
-        offset_table: entries
-            .iter()
-            .map(|(k, qs)| (k.to_string(), qs.iter().copied().collect()))
-            .collect(),
+        offset_table: entries.iter().map(|(k, qs)| (k.to_string(), qs.iter().copied().collect())).collect(),
     }
 }
 
@@ -133,20 +116,13 @@ fn stale_master_offsets_never_move_the_slave_backwards() {
     slave.persist().unwrap();
 
     // ...then the master came back with what it had before (RocketMQ issue #1094).
-    let master = offsets(&[
-        ("T@G", &[(0, 100), (1, 120), (2, 7)]),
-        ("T@Other", &[(0, 1)]),
-    ]);
+    let master = offsets(&[("T@G", &[(0, 100), (1, 120), (2, 7)]), ("T@Other", &[(0, 1)])]);
     assert!(slave.apply_from_master(&master).unwrap());
     assert_eq!(slave.query("G", "T", 0), Some(500), "never backwards");
     assert_eq!(slave.query("G", "T", 1), Some(120), "forwards is taken");
     assert_eq!(slave.query("G", "T", 2), Some(7), "new queue is taken");
     assert_eq!(slave.query("Other", "T", 0), Some(1), "new key is taken");
-    assert_eq!(
-        slave.query("SlaveOnly", "T", 0),
-        Some(9),
-        "slave-only key is kept"
-    );
+    assert_eq!(slave.query("SlaveOnly", "T", 0), Some(9), "slave-only key is kept");
     assert_eq!(slave.data_version(), version(40));
     assert!(!slave.is_dirty(), "persisted");
     assert_eq!(ConsumerOffsetTable::open(&path).unwrap().all(), slave.all());
@@ -176,10 +152,7 @@ fn delay_offsets_are_stored_verbatim() {
     assert!(slave.apply_from_master(body).unwrap());
     assert_eq!(fs::read_to_string(&path).unwrap(), body);
     assert_eq!(slave.offset(2), Some(1));
-    assert!(
-        !slave.apply_from_master(body).unwrap(),
-        "same text: nothing to do"
-    );
+    assert!(!slave.apply_from_master(body).unwrap(), "same text: nothing to do");
 
     let reopened = DelayOffsetTable::open(&path).unwrap();
     assert_eq!(reopened.verbatim().as_deref(), Some(body));

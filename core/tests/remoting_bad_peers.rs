@@ -10,8 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rmqha_core::remoting::{
-    ClientConfig, Handled, RemotingClient, RemotingCommand, RemotingServer, RequestContext,
-    ServerConfig, response_code,
+    ClientConfig, Handled, RemotingClient, RemotingCommand, RemotingServer, RequestContext, ServerConfig,
+    response_code,
 };
 
 const CALL: Duration = Duration::from_secs(5);
@@ -46,18 +46,14 @@ impl Write for LogWriter {
 
 fn logged_line_with(needle: &str) -> Option<String> {
     let logs = logs().lock().unwrap();
-    String::from_utf8_lossy(&logs)
-        .lines()
-        .find(|line| line.contains(needle))
-        .map(str::to_owned)
+    String::from_utf8_lossy(&logs).lines().find(|line| line.contains(needle)).map(str::to_owned)
 }
 
 fn start(config: ServerConfig) -> RemotingServer {
     logs();
     let handler = |req: RemotingCommand, _: &RequestContext| {
         Handled::Respond(
-            RemotingCommand::response_to(&req, response_code::SUCCESS, None)
-                .with_body(req.body.clone()),
+            RemotingCommand::response_to(&req, response_code::SUCCESS, None).with_body(req.body.clone()),
         )
     };
     RemotingServer::bind(&["127.0.0.1:0".parse().unwrap()], Arc::new(handler), config).unwrap()
@@ -68,19 +64,13 @@ fn addr(server: &RemotingServer) -> SocketAddr {
 }
 
 fn good_client(server: &RemotingServer) -> RemotingClient {
-    let client =
-        RemotingClient::connect(addr(server).to_string(), ClientConfig::default()).unwrap();
+    let client = RemotingClient::connect(addr(server).to_string(), ClientConfig::default()).unwrap();
     assert_works(&client);
     client
 }
 
 fn assert_works(client: &RemotingClient) {
-    let resp = client
-        .invoke_sync(
-            RemotingCommand::request(9001).with_body(b"ping".to_vec()),
-            CALL,
-        )
-        .unwrap();
+    let resp = client.invoke_sync(RemotingCommand::request(9001).with_body(b"ping".to_vec()), CALL).unwrap();
     assert_eq!(resp.body, b"ping");
 }
 
@@ -114,10 +104,7 @@ fn wait_for_log(needle: &str) -> String {
         if let Some(line) = logged_line_with(needle) {
             return line;
         }
-        assert!(
-            Instant::now() < deadline,
-            "no log line containing {needle:?}"
-        );
+        assert!(Instant::now() < deadline, "no log line containing {needle:?}");
         thread::sleep(Duration::from_millis(5));
     }
 }
@@ -201,58 +188,35 @@ fn header_longer_than_frame_closes_the_connection() {
     let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(8, 0x0100_0010));
     assert!(closed_by_server(&mut bad));
     let line = wait_for_log(&bad_addr.to_string());
-    assert!(
-        line.contains("header length 16 exceeds frame length 8"),
-        "{line}"
-    );
+    assert!(line.contains("header length 16 exceeds frame length 8"), "{line}");
     assert_works(&good);
 }
 
 #[test]
 fn frame_above_configured_maximum_closes_the_connection() {
-    let server = start(ServerConfig {
-        max_frame: 1024,
-        ..ServerConfig::default()
-    });
+    let server = start(ServerConfig { max_frame: 1024, ..ServerConfig::default() });
     let client = RemotingClient::new(addr(&server).to_string(), ClientConfig::default());
-    let err = client
-        .invoke_sync(RemotingCommand::request(1).with_body(vec![0u8; 2048]), CALL)
-        .unwrap_err();
-    assert!(
-        !matches!(err, rmqha_core::remoting::RemotingError::Timeout { .. }),
-        "{err}"
-    );
+    let err = client.invoke_sync(RemotingCommand::request(1).with_body(vec![0u8; 2048]), CALL).unwrap_err();
+    assert!(!matches!(err, rmqha_core::remoting::RemotingError::Timeout { .. }), "{err}");
     // The same client reconnects and is served with a frame that fits.
-    let resp = client
-        .invoke_sync(RemotingCommand::request(1).with_body(vec![1u8; 100]), CALL)
-        .unwrap();
+    let resp = client.invoke_sync(RemotingCommand::request(1).with_body(vec![1u8; 100]), CALL).unwrap();
     assert_eq!(resp.body.len(), 100);
 }
 
 #[test]
 fn peer_idling_mid_frame_is_closed_by_the_idle_timeout() {
-    let server = start(ServerConfig {
-        idle_timeout: Duration::from_millis(300),
-        ..ServerConfig::default()
-    });
+    let server = start(ServerConfig { idle_timeout: Duration::from_millis(300), ..ServerConfig::default() });
     let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(100, 20));
     let started = Instant::now();
     assert!(closed_by_server(&mut bad));
-    assert!(
-        started.elapsed() >= Duration::from_millis(250),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
     let line = wait_for_log(&format!("peer={bad_addr}"));
     assert!(line.contains("idle"), "{line}");
 }
 
 #[test]
 fn connections_beyond_the_limit_are_closed() {
-    let server = start(ServerConfig {
-        max_connections: 2,
-        ..ServerConfig::default()
-    });
+    let server = start(ServerConfig { max_connections: 2, ..ServerConfig::default() });
     let first = good_client(&server);
     let second = good_client(&server);
     assert_eq!(server.connection_count(), 2);

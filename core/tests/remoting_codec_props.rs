@@ -4,9 +4,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use rmqha_core::remoting::{
-    DEFAULT_MAX_FRAME, LanguageCode, RemotingCommand, SerializeType, read_frame,
-};
+use rmqha_core::remoting::{DEFAULT_MAX_FRAME, LanguageCode, RemotingCommand, SerializeType, read_frame};
 
 /// A frame whose length fields are consistent, around arbitrary header bytes, so the header
 /// decoders (not just the length checks) see garbage.
@@ -24,10 +22,9 @@ fn command(serialize_type: SerializeType) -> impl Strategy<Value = RemotingComma
     // so only named languages survive it.
     let (code, version) = match serialize_type {
         SerializeType::Json => (any::<i32>().boxed(), any::<i32>().boxed()),
-        SerializeType::RocketMq => (
-            any::<i16>().prop_map(i32::from).boxed(),
-            any::<i16>().prop_map(i32::from).boxed(),
-        ),
+        SerializeType::RocketMq => {
+            (any::<i16>().prop_map(i32::from).boxed(), any::<i16>().prop_map(i32::from).boxed())
+        }
     };
     let language = match serialize_type {
         SerializeType::Json => (0u8..=13).boxed(),
@@ -43,20 +40,18 @@ fn command(serialize_type: SerializeType) -> impl Strategy<Value = RemotingComma
         proptest::collection::btree_map(".{0,20}", ".{0,40}", 0..6),
         proptest::collection::vec(any::<u8>(), 0..200),
     )
-        .prop_map(
-            move |(code, language, version, opaque, flag, remark, ext, body)| {
-                let mut cmd = RemotingCommand::request(code)
-                    .with_serialize_type(serialize_type)
-                    .with_version(version)
-                    .with_body(body);
-                cmd.language = LanguageCode(language);
-                cmd.opaque = opaque;
-                cmd.flag = flag;
-                cmd.remark = remark;
-                cmd.ext_fields = ext.into_iter().collect::<BTreeMap<_, _>>();
-                cmd
-            },
-        )
+        .prop_map(move |(code, language, version, opaque, flag, remark, ext, body)| {
+            let mut cmd = RemotingCommand::request(code)
+                .with_serialize_type(serialize_type)
+                .with_version(version)
+                .with_body(body);
+            cmd.language = LanguageCode(language);
+            cmd.opaque = opaque;
+            cmd.flag = flag;
+            cmd.remark = remark;
+            cmd.ext_fields = ext.into_iter().collect::<BTreeMap<_, _>>();
+            cmd
+        })
 }
 
 proptest! {

@@ -1,9 +1,7 @@
 //! Remoting frames written out byte by byte from spec section 9 (not produced by the encoder),
 //! compared with what rmqha encodes and decodes.
 
-use rmqha_core::remoting::{
-    LanguageCode, RemotingCommand, SerializeType, request_code, response_code,
-};
+use rmqha_core::remoting::{LanguageCode, RemotingCommand, SerializeType, request_code, response_code};
 
 /// GET_ALL_TOPIC_CONFIG with a JSON header, as rmqha sends it: keys in fastjson's
 /// alphabetical order, no remark, ext fields of the paged topic request.

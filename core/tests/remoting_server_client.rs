@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use rmqha_core::remoting::{
-    ClientConfig, Handled, RemotingClient, RemotingCommand, RemotingError, RemotingServer,
-    RequestContext, RequestHandler, Responder, SerializeType, ServerConfig, request_code,
-    response_code,
+    ClientConfig, Handled, RemotingClient, RemotingCommand, RemotingError, RemotingServer, RequestContext,
+    RequestHandler, Responder, SerializeType, ServerConfig, request_code, response_code,
 };
 
 const ECHO: i32 = 9001;
@@ -67,16 +66,9 @@ struct Fixture {
 fn start_with(addrs: &[SocketAddr], config: ServerConfig) -> Fixture {
     let (deferred_tx, deferred) = unbounded();
     let (recorded_tx, recorded) = unbounded();
-    let handler = TestHandler {
-        deferred: deferred_tx,
-        recorded: recorded_tx,
-    };
+    let handler = TestHandler { deferred: deferred_tx, recorded: recorded_tx };
     let server = RemotingServer::bind(addrs, Arc::new(handler), config).unwrap();
-    Fixture {
-        server,
-        deferred,
-        recorded,
-    }
+    Fixture { server, deferred, recorded }
 }
 
 fn start() -> Fixture {
@@ -92,9 +84,7 @@ fn client(server: &RemotingServer) -> RemotingClient {
 }
 
 fn echo(client: &RemotingClient, v: &str) -> RemotingCommand {
-    let req = RemotingCommand::request(ECHO)
-        .with_ext("v", v)
-        .with_body(v.as_bytes().to_vec());
+    let req = RemotingCommand::request(ECHO).with_ext("v", v).with_body(v.as_bytes().to_vec());
     client.invoke_sync(req, CALL).unwrap()
 }
 
@@ -121,12 +111,8 @@ fn request_and_response() {
     assert_eq!(resp.body, b"hello");
     assert_eq!(resp.serialize_type, SerializeType::Json);
 
-    let resp = client
-        .invoke_sync(
-            RemotingCommand::request(request_code::GET_ALL_DELAY_OFFSET),
-            CALL,
-        )
-        .unwrap();
+    let resp =
+        client.invoke_sync(RemotingCommand::request(request_code::GET_ALL_DELAY_OFFSET), CALL).unwrap();
     assert_eq!(resp.body, br#"{"offsetTable":{1:0}}"#);
 }
 
@@ -157,14 +143,9 @@ fn opaques_increase_and_responses_match() {
 fn unknown_code_is_request_code_not_supported() {
     let fx = start();
     let client = client(&fx.server);
-    let resp = client
-        .invoke_sync(RemotingCommand::request(4242), CALL)
-        .unwrap();
+    let resp = client.invoke_sync(RemotingCommand::request(4242), CALL).unwrap();
     assert_eq!(resp.code, response_code::REQUEST_CODE_NOT_SUPPORTED);
-    assert_eq!(
-        resp.remark.as_deref(),
-        Some(" request type 4242 not supported")
-    );
+    assert_eq!(resp.remark.as_deref(), Some(" request type 4242 not supported"));
 }
 
 #[test]
@@ -173,9 +154,7 @@ fn deferred_response_from_another_thread_does_not_hold_the_server() {
     let waiting = Arc::new(client(&fx.server));
     let call = {
         let waiting = Arc::clone(&waiting);
-        thread::spawn(move || {
-            waiting.invoke_sync(RemotingCommand::request(DEFER).with_ext("n", 7), CALL)
-        })
+        thread::spawn(move || waiting.invoke_sync(RemotingCommand::request(DEFER).with_ext("n", 7), CALL))
     };
     let (req, responder) = fx.deferred.recv_timeout(CALL).unwrap();
     assert_eq!(req.ext_i32("n").unwrap(), 7);
@@ -185,9 +164,7 @@ fn deferred_response_from_another_thread_does_not_hold_the_server() {
     assert_eq!(echo(&other, "meanwhile").ext("echo"), Some("meanwhile"));
 
     let sender = thread::spawn(move || {
-        responder.send(
-            RemotingCommand::response(response_code::SUCCESS, Some("later")).with_body(b"done"),
-        )
+        responder.send(RemotingCommand::response(response_code::SUCCESS, Some("later")).with_body(b"done"))
     });
     sender.join().unwrap().unwrap();
     let resp = call.join().unwrap().unwrap();
@@ -201,9 +178,7 @@ fn deferred_response_from_another_thread_does_not_hold_the_server() {
 fn handler_panic_becomes_system_error_and_connection_survives() {
     let fx = start();
     let client = client(&fx.server);
-    let resp = client
-        .invoke_sync(RemotingCommand::request(PANIC), CALL)
-        .unwrap();
+    let resp = client.invoke_sync(RemotingCommand::request(PANIC), CALL).unwrap();
     assert_eq!(resp.code, response_code::SYSTEM_ERROR);
     let remark = resp.remark.unwrap_or_default();
     assert!(remark.contains("handler bug on opaque"), "{remark}");
@@ -214,17 +189,13 @@ fn handler_panic_becomes_system_error_and_connection_survives() {
 fn oneway_request_reaches_the_handler_and_gets_no_response() {
     let fx = start();
     let client = client(&fx.server);
-    client
-        .invoke_oneway(RemotingCommand::request(RECORD).with_ext("k", "v"), CALL)
-        .unwrap();
+    client.invoke_oneway(RemotingCommand::request(RECORD).with_ext("k", "v"), CALL).unwrap();
     let got = fx.recorded.recv_timeout(CALL).unwrap();
     assert!(got.is_oneway());
     assert_eq!(got.ext("k"), Some("v"));
     // A oneway request to a code that would respond: the response is suppressed, so the next
     // call's response is the next frame.
-    client
-        .invoke_oneway(RemotingCommand::request(ECHO), CALL)
-        .unwrap();
+    client.invoke_oneway(RemotingCommand::request(ECHO), CALL).unwrap();
     assert_eq!(echo(&client, "next").ext("echo"), Some("next"));
 }
 
@@ -234,29 +205,16 @@ fn timeout_names_code_address_and_stage_and_late_response_is_skipped() {
     let client = client(&fx.server);
     // Connect first, so the short timeout below is spent waiting for the response.
     echo(&client, "warm-up");
-    let err = client
-        .invoke_sync(RemotingCommand::request(DEFER), Duration::from_millis(200))
-        .unwrap_err();
+    let err = client.invoke_sync(RemotingCommand::request(DEFER), Duration::from_millis(200)).unwrap_err();
     let text = err.to_string();
-    assert!(
-        matches!(err, RemotingError::Timeout { code: DEFER, .. }),
-        "{text}"
-    );
+    assert!(matches!(err, RemotingError::Timeout { code: DEFER, .. }), "{text}");
     assert!(text.contains("request code 9002"), "{text}");
-    assert!(
-        text.contains(&fx.server.local_addrs()[0].to_string()),
-        "{text}"
-    );
+    assert!(text.contains(&fx.server.local_addrs()[0].to_string()), "{text}");
     assert!(text.contains("waiting for the response"), "{text}");
 
     // The response arrives after the caller gave up; the next call must skip it.
     let (_, responder) = fx.deferred.recv_timeout(CALL).unwrap();
-    responder
-        .send(RemotingCommand::response(
-            response_code::SUCCESS,
-            Some("late"),
-        ))
-        .unwrap();
+    responder.send(RemotingCommand::response(response_code::SUCCESS, Some("late"))).unwrap();
     let resp = echo(&client, "fresh");
     assert_eq!(resp.ext("echo"), Some("fresh"));
     assert_eq!(resp.remark, None);
@@ -289,9 +247,7 @@ fn large_body_round_trips() {
     let fx = start();
     let client = client(&fx.server);
     let body: Vec<u8> = (0..4 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
-    let resp = client
-        .invoke_sync(RemotingCommand::request(ECHO).with_body(body.clone()), CALL)
-        .unwrap();
+    let resp = client.invoke_sync(RemotingCommand::request(ECHO).with_body(body.clone()), CALL).unwrap();
     assert_eq!(resp.body, body);
 }
 
@@ -304,9 +260,7 @@ fn two_listeners_share_the_handler() {
     assert_ne!(addrs[0], addrs[1]);
     for addr in addrs {
         let client = RemotingClient::new(addr.to_string(), ClientConfig::default());
-        let resp = client
-            .invoke_sync(RemotingCommand::request(WHERE), CALL)
-            .unwrap();
+        let resp = client.invoke_sync(RemotingCommand::request(WHERE), CALL).unwrap();
         assert_eq!(resp.ext("local"), Some(addr.to_string().as_str()));
     }
 }
@@ -319,9 +273,7 @@ fn connect_failure_names_the_address() {
     };
     let addr = format!("127.0.0.1:{port}");
     let client = RemotingClient::new(addr.clone(), ClientConfig::default());
-    let err = client
-        .invoke_sync(RemotingCommand::request(ECHO), CALL)
-        .unwrap_err();
+    let err = client.invoke_sync(RemotingCommand::request(ECHO), CALL).unwrap_err();
     assert!(matches!(err, RemotingError::Connect { .. }), "{err}");
     assert!(err.to_string().contains(&addr), "{err}");
     assert!(RemotingClient::connect(addr, ClientConfig::default()).is_err());
@@ -336,9 +288,7 @@ fn client_reconnects_after_the_server_restarts() {
     drop(fx);
 
     // Nothing listens now: the call fails, naming the address.
-    let err = client
-        .invoke_sync(RemotingCommand::request(ECHO), CALL)
-        .unwrap_err();
+    let err = client.invoke_sync(RemotingCommand::request(ECHO), CALL).unwrap_err();
     assert!(err.to_string().contains(&addr.to_string()), "{err}");
 
     let _again = start_with(&[addr], ServerConfig::default());
@@ -347,10 +297,7 @@ fn client_reconnects_after_the_server_restarts() {
 
 #[test]
 fn client_reconnects_after_an_idle_close() {
-    let config = ServerConfig {
-        idle_timeout: Duration::from_millis(200),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig { idle_timeout: Duration::from_millis(200), ..ServerConfig::default() };
     let fx = start_with(&[localhost()], config);
     let client = client(&fx.server);
     assert_eq!(echo(&client, "before").ext("echo"), Some("before"));
@@ -370,21 +317,10 @@ fn deferred_response_after_shutdown_is_an_error() {
     let (_, responder) = fx.deferred.recv_timeout(CALL).unwrap();
     fx.server.shutdown();
     assert!(!responder.is_connected());
-    let err = responder
-        .send(RemotingCommand::response(response_code::SUCCESS, None))
-        .unwrap_err();
-    assert!(
-        matches!(err, RemotingError::ResponderClosed { .. }),
-        "{err}"
-    );
+    let err = responder.send(RemotingCommand::response(response_code::SUCCESS, None)).unwrap_err();
+    assert!(matches!(err, RemotingError::ResponderClosed { .. }), "{err}");
     let err = call.join().unwrap().unwrap_err();
-    assert!(
-        matches!(
-            err,
-            RemotingError::ConnectionClosed { .. } | RemotingError::Io { .. }
-        ),
-        "{err}"
-    );
+    assert!(matches!(err, RemotingError::ConnectionClosed { .. } | RemotingError::Io { .. }), "{err}");
 }
 
 #[cfg(target_os = "linux")]
@@ -398,10 +334,7 @@ fn threads_named(prefix: &str) -> usize {
 
 #[test]
 fn shutdown_closes_connections_and_joins_threads() {
-    let config = ServerConfig {
-        thread_name: "rt-shut".to_owned(),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig { thread_name: "rt-shut".to_owned(), ..ServerConfig::default() };
     let fx = start_with(&[localhost(), localhost()], config);
     let clients: Vec<_> = (0..3).map(|_| client(&fx.server)).collect();
     for c in &clients {
@@ -409,19 +342,11 @@ fn shutdown_closes_connections_and_joins_threads() {
     }
     assert!(wait_until(CALL, || fx.server.connection_count() == 3));
     #[cfg(target_os = "linux")]
-    assert_eq!(
-        threads_named("rt-shut-"),
-        2 + 3,
-        "2 acceptors + 3 connections"
-    );
+    assert_eq!(threads_named("rt-shut-"), 2 + 3, "2 acceptors + 3 connections");
 
     let started = Instant::now();
     fx.server.shutdown();
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "shutdown took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(3), "shutdown took {:?}", started.elapsed());
     assert_eq!(fx.server.connection_count(), 0);
     #[cfg(target_os = "linux")]
     assert_eq!(threads_named("rt-shut-"), 0, "every thread joined");

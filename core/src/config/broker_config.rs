@@ -248,6 +248,10 @@ broker_config! {
     namesrv_addr: String = String::new(), "namesrvAddr";
     /// Remoting port; 0 picks a free port.
     listen_port: i32 = 10911, "listenPort";
+    /// Address the remoting and HA servers bind (rmqha; RocketMQ binds every interface).
+    bind_address: String = "0.0.0.0".into(), "bindAddress";
+    /// Serve the "fast" (VIP) remoting port listenPort-2 too, as RocketMQ does.
+    fast_listen_enable: bool = true, "fastListenEnable";
     /// Address stored as the store host of every record and published to clients.
     broker_ip1: String = String::new(), "brokerIP1";
     /// Address published to slaves for HA.
@@ -566,6 +570,9 @@ impl BrokerConfig {
                 bad("expected hours of the day 00..23 separated by ';'")
             }
             "brokerId" if self.broker_id < 0 => bad("must not be negative"),
+            "bindAddress" if self.bind_address.parse::<std::net::IpAddr>().is_err() => {
+                bad("expected an IP address such as 0.0.0.0 or 127.0.0.1")
+            }
             "remotingMaxFrameSize" if self.remoting_max_frame_size < 1024 => bad("must be at least 1024"),
             _ => Ok(()),
         }

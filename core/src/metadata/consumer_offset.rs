@@ -1,9 +1,7 @@
 //! Consumer offsets: `topic@group` → queue id → next offset to consume, in
 //! `consumerOffset.json` (Java `ConsumerOffsetManager`).
 
-use super::json::{
-    JsonStyle, null_as_default, object_from_slice_lenient, object_from_str_lenient, to_json,
-};
+use super::json::{JsonStyle, null_as_default, object_from_slice_lenient, object_from_str_lenient, to_json};
 use super::persist::Store;
 use super::{DataVersion, MetadataError};
 use serde::{Deserialize, Serialize};
@@ -62,10 +60,7 @@ struct State {
 
 impl State {
     fn wrapper(&self) -> ConsumerOffsetWrapper {
-        ConsumerOffsetWrapper {
-            data_version: Some(self.version),
-            offset_table: self.table.clone(),
-        }
+        ConsumerOffsetWrapper { data_version: Some(self.version), offset_table: self.table.clone() }
     }
 }
 
@@ -117,10 +112,7 @@ impl ConsumerOffsetTable {
     /// The committed offset of `group` in queue `queue_id` of `topic`, if any. (Java returns
     /// -1 for none.)
     pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
-        self.read()
-            .table
-            .get(&offset_key(topic, group))
-            .and_then(|queues| queues.get(&queue_id).copied())
+        self.read().table.get(&offset_key(topic, group)).and_then(|queues| queues.get(&queue_id).copied())
     }
 
     /// All committed offsets of `group` on `topic`, by queue id.
@@ -133,10 +125,7 @@ impl ConsumerOffsetTable {
     pub fn remove_group(&self, group: &str) -> usize {
         let mut state = self.write();
         let before = state.table.len();
-        state.table.retain(|key, _| {
-            key.rsplit_once(TOPIC_GROUP_SEPARATOR)
-                .is_none_or(|(_, g)| g != group)
-        });
+        state.table.retain(|key, _| key.rsplit_once(TOPIC_GROUP_SEPARATOR).is_none_or(|(_, g)| g != group));
         let removed = before - state.table.len();
         if removed > 0 {
             state.version.next_version();
@@ -213,8 +202,7 @@ impl ConsumerOffsetTable {
 
     /// Writes the table to its file now.
     pub fn persist(&self) -> Result<(), MetadataError> {
-        self.store
-            .persist(|| self.read().wrapper().encode(JsonStyle::Pretty))
+        self.store.persist(|| self.read().wrapper().encode(JsonStyle::Pretty))
     }
 
     /// Writes the table if a commit changed it since the last write; returns whether it wrote.

@@ -24,11 +24,7 @@ pub struct DataVersion {
 impl DataVersion {
     /// A fresh version as Java's constructor makes it: now, counter 0.
     pub fn new() -> Self {
-        DataVersion {
-            counter: 0,
-            state_version: 0,
-            timestamp: now_ms(),
-        }
+        DataVersion { counter: 0, state_version: 0, timestamp: now_ms() }
     }
 
     /// Marks a change: timestamp = now, counter + 1. Like Java's `nextVersion()`, this also
@@ -85,11 +81,7 @@ mod tests {
 
     #[test]
     fn next_version_bumps_counter_and_time() {
-        let mut v = DataVersion {
-            counter: 7,
-            state_version: 3,
-            timestamp: 1,
-        };
+        let mut v = DataVersion { counter: 7, state_version: 3, timestamp: 1 };
         let before = v;
         v.next_version();
         assert_eq!(v.counter, 8);
@@ -100,71 +92,30 @@ mod tests {
 
     #[test]
     fn equality_needs_all_three_fields() {
-        let a = DataVersion {
-            counter: 1,
-            state_version: 0,
-            timestamp: 100,
-        };
+        let a = DataVersion { counter: 1, state_version: 0, timestamp: 100 };
         let same = a;
         assert_eq!(a, same);
         assert_ne!(a, DataVersion { counter: 2, ..a });
-        assert_ne!(
-            a,
-            DataVersion {
-                timestamp: 101,
-                ..a
-            }
-        );
-        assert_ne!(
-            a,
-            DataVersion {
-                state_version: 1,
-                ..a
-            }
-        );
+        assert_ne!(a, DataVersion { timestamp: 101, ..a });
+        assert_ne!(a, DataVersion { state_version: 1, ..a });
     }
 
     #[test]
     fn json_is_alphabetical_and_accepts_4x() {
-        let v = DataVersion {
-            counter: 5,
-            state_version: 0,
-            timestamp: 1700000000000,
-        };
+        let v = DataVersion { counter: 5, state_version: 0, timestamp: 1700000000000 };
         assert_eq!(
             serde_json::to_string(&v).unwrap(),
             r#"{"counter":5,"stateVersion":0,"timestamp":1700000000000}"#
         );
-        let old: DataVersion =
-            serde_json::from_str(r#"{"timestamp":1600000000000,"counter":9}"#).unwrap();
-        assert_eq!(
-            old,
-            DataVersion {
-                counter: 9,
-                state_version: 0,
-                timestamp: 1600000000000
-            }
-        );
+        let old: DataVersion = serde_json::from_str(r#"{"timestamp":1600000000000,"counter":9}"#).unwrap();
+        assert_eq!(old, DataVersion { counter: 9, state_version: 0, timestamp: 1600000000000 });
     }
 
     #[test]
     fn order_is_java_compare() {
-        let a = DataVersion {
-            counter: 2,
-            state_version: 0,
-            timestamp: 10,
-        };
-        let b = DataVersion {
-            counter: 1,
-            state_version: 0,
-            timestamp: 99,
-        };
+        let a = DataVersion { counter: 2, state_version: 0, timestamp: 10 };
+        let b = DataVersion { counter: 1, state_version: 0, timestamp: 99 };
         assert!(a > b, "counter outranks timestamp");
-        assert!(
-            DataVersion {
-                state_version: 1,
-                ..b
-            } > a
-        );
+        assert!(DataVersion { state_version: 1, ..b } > a);
     }
 }

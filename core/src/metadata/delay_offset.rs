@@ -4,9 +4,7 @@
 //! A slave stores the master's JSON verbatim, as RocketMQ does, so the text it would serve
 //! after a promotion is byte for byte what the master last sent.
 
-use super::json::{
-    JsonStyle, null_as_default, object_from_slice_lenient, object_from_str_lenient, to_json,
-};
+use super::json::{JsonStyle, null_as_default, object_from_slice_lenient, object_from_str_lenient, to_json};
 use super::persist::Store;
 use super::{DataVersion, MetadataError};
 use serde::{Deserialize, Serialize};
@@ -66,19 +64,10 @@ impl DelayOffsetTable {
             )
         })?;
         let state = match loaded {
-            Some((wrapper, text)) => State {
-                wrapper,
-                verbatim: Some(text),
-            },
-            None => State {
-                wrapper: DelayOffsetWrapper::default(),
-                verbatim: None,
-            },
+            Some((wrapper, text)) => State { wrapper, verbatim: Some(text) },
+            None => State { wrapper: DelayOffsetWrapper::default(), verbatim: None },
         };
-        Ok(DelayOffsetTable {
-            state: RwLock::new(state),
-            store,
-        })
+        Ok(DelayOffsetTable { state: RwLock::new(state), store })
     }
 
     /// The file this table persists to.
@@ -105,11 +94,7 @@ impl DelayOffsetTable {
     pub fn update_offset(&self, level: i32, offset: i64) {
         let mut state = self.write();
         if state.wrapper.offset_table.insert(level, offset) != Some(offset) {
-            state
-                .wrapper
-                .data_version
-                .get_or_insert_with(DataVersion::new)
-                .next_version();
+            state.wrapper.data_version.get_or_insert_with(DataVersion::new).next_version();
             state.verbatim = None;
             self.store.mark_dirty();
         }

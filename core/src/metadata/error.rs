@@ -32,12 +32,7 @@ pub enum MetadataError {
     /// Neither a config file nor its `.bak` holds a readable table. The broker must not start
     /// with an empty table in its place (RocketMQ does, and silently forgets every topic).
     #[error("cannot load {path} ({reason}) nor its backup {bak_path} ({bak_reason})")]
-    Unloadable {
-        path: PathBuf,
-        reason: String,
-        bak_path: PathBuf,
-        bak_reason: String,
-    },
+    Unloadable { path: PathBuf, reason: String, bak_path: PathBuf, bak_reason: String },
     /// A table entry was refused before any change was made.
     #[error("invalid {what} {key:?}: {reason}")]
     Invalid {
@@ -54,10 +49,6 @@ pub enum MetadataError {
 
 impl MetadataError {
     pub(crate) fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Self {
-        MetadataError::Io {
-            path: path.into(),
-            op,
-            source,
-        }
+        MetadataError::Io { path: path.into(), op, source }
     }
 }

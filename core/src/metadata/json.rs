@@ -35,22 +35,14 @@ pub fn from_str_lenient<T: DeserializeOwned>(text: &str, origin: &str) -> Result
         } else {
             original_position(&strict, &inserted, text, e.line(), e.column())
         };
-        MetadataError::Json {
-            origin: origin.to_string(),
-            line,
-            column,
-            reason: strip_position(&e),
-        }
+        MetadataError::Json { origin: origin.to_string(), line, column, reason: strip_position(&e) }
     })
 }
 
 /// Like [`from_str_lenient`], but the document must be a JSON object. serde would also build
 /// a struct from an array (`[]` reads as all defaults), which for a table means a corrupt file
 /// passing as an empty one.
-pub fn object_from_str_lenient<T: DeserializeOwned>(
-    text: &str,
-    origin: &str,
-) -> Result<T, MetadataError> {
+pub fn object_from_str_lenient<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, MetadataError> {
     let bytes = text.as_bytes();
     match bytes.iter().position(|b| !b.is_ascii_whitespace()) {
         Some(i) if bytes[i] == b'{' => from_str_lenient(text, origin),
@@ -87,19 +79,12 @@ pub fn object_from_slice_lenient<T: DeserializeOwned>(
 }
 
 /// Encodes `value` as strict JSON in the given style. `what` names the table in the error.
-pub fn to_json<T: Serialize>(
-    value: &T,
-    style: JsonStyle,
-    what: &str,
-) -> Result<String, MetadataError> {
+pub fn to_json<T: Serialize>(value: &T, style: JsonStyle, what: &str) -> Result<String, MetadataError> {
     let result = match style {
         JsonStyle::Pretty => serde_json::to_string_pretty(value),
         JsonStyle::Compact => serde_json::to_string(value),
     };
-    result.map_err(|e| MetadataError::Encode {
-        what: what.to_string(),
-        reason: e.to_string(),
-    })
+    result.map_err(|e| MetadataError::Encode { what: what.to_string(), reason: e.to_string() })
 }
 
 /// A `deserialize_with` helper: Java writers that emit nulls (`"attributes":null`) mean "not
@@ -242,18 +227,11 @@ mod tests {
     fn quotes_bare_integer_keys_only() {
         assert_eq!(quoted(r#"{0:123,1:456}"#), r#"{"0":123,"1":456}"#);
         assert_eq!(quoted(r#"{"a":{-1 : 5}}"#), r#"{"a":{"-1" : 5}}"#);
-        assert_eq!(
-            quoted("{\n\t0:1,\n\t12:2\n}"),
-            "{\n\t\"0\":1,\n\t\"12\":2\n}"
-        );
+        assert_eq!(quoted("{\n\t0:1,\n\t12:2\n}"), "{\n\t\"0\":1,\n\t\"12\":2\n}");
         // Values, array elements and strings stay as they are.
-        for s in [
-            r#"{"a":1,"b":[1,2,-3]}"#,
-            r#"{"a":"{1:2}"}"#,
-            r#"{"a\"{1:":"x,2:3"}"#,
-            r#"{"0":1}"#,
-            r#"[1,2]"#,
-        ] {
+        for s in
+            [r#"{"a":1,"b":[1,2,-3]}"#, r#"{"a":"{1:2}"}"#, r#"{"a\"{1:":"x,2:3"}"#, r#"{"0":1}"#, r#"[1,2]"#]
+        {
             assert_eq!(quoted(s), s);
             assert!(matches!(quote_bare_integer_keys(s).0, Cow::Borrowed(_)));
         }
@@ -272,12 +250,7 @@ mod tests {
         let text = "{\n\t0:1,\n\t1:x}";
         let err = from_str_lenient::<BTreeMap<i32, i64>>(text, "consumerOffset.json").unwrap_err();
         match err {
-            MetadataError::Json {
-                origin,
-                line,
-                column,
-                ..
-            } => {
+            MetadataError::Json { origin, line, column, .. } => {
                 assert_eq!(origin, "consumerOffset.json");
                 assert_eq!((line, column), (3, 4), "the 'x' is at line 3, column 4");
             }
@@ -287,19 +260,8 @@ mod tests {
 
     #[test]
     fn invalid_utf8_is_an_error() {
-        let err = object_from_slice_lenient::<serde_json::Value>(b"{\"a\":\"\xff\"}", "body")
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                MetadataError::Json {
-                    line: 1,
-                    column: 7,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        let err = object_from_slice_lenient::<serde_json::Value>(b"{\"a\":\"\xff\"}", "body").unwrap_err();
+        assert!(matches!(err, MetadataError::Json { line: 1, column: 7, .. }), "{err:?}");
     }
 
     #[test]
@@ -315,10 +277,7 @@ mod tests {
                 Wrapper { a: 1 }
             }
         }
-        assert!(
-            from_str_lenient::<Wrapper>("[]", "t").is_ok(),
-            "serde's quirk"
-        );
+        assert!(from_str_lenient::<Wrapper>("[]", "t").is_ok(), "serde's quirk");
         for text in ["[]", "  \n 5", "", "null"] {
             let err = object_from_str_lenient::<Wrapper>(text, "t").unwrap_err();
             assert!(matches!(err, MetadataError::Json { .. }), "{err}");
@@ -329,10 +288,7 @@ mod tests {
     #[test]
     fn writes_strict_json() {
         let m: BTreeMap<i32, i64> = [(0, 1), (10, 2), (2, 3)].into();
-        assert_eq!(
-            to_json(&m, JsonStyle::Compact, "t").unwrap(),
-            r#"{"0":1,"2":3,"10":2}"#
-        );
+        assert_eq!(to_json(&m, JsonStyle::Compact, "t").unwrap(), r#"{"0":1,"2":3,"10":2}"#);
         assert!(to_json(&m, JsonStyle::Pretty, "t").unwrap().contains('\n'));
     }
 

@@ -44,10 +44,7 @@ impl<W: Wrapper> NamedTable<W> {
     pub(crate) fn open(path: PathBuf) -> Result<Self, MetadataError> {
         let (store, loaded) = Store::open(path, W::decode_text)?;
         let state = loaded.map(|(w, _)| w).unwrap_or_default();
-        Ok(NamedTable {
-            state: RwLock::new(state),
-            store,
-        })
+        Ok(NamedTable { state: RwLock::new(state), store })
     }
 
     pub(crate) fn path(&self) -> PathBuf {
@@ -102,10 +99,7 @@ impl<W: Wrapper> NamedTable<W> {
 
     /// Inserts `config` unless its name is taken; returns the config now in the table and
     /// whether it was created.
-    pub(crate) fn create_if_absent(
-        &self,
-        config: W::Config,
-    ) -> Result<(W::Config, bool), MetadataError> {
+    pub(crate) fn create_if_absent(&self, config: W::Config) -> Result<(W::Config, bool), MetadataError> {
         let name = checked_name::<W>(&config)?;
         {
             let mut state = self.write();
@@ -166,8 +160,7 @@ impl<W: Wrapper> NamedTable<W> {
     }
 
     pub(crate) fn persist(&self) -> Result<(), MetadataError> {
-        self.store
-            .persist(|| to_json(&*self.read(), JsonStyle::Pretty, W::WHAT))
+        self.store.persist(|| to_json(&*self.read(), JsonStyle::Pretty, W::WHAT))
     }
 
     pub(crate) fn persist_if_dirty(&self) -> Result<bool, MetadataError> {

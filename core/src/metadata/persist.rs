@@ -42,10 +42,7 @@ enum Found<T> {
 
 impl ConfigFile {
     pub(crate) fn new(path: PathBuf) -> Self {
-        ConfigFile {
-            path,
-            main_is_good: false,
-        }
+        ConfigFile { path, main_is_good: false }
     }
 
     pub(crate) fn bak_path(&self) -> PathBuf {
@@ -112,15 +109,11 @@ impl ConfigFile {
             return Err(e);
         }
 
-        let swapped = if self.main_is_good && self.path.exists() {
-            self.backup()
-        } else {
-            Ok(())
-        }
-        .and_then(|()| {
-            fs::rename(&tmp, &self.path)
-                .map_err(|e| MetadataError::io(&tmp, "rename over the config file", e))
-        });
+        let swapped =
+            if self.main_is_good && self.path.exists() { self.backup() } else { Ok(()) }.and_then(|()| {
+                fs::rename(&tmp, &self.path)
+                    .map_err(|e| MetadataError::io(&tmp, "rename over the config file", e))
+            });
         if let Err(e) = swapped {
             let _ = fs::remove_file(&tmp);
             return Err(e);
@@ -193,17 +186,13 @@ fn write_synced(path: &Path, contents: &[u8]) -> Result<(), MetadataError> {
         .truncate(true)
         .open(path)
         .map_err(|e| MetadataError::io(path, "create", e))?;
-    f.write_all(contents)
-        .map_err(|e| MetadataError::io(path, "write", e))?;
-    f.sync_all()
-        .map_err(|e| MetadataError::io(path, "fsync", e))
+    f.write_all(contents).map_err(|e| MetadataError::io(path, "write", e))?;
+    f.sync_all().map_err(|e| MetadataError::io(path, "fsync", e))
 }
 
 /// Makes the renames durable. Without it a crash can bring back the old directory entry.
 fn sync_dir(dir: &Path) -> Result<(), MetadataError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| MetadataError::io(dir, "fsync directory", e))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| MetadataError::io(dir, "fsync directory", e))
 }
 
 /// Persistence bookkeeping shared by the four tables: the file (one writer at a time) and
@@ -224,14 +213,7 @@ impl Store {
     ) -> Result<(Self, Option<(T, String)>), MetadataError> {
         let mut file = ConfigFile::new(path.clone());
         let loaded = file.load(parse)?;
-        Ok((
-            Store {
-                path,
-                file: Mutex::new(file),
-                dirty: AtomicBool::new(false),
-            },
-            loaded,
-        ))
+        Ok((Store { path, file: Mutex::new(file), dirty: AtomicBool::new(false) }, loaded))
     }
 
     pub(crate) fn path(&self) -> PathBuf {
@@ -283,9 +265,7 @@ mod tests {
     }
 
     fn load(path: &Path) -> Result<Option<i64>, MetadataError> {
-        ConfigFile::new(path.to_path_buf())
-            .load(parse_num)
-            .map(|o| o.map(|(v, _)| v))
+        ConfigFile::new(path.to_path_buf()).load(parse_num).map(|o| o.map(|(v, _)| v))
     }
 
     #[test]
@@ -328,10 +308,7 @@ mod tests {
         fs::write(&path, "garbage").unwrap();
         fs::write(sibling(&path, ".bak"), "junk").unwrap();
         let err = load(&path).unwrap_err().to_string();
-        assert!(
-            err.contains("x.json (") && err.contains("x.json.bak ("),
-            "{err}"
-        );
+        assert!(err.contains("x.json (") && err.contains("x.json.bak ("), "{err}");
         // A corrupt main with no backup is also refused rather than silently emptied.
         fs::remove_file(sibling(&path, ".bak")).unwrap();
         assert!(matches!(load(&path), Err(MetadataError::Unloadable { .. })));

@@ -158,9 +158,7 @@ pub struct SubscriptionGroupTable {
 impl SubscriptionGroupTable {
     /// Loads `path` (falling back to its `.bak`); a missing file is an empty table.
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, MetadataError> {
-        Ok(SubscriptionGroupTable {
-            inner: NamedTable::open(path.into())?,
-        })
+        Ok(SubscriptionGroupTable { inner: NamedTable::open(path.into())? })
     }
 
     /// The file this table persists to.
@@ -228,29 +226,20 @@ impl SubscriptionGroupTable {
 
     /// Deletes a group and persists; returns its config, or `None` (and changes nothing) if
     /// it did not exist.
-    pub fn delete_group(
-        &self,
-        group: &str,
-    ) -> Result<Option<SubscriptionGroupConfig>, MetadataError> {
+    pub fn delete_group(&self, group: &str) -> Result<Option<SubscriptionGroupConfig>, MetadataError> {
         self.inner.delete(group)
     }
 
     /// Adds the built-in groups a broker starts with that the table lacks, without bumping the
     /// version or persisting. Returns how many were added.
-    pub fn seed_if_absent(
-        &self,
-        configs: impl IntoIterator<Item = SubscriptionGroupConfig>,
-    ) -> usize {
+    pub fn seed_if_absent(&self, configs: impl IntoIterator<Item = SubscriptionGroupConfig>) -> usize {
         self.inner.seed_if_absent(configs)
     }
 
     /// Slave side: skip (`false`) when the local DataVersion equals the master's; otherwise
     /// take the master's groups and version (and its forbidden table if it sent one),
     /// persist, return `true`. No version bump afterwards.
-    pub fn apply_from_master(
-        &self,
-        master: SubscriptionGroupWrapper,
-    ) -> Result<bool, MetadataError> {
+    pub fn apply_from_master(&self, master: SubscriptionGroupWrapper) -> Result<bool, MetadataError> {
         self.inner.apply_from_master(master)
     }
 
@@ -287,16 +276,12 @@ mod tests {
     #[test]
     fn json_fields_are_alphabetical() {
         let json = serde_json::to_string(&SubscriptionGroupConfig::new("G")).unwrap();
-        let keys: Vec<String> =
-            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json)
-                .unwrap()
-                .keys()
-                .cloned()
-                .collect();
-        let positions: Vec<usize> = keys
-            .iter()
-            .map(|k| json.find(&format!("\"{k}\"")).unwrap())
+        let keys: Vec<String> = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json)
+            .unwrap()
+            .keys()
+            .cloned()
             .collect();
+        let positions: Vec<usize> = keys.iter().map(|k| json.find(&format!("\"{k}\"")).unwrap()).collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{json}");
     }
 
@@ -306,8 +291,7 @@ mod tests {
             forbidden_table: Some([("G".to_string(), serde_json::json!({"T": 1}))].into()),
             ..Default::default()
         };
-        let master =
-            SubscriptionGroupWrapper::decode(br#"{"subscriptionGroupTable":{}}"#, "m").unwrap();
+        let master = SubscriptionGroupWrapper::decode(br#"{"subscriptionGroupTable":{}}"#, "m").unwrap();
         local.adopt(master);
         assert_eq!(local.forbidden_table.unwrap().len(), 1);
     }

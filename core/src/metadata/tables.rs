@@ -1,8 +1,6 @@
 //! `ConfigTables`: the four tables of one broker, under `<storePathRootDir>/config/`.
 
-use super::{
-    ConsumerOffsetTable, DelayOffsetTable, MetadataError, SubscriptionGroupTable, TopicConfigTable,
-};
+use super::{ConsumerOffsetTable, DelayOffsetTable, MetadataError, SubscriptionGroupTable, TopicConfigTable};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -31,15 +29,12 @@ impl ConfigTables {
     /// having forgotten its topics.
     pub fn open(store_root: impl AsRef<Path>) -> Result<Self, MetadataError> {
         let config_dir = store_root.as_ref().join("config");
-        fs::create_dir_all(&config_dir)
-            .map_err(|e| MetadataError::io(&config_dir, "create directory", e))?;
+        fs::create_dir_all(&config_dir).map_err(|e| MetadataError::io(&config_dir, "create directory", e))?;
         Ok(ConfigTables {
             topics: TopicConfigTable::open(config_dir.join(TOPICS_FILE))?,
             consumer_offsets: ConsumerOffsetTable::open(config_dir.join(CONSUMER_OFFSET_FILE))?,
             delay_offsets: DelayOffsetTable::open(config_dir.join(DELAY_OFFSET_FILE))?,
-            subscription_groups: SubscriptionGroupTable::open(
-                config_dir.join(SUBSCRIPTION_GROUP_FILE),
-            )?,
+            subscription_groups: SubscriptionGroupTable::open(config_dir.join(SUBSCRIPTION_GROUP_FILE))?,
             config_dir,
         })
     }

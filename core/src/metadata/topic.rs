@@ -70,12 +70,7 @@ impl TopicConfig {
 
     /// `new` with the given queue counts and perm.
     pub fn with_queues(topic_name: impl Into<String>, read: i32, write: i32, perm: i32) -> Self {
-        TopicConfig {
-            read_queue_nums: read,
-            write_queue_nums: write,
-            perm,
-            ..TopicConfig::new(topic_name)
-        }
+        TopicConfig { read_queue_nums: read, write_queue_nums: write, perm, ..TopicConfig::new(topic_name) }
     }
 
     /// Whether consumers may read (`perm` has PERM_READ).
@@ -168,9 +163,7 @@ pub struct TopicConfigTable {
 impl TopicConfigTable {
     /// Loads `path` (falling back to its `.bak`); a missing file is an empty table.
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, MetadataError> {
-        Ok(TopicConfigTable {
-            inner: NamedTable::open(path.into())?,
-        })
+        Ok(TopicConfigTable { inner: NamedTable::open(path.into())? })
     }
 
     /// The file this table persists to.
@@ -226,10 +219,7 @@ impl TopicConfigTable {
 
     /// Creates the topic unless it exists; returns the config in the table and whether it was
     /// created (Java `createTopicIfAbsent`).
-    pub fn create_if_absent(
-        &self,
-        config: TopicConfig,
-    ) -> Result<(TopicConfig, bool), MetadataError> {
+    pub fn create_if_absent(&self, config: TopicConfig) -> Result<(TopicConfig, bool), MetadataError> {
         self.inner.create_if_absent(config)
     }
 
@@ -303,11 +293,9 @@ mod tests {
 
     #[test]
     fn nulls_read_as_defaults_and_names_come_from_keys() {
-        let w = TopicConfigWrapper::decode(
-            br#"{"topicConfigTable":{"T":{"attributes":null,"perm":4}}}"#,
-            "t",
-        )
-        .unwrap();
+        let w =
+            TopicConfigWrapper::decode(br#"{"topicConfigTable":{"T":{"attributes":null,"perm":4}}}"#, "t")
+                .unwrap();
         let c = &w.topic_config_table["T"];
         assert_eq!(c.topic_name, "T");
         assert!(c.attributes.is_empty());
@@ -316,11 +304,9 @@ mod tests {
 
     #[test]
     fn unknown_filter_type_is_an_error() {
-        let err = TopicConfigWrapper::decode(
-            br#"{"topicConfigTable":{"T":{"topicFilterType":"REGEX"}}}"#,
-            "body",
-        )
-        .unwrap_err();
+        let err =
+            TopicConfigWrapper::decode(br#"{"topicConfigTable":{"T":{"topicFilterType":"REGEX"}}}"#, "body")
+                .unwrap_err();
         assert!(matches!(err, MetadataError::Json { line: 1, .. }), "{err}");
     }
 }

@@ -22,10 +22,7 @@ pub struct ClientConfig {
 
 impl Default for ClientConfig {
     fn default() -> Self {
-        ClientConfig {
-            connect_timeout: Duration::from_secs(3),
-            max_frame: DEFAULT_MAX_FRAME,
-        }
+        ClientConfig { connect_timeout: Duration::from_secs(3), max_frame: DEFAULT_MAX_FRAME }
     }
 }
 
@@ -52,12 +49,7 @@ pub struct RemotingClient {
 impl RemotingClient {
     /// A client of `addr` (`host:port`). Does not connect yet.
     pub fn new(addr: impl Into<String>, config: ClientConfig) -> Self {
-        RemotingClient {
-            addr: addr.into(),
-            config,
-            next_opaque: AtomicI32::new(0),
-            conn: Mutex::new(None),
-        }
+        RemotingClient { addr: addr.into(), config, next_opaque: AtomicI32::new(0), conn: Mutex::new(None) }
     }
 
     /// A client of `addr`, connected now, so a wrong address fails here.
@@ -96,26 +88,18 @@ impl RemotingClient {
         request.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
         request.opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         let (code, opaque) = (request.code, request.opaque);
-        let timed_out = |stage| RemotingError::Timeout {
-            peer: self.addr.clone(),
-            code,
-            opaque,
-            timeout,
-            stage,
-        };
+        let timed_out =
+            |stage| RemotingError::Timeout { peer: self.addr.clone(), code, opaque, timeout, stage };
         let bytes = request.encode().map_err(|e| self.frame_error(e))?;
 
         let mut guard = self.lock();
         if remaining(deadline).is_none() {
             return Err(timed_out("waiting for another call on the same client"));
         }
-        self.ensure_connected(&mut guard, deadline)
-            .map_err(|e| match e {
-                RemotingError::Connect { source, .. } if is_timeout(&source) => {
-                    timed_out("connecting")
-                }
-                other => other,
-            })?;
+        self.ensure_connected(&mut guard, deadline).map_err(|e| match e {
+            RemotingError::Connect { source, .. } if is_timeout(&source) => timed_out("connecting"),
+            other => other,
+        })?;
         self.send(&mut guard, &bytes, deadline)
             .map_err(|e| self.io_or_timeout(e, || timed_out("sending the request")))?;
 
@@ -125,19 +109,10 @@ impl RemotingClient {
             };
             let Some(conn) = guard.as_ref() else {
                 // Set by ensure_connected and cleared only just before returning.
-                return Err(RemotingError::ConnectionClosed {
-                    peer: self.addr.clone(),
-                    code,
-                    opaque,
-                });
+                return Err(RemotingError::ConnectionClosed { peer: self.addr.clone(), code, opaque });
             };
-            conn.stream
-                .set_read_timeout(Some(left))
-                .map_err(|e| self.io_error(e))?;
-            let mut reader = CountingReader {
-                inner: &conn.stream,
-                count: 0,
-            };
+            conn.stream.set_read_timeout(Some(left)).map_err(|e| self.io_error(e))?;
+            let mut reader = CountingReader { inner: &conn.stream, count: 0 };
             match read_frame(&mut reader, self.config.max_frame) {
                 Ok(Some(frame)) if frame.is_response() && frame.opaque == opaque => {
                     return Ok(frame);
@@ -148,11 +123,7 @@ impl RemotingClient {
                 }
                 Ok(None) => {
                     *guard = None;
-                    return Err(RemotingError::ConnectionClosed {
-                        peer: self.addr.clone(),
-                        code,
-                        opaque,
-                    });
+                    return Err(RemotingError::ConnectionClosed { peer: self.addr.clone(), code, opaque });
                 }
                 Err(FrameError::Io(e)) if is_timeout(&e) => {
                     // Part of a frame was consumed: the stream is out of step, start afresh.
@@ -185,13 +156,8 @@ impl RemotingClient {
         request.flag = (request.flag & !FLAG_RESPONSE) | FLAG_ONEWAY;
         request.opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         let (code, opaque) = (request.code, request.opaque);
-        let timed_out = |stage| RemotingError::Timeout {
-            peer: self.addr.clone(),
-            code,
-            opaque,
-            timeout,
-            stage,
-        };
+        let timed_out =
+            |stage| RemotingError::Timeout { peer: self.addr.clone(), code, opaque, timeout, stage };
         let bytes = request.encode().map_err(|e| self.frame_error(e))?;
         let mut guard = self.lock();
         if remaining(deadline).is_none() {
@@ -220,23 +186,16 @@ impl RemotingClient {
             tracing::debug!(peer = %self.addr, "connection closed by the server; reconnecting");
             *conn = None;
         }
-        let timeout = remaining(deadline)
-            .unwrap_or(Duration::from_millis(1))
-            .min(self.config.connect_timeout);
+        let timeout =
+            remaining(deadline).unwrap_or(Duration::from_millis(1)).min(self.config.connect_timeout);
         let addrs: Vec<SocketAddr> = self
             .addr
             .to_socket_addrs()
-            .map_err(|source| RemotingError::Resolve {
-                addr: self.addr.clone(),
-                source,
-            })?
+            .map_err(|source| RemotingError::Resolve { addr: self.addr.clone(), source })?
             .collect();
         let mut last_err = io::Error::new(io::ErrorKind::NotFound, "address resolved to nothing");
         if addrs.is_empty() {
-            return Err(RemotingError::Resolve {
-                addr: self.addr.clone(),
-                source: last_err,
-            });
+            return Err(RemotingError::Resolve { addr: self.addr.clone(), source: last_err });
         }
         for addr in addrs {
             match TcpStream::connect_timeout(&addr, timeout) {
@@ -249,21 +208,12 @@ impl RemotingClient {
                 Err(e) => last_err = e,
             }
         }
-        Err(RemotingError::Connect {
-            addr: self.addr.clone(),
-            timeout,
-            source: last_err,
-        })
+        Err(RemotingError::Connect { addr: self.addr.clone(), timeout, source: last_err })
     }
 
     /// Writes one whole frame; on failure the connection is dropped, since part of the frame
     /// may have been sent.
-    fn send(
-        &self,
-        guard: &mut Option<ClientConn>,
-        bytes: &[u8],
-        deadline: Instant,
-    ) -> io::Result<()> {
+    fn send(&self, guard: &mut Option<ClientConn>, bytes: &[u8], deadline: Instant) -> io::Result<()> {
         let result = match (guard.as_ref(), remaining(deadline)) {
             (Some(conn), Some(left)) => conn
                 .stream
@@ -279,30 +229,16 @@ impl RemotingClient {
         result
     }
 
-    fn io_or_timeout(
-        &self,
-        e: io::Error,
-        timed_out: impl FnOnce() -> RemotingError,
-    ) -> RemotingError {
-        if is_timeout(&e) {
-            timed_out()
-        } else {
-            self.io_error(e)
-        }
+    fn io_or_timeout(&self, e: io::Error, timed_out: impl FnOnce() -> RemotingError) -> RemotingError {
+        if is_timeout(&e) { timed_out() } else { self.io_error(e) }
     }
 
     fn io_error(&self, source: io::Error) -> RemotingError {
-        RemotingError::Io {
-            peer: self.addr.clone(),
-            source,
-        }
+        RemotingError::Io { peer: self.addr.clone(), source }
     }
 
     fn frame_error(&self, source: FrameError) -> RemotingError {
-        RemotingError::Frame {
-            peer: self.addr.clone(),
-            source,
-        }
+        RemotingError::Frame { peer: self.addr.clone(), source }
     }
 }
 
@@ -330,16 +266,11 @@ fn peer_has_closed(stream: &TcpStream) -> bool {
 }
 
 fn remaining(deadline: Instant) -> Option<Duration> {
-    deadline
-        .checked_duration_since(Instant::now())
-        .filter(|d| !d.is_zero())
+    deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
 }
 
 fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
 }
 
 /// Counts bytes read, to tell a timeout between frames (stream still in step) from one in the

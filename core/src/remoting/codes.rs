@@ -310,8 +310,8 @@ impl LanguageCode {
     pub const NODE_JS: Self = Self(13);
 
     const NAMES: [&'static str; 14] = [
-        "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO",
-        "PHP", "OMS", "RUST", "NODE_JS",
+        "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
+        "RUST", "NODE_JS",
     ];
 
     /// The Java enum constant's name, as a JSON header carries it; `None` for a code this
@@ -322,11 +322,7 @@ impl LanguageCode {
 
     /// The code for a Java enum constant's name (case-sensitive, as `Enum.valueOf`).
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .position(|n| *n == name)
-            .and_then(|i| u8::try_from(i).ok())
-            .map(Self)
+        Self::NAMES.iter().position(|n| *n == name).and_then(|i| u8::try_from(i).ok()).map(Self)
     }
 }
 

@@ -85,11 +85,7 @@ impl RemotingCommand {
     /// `NettyRemotingAbstract` writes (including its leading space).
     pub fn not_supported(request: &RemotingCommand) -> Self {
         let remark = format!(" request type {} not supported", request.code);
-        Self::response_to(
-            request,
-            response_code::REQUEST_CODE_NOT_SUPPORTED,
-            Some(&remark),
-        )
+        Self::response_to(request, response_code::REQUEST_CODE_NOT_SUPPORTED, Some(&remark))
     }
 
     /// SYSTEM_ERROR for `request` with `remark`.
@@ -206,26 +202,15 @@ impl RemotingCommand {
         }
     }
 
-    fn ext_parse<T: FromStr>(
-        &self,
-        key: &str,
-        expected: &'static str,
-    ) -> Result<Option<T>, RemotingError> {
+    fn ext_parse<T: FromStr>(&self, key: &str, expected: &'static str) -> Result<Option<T>, RemotingError> {
         match self.ext(key) {
             None => Ok(None),
-            Some(v) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| self.invalid(key, v, expected)),
+            Some(v) => v.parse().map(Some).map_err(|_| self.invalid(key, v, expected)),
         }
     }
 
     fn missing(&self, key: &str) -> RemotingError {
-        RemotingError::MissingExtField {
-            code: self.code,
-            opaque: self.opaque,
-            field: key.to_owned(),
-        }
+        RemotingError::MissingExtField { code: self.code, opaque: self.opaque, field: key.to_owned() }
     }
 
     fn invalid(&self, key: &str, value: &str, expected: &'static str) -> RemotingError {
@@ -262,10 +247,7 @@ mod tests {
         let req = RemotingCommand::request(9999);
         let resp = RemotingCommand::not_supported(&req);
         assert_eq!(resp.code, response_code::REQUEST_CODE_NOT_SUPPORTED);
-        assert_eq!(
-            resp.remark.as_deref(),
-            Some(" request type 9999 not supported")
-        );
+        assert_eq!(resp.remark.as_deref(), Some(" request type 9999 not supported"));
     }
 
     #[test]
@@ -281,10 +263,7 @@ mod tests {
         assert_eq!(req.ext_opt_i64("absent").unwrap(), None);
 
         let err = req.ext_i64("absent").unwrap_err().to_string();
-        assert!(
-            err.contains("\"absent\"") && err.contains("code 11"),
-            "{err}"
-        );
+        assert!(err.contains("\"absent\"") && err.contains("code 11"), "{err}");
         let err = req.ext_i32("queueOffset").unwrap_err().to_string();
         assert!(err.contains("32-bit"), "{err}");
         let err = req.ext_bool("bad").unwrap_err().to_string();

@@ -54,13 +54,8 @@ impl ConnWriter {
     }
 
     fn write_frame(&self, bytes: &[u8]) -> io::Result<()> {
-        let _guard = self
-            .write_lock
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let result = (&self.stream)
-            .write_all(bytes)
-            .and_then(|()| (&self.stream).flush());
+        let _guard = self.write_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = (&self.stream).write_all(bytes).and_then(|()| (&self.stream).flush());
         match &result {
             Ok(()) => {
                 let ms = u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -90,12 +85,7 @@ pub struct Responder {
 
 impl Responder {
     fn new(conn: Arc<ConnWriter>, request: &RemotingCommand) -> Self {
-        Responder {
-            conn,
-            code: request.code,
-            opaque: request.opaque,
-            oneway: request.is_oneway(),
-        }
+        Responder { conn, code: request.code, opaque: request.opaque, oneway: request.is_oneway() }
     }
 
     /// The address of the peer that sent the request.
@@ -142,26 +132,16 @@ impl Responder {
                 if let Ok(bytes) = fallback.encode() {
                     let _ = self.conn.write_frame(&bytes);
                 }
-                return Err(RemotingError::Frame {
-                    peer: self.conn.peer.to_string(),
-                    source,
-                });
+                return Err(RemotingError::Frame { peer: self.conn.peer.to_string(), source });
             }
         };
         self.conn
             .write_frame(&bytes)
-            .map_err(|source| RemotingError::Io {
-                peer: self.conn.peer.to_string(),
-                source,
-            })
+            .map_err(|source| RemotingError::Io { peer: self.conn.peer.to_string(), source })
     }
 
     fn closed_error(&self) -> RemotingError {
-        RemotingError::ResponderClosed {
-            peer: self.conn.peer,
-            code: self.code,
-            opaque: self.opaque,
-        }
+        RemotingError::ResponderClosed { peer: self.conn.peer, code: self.code, opaque: self.opaque }
     }
 }
 
@@ -200,19 +180,12 @@ impl Read for IdleReader<'_> {
                     }
                     return Ok(n);
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                     let Some(idle_timeout) = self.idle_timeout else {
                         return Err(e);
                     };
                     let idle_for = self.last_read.max(self.writer.last_write()).elapsed();
-                    let Some(remaining) =
-                        idle_timeout.checked_sub(idle_for).filter(|d| !d.is_zero())
-                    else {
+                    let Some(remaining) = idle_timeout.checked_sub(idle_for).filter(|d| !d.is_zero()) else {
                         self.idle_expired = true;
                         return Err(e);
                     };

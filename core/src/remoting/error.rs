@@ -19,11 +19,7 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
     /// The input ended inside a frame.
     #[error("truncated frame: {what} needs {expected} bytes, input ended after {got}")]
-    Truncated {
-        what: &'static str,
-        expected: usize,
-        got: usize,
-    },
+    Truncated { what: &'static str, expected: usize, got: usize },
     /// The length field declares a frame larger than the configured maximum. Checked before
     /// anything is allocated.
     #[error("frame length {length} (+4 for the length field) exceeds the maximum frame size {max}")]
@@ -39,11 +35,7 @@ pub enum FrameError {
     UnknownSerializeType { type_byte: u8, raw: u32 },
     /// The header bytes do not parse.
     #[error("malformed {serialize_type} header ({header_len} bytes): {reason}")]
-    MalformedHeader {
-        serialize_type: SerializeType,
-        header_len: usize,
-        reason: String,
-    },
+    MalformedHeader { serialize_type: SerializeType, header_len: usize, reason: String },
     /// A complete frame given as a slice has bytes left after the frame its length field
     /// declares.
     #[error("{extra} bytes after the end of a {frame_len}-byte frame")]
@@ -51,11 +43,7 @@ pub enum FrameError {
     /// A value does not fit its field on the wire (a code beyond i16 in a ROCKETMQ header, a
     /// header beyond 24 bits, a frame beyond i32).
     #[error("cannot encode {field} = {value}: the wire allows at most {max}")]
-    Unencodable {
-        field: &'static str,
-        value: u64,
-        max: u64,
-    },
+    Unencodable { field: &'static str, value: u64, max: u64 },
 }
 
 /// Errors of the remoting layer: a frame, a connection, a call or a request's fields.
@@ -92,9 +80,7 @@ pub enum RemotingError {
         source: std::io::Error,
     },
     /// A call did not complete in time.
-    #[error(
-        "timed out after {timeout:?} {stage} for request code {code} (opaque {opaque}) to {peer}"
-    )]
+    #[error("timed out after {timeout:?} {stage} for request code {code} (opaque {opaque}) to {peer}")]
     Timeout {
         peer: String,
         code: i32,
@@ -105,20 +91,10 @@ pub enum RemotingError {
     },
     /// The peer closed the connection before answering.
     #[error("{peer} closed the connection before answering request code {code} (opaque {opaque})")]
-    ConnectionClosed {
-        peer: String,
-        code: i32,
-        opaque: i32,
-    },
+    ConnectionClosed { peer: String, code: i32, opaque: i32 },
     /// A deferred response could not be sent because its connection is gone.
-    #[error(
-        "connection to {peer} is closed; response to request code {code} (opaque {opaque}) dropped"
-    )]
-    ResponderClosed {
-        peer: SocketAddr,
-        code: i32,
-        opaque: i32,
-    },
+    #[error("connection to {peer} is closed; response to request code {code} (opaque {opaque}) dropped")]
+    ResponderClosed { peer: SocketAddr, code: i32, opaque: i32 },
     /// A server could not bind one of its addresses.
     #[error("cannot bind remoting server to {addr}: {source}")]
     Bind {
@@ -135,20 +111,8 @@ pub enum RemotingError {
     },
     /// A request lacks an ext field its handler requires.
     #[error("request code {code} (opaque {opaque}) lacks ext field {field:?}")]
-    MissingExtField {
-        code: i32,
-        opaque: i32,
-        field: String,
-    },
+    MissingExtField { code: i32, opaque: i32, field: String },
     /// An ext field's value does not parse as the type its handler requires.
-    #[error(
-        "request code {code} (opaque {opaque}): ext field {field:?} = {value:?} is not {expected}"
-    )]
-    InvalidExtField {
-        code: i32,
-        opaque: i32,
-        field: String,
-        value: String,
-        expected: &'static str,
-    },
+    #[error("request code {code} (opaque {opaque}): ext field {field:?} = {value:?} is not {expected}")]
+    InvalidExtField { code: i32, opaque: i32, field: String, value: String, expected: &'static str },
 }

@@ -40,8 +40,7 @@ impl RemotingCommand {
             max: i32::MAX as u64,
         })?;
         // Cannot truncate: checked against MAX_HEADER_LEN above.
-        let header_len_and_type =
-            (u32::from(self.serialize_type.code()) << 24) | header.len() as u32;
+        let header_len_and_type = (u32::from(self.serialize_type.code()) << 24) | header.len() as u32;
 
         let mut out = Vec::with_capacity(4 + length);
         out.extend_from_slice(&length_field.to_be_bytes());
@@ -55,11 +54,7 @@ impl RemotingCommand {
     /// included. Never panics, whatever the bytes.
     pub fn decode(frame: &[u8]) -> Result<Self, FrameError> {
         let Some(len_bytes) = frame.first_chunk::<4>() else {
-            return Err(FrameError::Truncated {
-                what: "length field",
-                expected: 4,
-                got: frame.len(),
-            });
+            return Err(FrameError::Truncated { what: "length field", expected: 4, got: frame.len() });
         };
         let length = i32::from_be_bytes(*len_bytes);
         if length < 4 {
@@ -84,11 +79,7 @@ impl RemotingCommand {
         match read_frame(&mut rest, usize::MAX)? {
             Some(cmd) => Ok(cmd),
             // Unreachable: the slice holds at least the length field.
-            None => Err(FrameError::Truncated {
-                what: "length field",
-                expected: 4,
-                got: 0,
-            }),
+            None => Err(FrameError::Truncated { what: "length field", expected: 4, got: 0 }),
         }
     }
 }
@@ -109,11 +100,7 @@ pub fn read_frame<R: Read + ?Sized>(
         0 => return Ok(None),
         4 => {}
         got => {
-            return Err(FrameError::Truncated {
-                what: "length field",
-                expected: 4,
-                got,
-            });
+            return Err(FrameError::Truncated { what: "length field", expected: 4, got });
         }
     }
     let length = i32::from_be_bytes(len_buf);
@@ -122,33 +109,23 @@ pub fn read_frame<R: Read + ?Sized>(
     }
     // `length` is positive, so the conversion is lossless; u64 avoids overflow on 32-bit.
     if 4 + length as u64 > max_frame as u64 {
-        return Err(FrameError::TooLarge {
-            length,
-            max: max_frame,
-        });
+        return Err(FrameError::TooLarge { length, max: max_frame });
     }
     let frame_len = length as usize;
 
     let mut hlt_buf = [0u8; 4];
     let got = read_full(reader, &mut hlt_buf)?;
     if got < 4 {
-        return Err(FrameError::Truncated {
-            what: "header length field",
-            expected: 4,
-            got,
-        });
+        return Err(FrameError::Truncated { what: "header length field", expected: 4, got });
     }
     let raw = u32::from_be_bytes(hlt_buf);
     let header_len = (raw as usize) & MAX_HEADER_LEN;
     let type_byte = (raw >> 24) as u8;
     if header_len > frame_len - 4 {
-        return Err(FrameError::HeaderTooLong {
-            header_len,
-            frame_len,
-        });
+        return Err(FrameError::HeaderTooLong { header_len, frame_len });
     }
-    let serialize_type = SerializeType::from_code(type_byte)
-        .ok_or(FrameError::UnknownSerializeType { type_byte, raw })?;
+    let serialize_type =
+        SerializeType::from_code(type_byte).ok_or(FrameError::UnknownSerializeType { type_byte, raw })?;
 
     let header = read_growing(reader, header_len, "header")?;
     let body = read_growing(reader, frame_len - 4 - header_len, "body")?;
@@ -165,10 +142,7 @@ pub fn read_frame<R: Read + ?Sized>(
 ///
 /// One buffer rather than header and body separately: two small writes on a socket can meet
 /// Nagle's algorithm and the peer's delayed ACK and stall for tens of milliseconds.
-pub fn write_command<W: Write + ?Sized>(
-    writer: &mut W,
-    cmd: &RemotingCommand,
-) -> Result<(), FrameError> {
+pub fn write_command<W: Write + ?Sized>(writer: &mut W, cmd: &RemotingCommand) -> Result<(), FrameError> {
     let bytes = cmd.encode()?;
     writer.write_all(&bytes)?;
     writer.flush()?;
@@ -200,11 +174,7 @@ fn read_growing<R: Read + ?Sized>(
     let mut buf = Vec::with_capacity(len.min(INITIAL));
     reader.take(len as u64).read_to_end(&mut buf)?;
     if buf.len() < len {
-        return Err(FrameError::Truncated {
-            what,
-            expected: len,
-            got: buf.len(),
-        });
+        return Err(FrameError::Truncated { what, expected: len, got: buf.len() });
     }
     Ok(buf)
 }
@@ -222,23 +192,9 @@ mod tests {
 
     #[test]
     fn clean_eof_is_none_and_partial_length_is_truncated() {
-        assert!(
-            read_frame(&mut &b""[..], DEFAULT_MAX_FRAME)
-                .unwrap()
-                .is_none()
-        );
+        assert!(read_frame(&mut &b""[..], DEFAULT_MAX_FRAME).unwrap().is_none());
         let err = read_frame(&mut &b"\0\0"[..], DEFAULT_MAX_FRAME).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                FrameError::Truncated {
-                    expected: 4,
-                    got: 2,
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err, FrameError::Truncated { expected: 4, got: 2, .. }), "{err}");
     }
 
     #[test]
@@ -251,10 +207,7 @@ mod tests {
         );
         let bytes = frame(-5, 0, b"");
         let err = read_frame(&mut &bytes[..], DEFAULT_MAX_FRAME).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "invalid frame length -5: must be at least 4"
-        );
+        assert_eq!(err.to_string(), "invalid frame length -5: must be at least 4");
         // Exactly at the limit is allowed: 4 + length == max.
         let cmd = RemotingCommand::request(1);
         let bytes = cmd.encode().unwrap();
@@ -267,20 +220,14 @@ mod tests {
     fn header_longer_than_frame_is_an_error() {
         let bytes = frame(10, 7, b"xxxxxx");
         let err = read_frame(&mut &bytes[..], DEFAULT_MAX_FRAME).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "header length 7 exceeds frame length 10 minus 4"
-        );
+        assert_eq!(err.to_string(), "header length 7 exceeds frame length 10 minus 4");
     }
 
     #[test]
     fn unknown_serialize_type_is_an_error() {
         let bytes = frame(6, 0x0200_0002, b"{}");
         let err = read_frame(&mut &bytes[..], DEFAULT_MAX_FRAME).unwrap_err();
-        assert!(
-            matches!(err, FrameError::UnknownSerializeType { type_byte: 2, .. }),
-            "{err}"
-        );
+        assert!(matches!(err, FrameError::UnknownSerializeType { type_byte: 2, .. }), "{err}");
     }
 
     #[test]
@@ -288,17 +235,7 @@ mod tests {
         let cmd = RemotingCommand::request(1).with_body(vec![7u8; 100]);
         let bytes = cmd.encode().unwrap();
         let err = read_frame(&mut &bytes[..bytes.len() - 1], DEFAULT_MAX_FRAME).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                FrameError::Truncated {
-                    what: "body",
-                    expected: 100,
-                    got: 99
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err, FrameError::Truncated { what: "body", expected: 100, got: 99 }), "{err}");
     }
 
     #[test]
@@ -306,10 +243,7 @@ mod tests {
         let mut bytes = RemotingCommand::request(1).encode().unwrap();
         bytes.push(0);
         let err = RemotingCommand::decode(&bytes).unwrap_err();
-        assert!(
-            matches!(err, FrameError::TrailingBytes { extra: 1, .. }),
-            "{err}"
-        );
+        assert!(matches!(err, FrameError::TrailingBytes { extra: 1, .. }), "{err}");
     }
 
     #[test]

@@ -62,13 +62,9 @@ pub(crate) fn decode(header: &[u8]) -> Result<RemotingCommand, FrameError> {
         header_len: header.len(),
         reason,
     };
-    let value: Value =
-        serde_json::from_slice(header).map_err(|e| malformed(format!("invalid JSON: {e}")))?;
+    let value: Value = serde_json::from_slice(header).map_err(|e| malformed(format!("invalid JSON: {e}")))?;
     let Value::Object(obj) = value else {
-        return Err(malformed(format!(
-            "expected a JSON object, found {}",
-            json_kind(&value)
-        )));
+        return Err(malformed(format!("expected a JSON object, found {}", json_kind(&value))));
     };
 
     let code = int_field(&obj, "code")
@@ -100,11 +96,7 @@ fn int_field(obj: &Map<String, Value>, key: &str) -> Result<Option<i32>, String>
     };
     match parsed {
         Some(v) => Ok(Some(v)),
-        None => Err(format!(
-            "\"{key}\" is {} {}, not a 32-bit integer",
-            json_kind(&obj[key]),
-            obj[key]
-        )),
+        None => Err(format!("\"{key}\" is {} {}, not a 32-bit integer", json_kind(&obj[key]), obj[key])),
     }
 }
 
@@ -132,10 +124,7 @@ fn ext_fields(obj: &Map<String, Value>) -> Result<BTreeMap<String, String>, Stri
             .filter(|(_, v)| !v.is_null())
             .map(|(k, v)| (k.clone(), scalar_text(v)))
             .collect()),
-        Some(other) => Err(format!(
-            "\"extFields\" is {}, not an object",
-            json_kind(other)
-        )),
+        Some(other) => Err(format!("\"extFields\" is {}, not an object", json_kind(other))),
     }
 }
 
@@ -165,9 +154,7 @@ mod tests {
 
     #[test]
     fn encodes_keys_alphabetically_and_omits_nulls() {
-        let cmd = RemotingCommand::request(21)
-            .with_ext("b", "2")
-            .with_ext("a", 1);
+        let cmd = RemotingCommand::request(21).with_ext("b", "2").with_ext("a", 1);
         let text = String::from_utf8(encode(&cmd)).unwrap();
         assert_eq!(
             text,
@@ -222,10 +209,7 @@ mod tests {
             b"",
         ] {
             let err = decode(bad).unwrap_err();
-            assert!(
-                matches!(err, FrameError::MalformedHeader { .. }),
-                "{bad:?}: {err}"
-            );
+            assert!(matches!(err, FrameError::MalformedHeader { .. }), "{bad:?}: {err}");
         }
     }
 }

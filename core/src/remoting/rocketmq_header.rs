@@ -59,11 +59,7 @@ fn to_i16(field: &'static str, value: i32) -> Result<i16, FrameError> {
 }
 
 fn to_i32_len(field: &'static str, len: usize) -> Result<i32, FrameError> {
-    i32::try_from(len).map_err(|_| FrameError::Unencodable {
-        field,
-        value: len as u64,
-        max: i32::MAX as u64,
-    })
+    i32::try_from(len).map_err(|_| FrameError::Unencodable { field, value: len as u64, max: i32::MAX as u64 })
 }
 
 /// A cursor that turns every short read into a `MalformedHeader` naming what was cut off.
@@ -76,10 +72,7 @@ impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
         let remaining = self.buf.len() - self.pos;
         if n > remaining {
-            return Err(format!(
-                "{what} needs {n} bytes at offset {}, only {remaining} remain",
-                self.pos
-            ));
+            return Err(format!("{what} needs {n} bytes at offset {}, only {remaining} remain", self.pos));
         }
         let slice = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -125,10 +118,7 @@ pub(crate) fn decode(header: &[u8]) -> Result<RemotingCommand, FrameError> {
 }
 
 fn decode_inner(header: &[u8]) -> Result<RemotingCommand, String> {
-    let mut cur = Cursor {
-        buf: header,
-        pos: 0,
-    };
+    let mut cur = Cursor { buf: header, pos: 0 };
     let code = cur.i16("code")?;
     let language = cur.array::<1>("language")?[0];
     let version = cur.i16("version")?;
@@ -139,10 +129,7 @@ fn decode_inner(header: &[u8]) -> Result<RemotingCommand, String> {
     let remark = cur.take(remark_len, "remark")?;
 
     let ext_len = cur.len_i32("ext fields length")?;
-    let mut ext = Cursor {
-        buf: cur.take(ext_len, "ext fields")?,
-        pos: 0,
-    };
+    let mut ext = Cursor { buf: cur.take(ext_len, "ext fields")?, pos: 0 };
 
     let mut cmd = RemotingCommand::request(i32::from(code));
     cmd.language = LanguageCode(language);
@@ -156,10 +143,8 @@ fn decode_inner(header: &[u8]) -> Result<RemotingCommand, String> {
         let key = ext.take(key_len, "ext key")?;
         let val_len = ext.len_i32("ext value length")?;
         let val = ext.take(val_len, "ext value")?;
-        cmd.ext_fields.insert(
-            String::from_utf8_lossy(key).into_owned(),
-            String::from_utf8_lossy(val).into_owned(),
-        );
+        cmd.ext_fields
+            .insert(String::from_utf8_lossy(key).into_owned(), String::from_utf8_lossy(val).into_owned());
     }
     Ok(cmd)
 }
@@ -185,9 +170,7 @@ mod tests {
 
     #[test]
     fn empty_remark_is_none() {
-        let cmd = RemotingCommand::request(1)
-            .with_remark("")
-            .with_serialize_type(SerializeType::RocketMq);
+        let cmd = RemotingCommand::request(1).with_remark("").with_serialize_type(SerializeType::RocketMq);
         let back = decode(&encode(&cmd).unwrap()).unwrap();
         assert_eq!(back.remark, None);
     }
@@ -197,16 +180,7 @@ mod tests {
         let err = encode(&RemotingCommand::request(40_000)).unwrap_err();
         assert!(err.to_string().contains("code = 40000"), "{err}");
         let err = encode(&RemotingCommand::request(1).with_version(-40_000)).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                FrameError::Unencodable {
-                    field: "version",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err, FrameError::Unencodable { field: "version", .. }), "{err}");
     }
 
     #[test]

@@ -202,10 +202,7 @@ fn non_zero(d: Duration) -> Option<Duration> {
 }
 
 fn is_resource_exhaustion(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
-    )
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
 }
 
 fn reap_finished(threads: &mut Vec<JoinHandle<()>>) {
@@ -265,11 +262,7 @@ impl RemotingServer {
             acceptors: Mutex::new(Vec::new()),
         };
         for (listener, local) in listeners {
-            let name = format!(
-                "{}-accept-{}",
-                server.shared.config.thread_name,
-                local.port()
-            );
+            let name = format!("{}-accept-{}", server.shared.config.thread_name, local.port());
             let shared = Arc::clone(&server.shared);
             let handle = thread::Builder::new()
                 .name(name.clone())
@@ -307,10 +300,7 @@ impl RemotingServer {
         // No acceptor runs any more, so no connection can be added behind our back.
         let (live, threads) = {
             let mut conns = self.shared.conns();
-            (
-                std::mem::take(&mut conns.live),
-                std::mem::take(&mut conns.threads),
-            )
+            (std::mem::take(&mut conns.live), std::mem::take(&mut conns.threads))
         };
         for stream in live.values() {
             let _ = stream.shutdown(Shutdown::Both);
@@ -319,9 +309,7 @@ impl RemotingServer {
     }
 
     fn acceptors(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
-        self.acceptors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.acceptors.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -344,12 +332,8 @@ impl std::fmt::Debug for RemotingServer {
 /// to the listener; the acceptor then sees the stop flag and exits.
 fn wake_acceptor(addr: SocketAddr) {
     let target = match addr.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
-        }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
-        }
+        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
+        IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port()),
         _ => addr,
     };
     if let Err(e) = TcpStream::connect_timeout(&target, Duration::from_secs(5)) {

@@ -35,6 +35,10 @@ impl StopSignal {
         self.stopped.store(true, Ordering::Release);
         self.notifier.notify();
     }
+    /// Wakes sleepers without stopping them (they re-check their conditions).
+    pub fn notify_only(&self) {
+        self.notifier.notify();
+    }
     /// Sleeps for `d` unless stopped first; returns false when stopped.
     pub fn sleep(&self, d: Duration) -> bool {
         let deadline = Instant::now() + d;

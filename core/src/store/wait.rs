@@ -81,7 +81,7 @@ impl PutTicket {
     }
 
     /// Completes one part; the last part computes the final status and runs the callback.
-    pub(crate) fn complete_part(&self, part: WaitPart, status: PutStatus) {
+    pub fn complete_part(&self, part: WaitPart, status: PutStatus) {
         let (cb, result) = {
             let mut s = lock(&self.inner.state);
             if s.done || s.pending == 0 {

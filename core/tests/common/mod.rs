@@ -65,3 +65,29 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A broker config for tests: 127.0.0.1, free ports, small files.
+pub fn broker_config(dir: &Path, role: &str, extra: &[(&str, &str)]) -> BrokerConfig {
+    let mut c = store_config(dir, &[]);
+    c.set("bindAddress", "127.0.0.1").unwrap();
+    c.set("brokerRole", role).unwrap();
+    c.set("haListenPort", "0").unwrap();
+    c.set("brokerName", "broker-a").unwrap();
+    if role == "SLAVE" {
+        c.set("brokerId", "1").unwrap();
+    }
+    for (k, v) in extra {
+        c.set(k, v).unwrap();
+    }
+    c
+}
+
+/// The CommitLog files of a store, name → bytes.
+pub fn commit_log_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir.join("commitlog")).unwrap() {
+        let e = e.unwrap();
+        out.insert(e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap());
+    }
+    out
+}

@@ -1,0 +1,439 @@
+//! `Broker`: the parts of a store wired for a role, started in order and stopped in reverse.
+//!
+//! A master runs the store, the HA server and the remoting server; a slave runs the store, the
+//! HA client, the remoting server and the config synchronizer. `put_message_sync` returns when
+//! the answer is final for the role: stored; flushed if SYNC_FLUSH; acked by a slave (or timed
+//! out) if SYNC_MASTER.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::config::{BrokerConfig, BrokerRole, ConfigError};
+use crate::error::{Error, Result};
+use crate::ha::{HaMaster, HaMasterOptions, HaSlave, HaSlaveOptions, RefusedSlave, SlaveInfo};
+use crate::message::Message;
+use crate::metadata::ConfigTables;
+use crate::remoting::{
+    Handled, RemotingCommand, RemotingServer, RequestContext, RequestHandler, ServerConfig,
+};
+use crate::store::flush::StopSignal;
+use crate::store::{GetMessageResult, MessageStore, PutHandle, PutResult, PutStatus, StoredMessage};
+
+/// One snapshot of a broker's offsets and replication state (API.md `offsets()`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offsets {
+    pub role: BrokerRole,
+    pub max_offset: i64,
+    pub min_offset: i64,
+    pub flushed_offset: i64,
+    /// Master: highest offset acked by any slave; slave: highest offset it acked.
+    pub slave_ack_offset: i64,
+    pub dispatch_behind_bytes: u64,
+    pub listen_port: u16,
+    pub ha_port: u16,
+    /// Master: connected slaves.
+    pub slaves: Vec<SlaveInfo>,
+    /// Master: slaves refused recently, with the reason.
+    pub refused_slaves: Vec<RefusedSlave>,
+    /// Slave: the master's HA address.
+    pub master_address: Option<String>,
+    /// Slave: whether it is connected to the master.
+    pub connected: Option<bool>,
+    /// Slave: why its last HA connection ended.
+    pub last_ha_error: Option<String>,
+}
+
+/// Answers requests once the broker has wired its handler; until then, SYSTEM_BUSY.
+struct LateHandler(OnceLock<Arc<dyn RequestHandler>>);
+
+impl RequestHandler for LateHandler {
+    fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
+        match self.0.get() {
+            Some(h) => h.handle(request, ctx),
+            None => Handled::Respond(RemotingCommand::response_to(
+                &request,
+                crate::remoting::response_code::SYSTEM_BUSY,
+                Some("broker starting"),
+            )),
+        }
+    }
+}
+
+/// A running broker.
+pub struct Broker {
+    config: Arc<BrokerConfig>,
+    store: Arc<MessageStore>,
+    tables: Arc<ConfigTables>,
+    ha_master: Option<HaMaster>,
+    ha_slave: Option<HaSlave>,
+    remoting: RemotingServer,
+    listen_port: u16,
+    ha_port: u16,
+    stop: Arc<StopSignal>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    shut: AtomicBool,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("role", &self.config.broker_role)
+            .field("store", &self.config.store_root())
+            .field("listen_port", &self.listen_port)
+            .field("ha_port", &self.ha_port)
+            .finish()
+    }
+}
+
+impl Broker {
+    /// Starts a master (ASYNC_MASTER or SYNC_MASTER); refuses a SLAVE config.
+    pub fn start_master(config: BrokerConfig) -> Result<Arc<Broker>> {
+        if config.broker_role == BrokerRole::Slave {
+            return Err(Error::Config(ConfigError::new(
+                "start_master needs brokerRole ASYNC_MASTER or SYNC_MASTER, not SLAVE",
+            )));
+        }
+        Self::start(config)
+    }
+
+    /// Starts a slave; refuses a master config.
+    pub fn start_slave(config: BrokerConfig) -> Result<Arc<Broker>> {
+        if config.broker_role != BrokerRole::Slave {
+            return Err(Error::Config(ConfigError::new(format!(
+                "start_slave needs brokerRole SLAVE, not {}",
+                config.broker_role
+            ))));
+        }
+        Self::start(config)
+    }
+
+    /// Starts a broker from a properties file, in the role it names.
+    pub fn start_from_file(path: impl AsRef<Path>) -> Result<Arc<Broker>> {
+        Self::start(BrokerConfig::from_properties_file(path)?)
+    }
+
+    /// Starts a broker in the role its config names.
+    pub fn start(mut config: BrokerConfig) -> Result<Arc<Broker>> {
+        config.validate()?;
+        if config.broker_role == BrokerRole::Slave && config.ha_master_address.is_empty() {
+            return Err(Error::Config(ConfigError::new(
+                "a SLAVE needs haMasterAddress (the master's HA host:port)",
+            )));
+        }
+        let bind_ip: IpAddr = config.bind_address.parse().map_err(|_| {
+            Error::Config(ConfigError::new(format!(
+                "bindAddress {:?} is not an IP address",
+                config.bind_address
+            )))
+        })?;
+        // Remoting first: with listenPort=0 the real port is known before the store writes it
+        // into every record as the store host.
+        let handler = Arc::new(LateHandler(OnceLock::new()));
+        let mut addrs = vec![SocketAddr::new(bind_ip, config.listen_port as u16)];
+        if config.fast_listen_enable {
+            let fast = if config.listen_port == 0 { 0 } else { (config.listen_port - 2).max(0) as u16 };
+            addrs.push(SocketAddr::new(bind_ip, fast));
+        }
+        let server_config =
+            ServerConfig { max_frame: config.remoting_max_frame_size as usize, ..ServerConfig::default() };
+        let remoting = RemotingServer::bind(&addrs, handler.clone(), server_config)?;
+        let listen_port = remoting.local_addrs()[0].port();
+        let ha_configured = config.effective_ha_port();
+        config.listen_port = listen_port as i32;
+        let store = MessageStore::open(config.clone())?;
+        store.start()?;
+        let tables = match ConfigTables::open(config.store_root()) {
+            Ok(t) => Arc::new(t),
+            Err(e) => {
+                store.shutdown();
+                return Err(e.into());
+            }
+        };
+        let config = Arc::new(config);
+        let (ha_master, ha_slave, ha_port) = if config.broker_role.is_master() {
+            let opts = HaMasterOptions {
+                heartbeat_interval: Duration::from_millis(config.ha_send_heartbeat_interval as u64),
+                housekeeping_interval: Duration::from_millis(config.ha_housekeeping_interval as u64),
+                transfer_batch_size: config.ha_transfer_batch_size as usize,
+                slave_fallbehind_max: config.ha_slave_fallbehind_max,
+                slave_timeout: Duration::from_millis(config.slave_timeout as u64),
+                sync_slave_count: config.ha_sync_slave_count as usize,
+                sync_from_last_file: config.sync_from_last_file,
+            };
+            let addr = SocketAddr::new(bind_ip, ha_configured);
+            match HaMaster::start(addr, store.commit_log().clone(), opts) {
+                Ok(m) => {
+                    let port = m.local_addr().port();
+                    (Some(m), None, port)
+                }
+                Err(e) => {
+                    store.shutdown();
+                    return Err(Error::Store(format!(
+                        "cannot listen for slaves on {addr} (haListenPort): {e}"
+                    )));
+                }
+            }
+        } else {
+            let opts = HaSlaveOptions {
+                heartbeat_interval: Duration::from_millis(config.ha_send_heartbeat_interval as u64),
+                housekeeping_interval: Duration::from_millis(config.ha_housekeeping_interval as u64),
+                connect_timeout: Duration::from_secs(3),
+                max_backoff: Duration::from_secs(5),
+            };
+            match HaSlave::start(store.clone(), &config.ha_master_address, opts) {
+                Ok(s) => (None, Some(s), 0),
+                Err(e) => {
+                    store.shutdown();
+                    return Err(Error::Store(format!("cannot start the HA client: {e}")));
+                }
+            }
+        };
+        let broker = Arc::new(Broker {
+            config: config.clone(),
+            store,
+            tables,
+            ha_master,
+            ha_slave,
+            remoting,
+            listen_port,
+            ha_port,
+            stop: StopSignal::new(),
+            threads: Mutex::new(Vec::new()),
+            shut: AtomicBool::new(false),
+        });
+        let _ = handler.0.set(Arc::new(BrokerRequests { broker: Arc::downgrade(&broker) }));
+        broker.start_persist_thread()?;
+        tracing::info!(
+            "broker {} started as {} on port {} (HA port {}), store {}",
+            config.broker_name,
+            config.broker_role,
+            listen_port,
+            ha_port,
+            config.store_root().display()
+        );
+        Ok(broker)
+    }
+
+    fn start_persist_thread(self: &Arc<Self>) -> Result<()> {
+        let weak = Arc::downgrade(self);
+        let stop = self.stop.clone();
+        let interval = Duration::from_millis(self.config.flush_consumer_offset_interval as u64);
+        let t = std::thread::Builder::new()
+            .name("rmqha-persist".into())
+            .spawn(move || {
+                while stop.sleep(interval) {
+                    let Some(b) = weak.upgrade() else { return };
+                    if let Err(e) = b.tables.persist_dirty() {
+                        tracing::error!("persisting config tables failed: {e}");
+                    }
+                }
+            })
+            .map_err(|e| Error::Store(format!("cannot start thread rmqha-persist: {e}")))?;
+        self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+        Ok(())
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+    pub fn role(&self) -> BrokerRole {
+        self.store.role()
+    }
+    pub fn store(&self) -> &Arc<MessageStore> {
+        &self.store
+    }
+    pub fn tables(&self) -> &Arc<ConfigTables> {
+        &self.tables
+    }
+    pub fn ha_master(&self) -> Option<&HaMaster> {
+        self.ha_master.as_ref()
+    }
+    pub fn ha_slave(&self) -> Option<&HaSlave> {
+        self.ha_slave.as_ref()
+    }
+    /// The remoting port actually bound.
+    pub fn listen_port(&self) -> u16 {
+        self.listen_port
+    }
+    /// The HA port actually bound (0 on a slave).
+    pub fn ha_port(&self) -> u16 {
+        self.ha_port
+    }
+    /// The remoting ports bound (main, then fast/VIP).
+    pub fn remoting_addrs(&self) -> &[SocketAddr] {
+        self.remoting.local_addrs()
+    }
+
+    /// Puts a message; the handle completes when the answer is final for the role. An `Err`
+    /// means nothing was stored.
+    pub fn put_message(&self, msg: &Message) -> Result<PutHandle> {
+        self.put_messages(std::slice::from_ref(msg))
+    }
+
+    /// Puts messages as one batch (contiguous, one file); see `put_message`.
+    pub fn put_messages(&self, msgs: &[Message]) -> Result<PutHandle> {
+        if self.shut.load(Ordering::Acquire) {
+            return Err(Error::PutFailed {
+                status: PutStatus::ServiceNotAvailable,
+                reason: "broker shut down".into(),
+            });
+        }
+        let wait = msgs.iter().all(|m| m.wait_store_ok());
+        let replicate = wait && self.role() == BrokerRole::SyncMaster && self.ha_master.is_some();
+        let handle = self.store.put_messages_with(msgs, replicate)?;
+        if replicate {
+            if let (PutHandle::Pending(ticket), Some(ha)) = (&handle, &self.ha_master) {
+                let end = ticket.current().end_offset();
+                ha.wait_for_replica(end, ticket);
+            }
+        }
+        Ok(handle)
+    }
+
+    /// Puts and waits for the final answer.
+    pub fn put_message_sync(&self, msg: &Message) -> Result<PutResult> {
+        Ok(self.put_message(msg)?.wait())
+    }
+
+    /// Puts with a callback run once the answer is final (on an rmqha thread, or at once).
+    pub fn put_message_async(
+        &self,
+        msg: &Message,
+        done: impl FnOnce(PutResult) + Send + 'static,
+    ) -> Result<()> {
+        self.put_message(msg)?.on_complete(done);
+        Ok(())
+    }
+
+    pub fn get_messages(&self, topic: &str, queue_id: i32, offset: i64, max_msgs: i32) -> GetMessageResult {
+        self.store.get_messages(topic, queue_id, offset, max_msgs)
+    }
+    pub fn message_by_id(&self, msg_id: &str) -> Option<StoredMessage> {
+        self.store.message_by_id(msg_id)
+    }
+    /// Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`.
+    pub fn query_by_key(&self, topic: &str, key: &str, max: usize) -> Vec<StoredMessage> {
+        self.store.query_by_key(topic, key, max, 0, i64::MAX)
+    }
+
+    pub fn max_offset(&self) -> i64 {
+        self.store.max_offset()
+    }
+    pub fn min_offset(&self) -> i64 {
+        self.store.min_offset()
+    }
+    pub fn flushed_offset(&self) -> i64 {
+        self.store.flushed_offset()
+    }
+    /// Master: highest offset acked by any slave (-1 if none); slave: highest offset it acked.
+    pub fn slave_ack_offset(&self) -> i64 {
+        match (&self.ha_master, &self.ha_slave) {
+            (Some(m), _) => m.push_to_slave_max_offset(),
+            (_, Some(s)) => s.status().acked_offset,
+            _ => -1,
+        }
+    }
+    pub fn queue_max_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.store.queue_max_offset(topic, queue_id)
+    }
+    pub fn queue_min_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.store.queue_min_offset(topic, queue_id)
+    }
+
+    /// A consumer group's committed offset of a queue (-1 if none).
+    pub fn consumer_offset(&self, group: &str, topic: &str, queue_id: i32) -> i64 {
+        self.tables.consumer_offsets().query(group, topic, queue_id).unwrap_or(-1)
+    }
+    /// Commits a consumer group's offset (accepted on masters and slaves alike).
+    pub fn commit_consumer_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) -> Result<()> {
+        if offset < 0 {
+            return Err(Error::InvalidArgument(format!("consumer offset {offset} is negative")));
+        }
+        self.tables.consumer_offsets().commit(group, topic, queue_id, offset);
+        Ok(())
+    }
+
+    /// The offsets and replication state now.
+    pub fn offsets(&self) -> Offsets {
+        let slave = self.ha_slave.as_ref().map(|s| s.status());
+        Offsets {
+            role: self.role(),
+            max_offset: self.max_offset(),
+            min_offset: self.min_offset(),
+            flushed_offset: self.flushed_offset(),
+            slave_ack_offset: self.slave_ack_offset(),
+            dispatch_behind_bytes: self.store.dispatch_behind_bytes(),
+            listen_port: self.listen_port,
+            ha_port: self.ha_port,
+            slaves: self.ha_master.as_ref().map(|m| m.slaves()).unwrap_or_default(),
+            refused_slaves: self.ha_master.as_ref().map(|m| m.refused_slaves()).unwrap_or_default(),
+            master_address: slave.as_ref().map(|s| s.master_address.clone()),
+            connected: slave.as_ref().map(|s| s.connected),
+            last_ha_error: slave.and_then(|s| s.last_error),
+        }
+    }
+
+    /// Slave: replicates from another master from now on.
+    pub fn set_master_address(&self, ha_address: &str) -> Result<()> {
+        match &self.ha_slave {
+            Some(s) => {
+                s.set_master_address(ha_address);
+                Ok(())
+            }
+            None => Err(Error::NotSlave("set_master_address applies to a SLAVE".into())),
+        }
+    }
+
+    /// Stops in reverse order of start: remoting, HA, persistence, store (flush, join, abort
+    /// file removed only when fully dispatched). Idempotent.
+    pub fn shutdown(&self) {
+        if self.shut.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.remoting.shutdown();
+        if let Some(s) = &self.ha_slave {
+            s.shutdown();
+        }
+        // Puts waiting for a slave get their answer before the store goes.
+        if let Some(m) = &self.ha_master {
+            m.shutdown();
+        }
+        self.stop.stop();
+        for t in std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner())) {
+            let _ = t.join();
+        }
+        if let Err(e) = self.tables.persist_all() {
+            tracing::error!("persisting config tables at shutdown failed: {e}");
+        }
+        self.store.shutdown();
+        tracing::info!("broker {} stopped", self.config.broker_name);
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The broker's remoting requests.
+struct BrokerRequests {
+    broker: std::sync::Weak<Broker>,
+}
+
+impl RequestHandler for BrokerRequests {
+    fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
+        let Some(_broker) = self.broker.upgrade() else {
+            return Handled::Respond(RemotingCommand::response_to(
+                &request,
+                crate::remoting::response_code::SYSTEM_BUSY,
+                Some("broker shutting down"),
+            ));
+        };
+        Handled::Respond(RemotingCommand::not_supported(&request))
+    }
+}

@@ -1,0 +1,531 @@
+//! The master's HA service: accepts slaves on `haListenPort`, streams CommitLog bytes to each
+//! and turns their acks into the replication watermark that SYNC_MASTER puts wait on
+//! (RocketMQ's HAService + HAConnection + GroupTransferService, spec 6.1 and 7).
+//!
+//! Each slave connection has a reader thread (acks) and a writer thread (frames). Writers sleep
+//! on the CommitLog's append signal, so a put wakes them directly. Every ack recomputes the
+//! watermark and completes, in the reader's thread, every put it covers.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::frame::{FRAME_HEADER_SIZE, ReportReader, encode_header};
+use crate::message::{CheckResult, check_record};
+use crate::store::commit_log::{CommitLog, now_ms};
+use crate::store::notify::Notifier;
+use crate::store::status::PutStatus;
+use crate::store::wait::{OffsetWaiters, PutTicket, WaitPart};
+
+/// Settings of the master side.
+#[derive(Debug, Clone)]
+pub struct HaMasterOptions {
+    pub heartbeat_interval: Duration,
+    pub housekeeping_interval: Duration,
+    pub transfer_batch_size: usize,
+    pub slave_fallbehind_max: i64,
+    pub slave_timeout: Duration,
+    /// Distinct slave hosts whose ack a SYNC_MASTER put needs.
+    pub sync_slave_count: usize,
+    /// An empty slave gets only the last file (RocketMQ) instead of the whole log.
+    pub sync_from_last_file: bool,
+}
+
+/// A slave as the master sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlaveInfo {
+    pub addr: SocketAddr,
+    /// Highest offset the slave acked (-1 before its first report).
+    pub ack_offset: i64,
+    /// Bytes the slave is behind the master's max offset.
+    pub lag_bytes: i64,
+    /// Milliseconds since the connection was accepted.
+    pub connected_ms: u64,
+    /// Whether the master streams to it (its offset was accepted).
+    pub transferring: bool,
+}
+
+/// A slave the master refused, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedSlave {
+    pub addr: SocketAddr,
+    pub requested_offset: i64,
+    pub reason: String,
+    pub at_ms: i64,
+}
+
+struct Conn {
+    id: u64,
+    peer: SocketAddr,
+    stream: TcpStream,
+    accepted: Instant,
+    /// The slave's first report (-1 until it arrives).
+    request_offset: AtomicI64,
+    ack_offset: AtomicI64,
+    transferring: AtomicBool,
+    closed: AtomicBool,
+    /// Wakes the writer when the first report arrives or the connection closes.
+    wake: Notifier,
+}
+
+impl Conn {
+    fn close(&self, why: &str) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            tracing::info!("HA connection from slave {} closed: {why}", self.peer);
+            let _ = self.stream.shutdown(Shutdown::Both);
+            self.wake.notify();
+        }
+    }
+}
+
+struct Shared {
+    cl: Arc<CommitLog>,
+    opts: HaMasterOptions,
+    conns: Mutex<Vec<Arc<Conn>>>,
+    refused: Mutex<VecDeque<RefusedSlave>>,
+    waiters: Arc<OffsetWaiters>,
+    /// Highest offset acked by any slave (RocketMQ's push2SlaveMaxOffset).
+    push_to_slave_max: AtomicI64,
+    stopping: AtomicBool,
+    next_id: AtomicU64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The master's HA service.
+pub struct HaMaster {
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+    acceptor: Mutex<Option<JoinHandle<()>>>,
+    deadlines: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl HaMaster {
+    /// Binds `addr` (port 0 picks one) and starts accepting slaves.
+    pub fn start(addr: SocketAddr, cl: Arc<CommitLog>, opts: HaMasterOptions) -> io::Result<Self> {
+        let listener = TcpListener::bind(addr)?;
+        let local_addr = listener.local_addr()?;
+        let waiters = OffsetWaiters::new(WaitPart::Replica, PutStatus::FlushSlaveTimeout, -1);
+        let shared = Arc::new(Shared {
+            cl,
+            opts,
+            conns: Mutex::new(Vec::new()),
+            refused: Mutex::new(VecDeque::new()),
+            waiters: waiters.clone(),
+            push_to_slave_max: AtomicI64::new(-1),
+            stopping: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            threads: Mutex::new(Vec::new()),
+        });
+        let s = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("rmqha-ha-accept".into())
+            .spawn(move || accept_loop(listener, s))?;
+        let deadlines = std::thread::Builder::new()
+            .name("rmqha-ha-timeout".into())
+            .spawn(move || waiters.run_deadlines())?;
+        tracing::info!("HA server listening on {local_addr}");
+        Ok(HaMaster {
+            shared,
+            local_addr,
+            acceptor: Mutex::new(Some(acceptor)),
+            deadlines: Mutex::new(Some(deadlines)),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Highest offset acked by any slave (-1 if none ever acked).
+    pub fn push_to_slave_max_offset(&self) -> i64 {
+        self.shared.push_to_slave_max.load(Ordering::Acquire)
+    }
+
+    /// RocketMQ's `isSlaveOK`: enough slaves stream from us and the watermark is within
+    /// `haSlaveFallbehindMax` of `end`.
+    pub fn is_slave_ok(&self, end: i64) -> bool {
+        let acks = self.shared.distinct_acks();
+        let k = self.shared.opts.sync_slave_count.max(1);
+        if acks.len() < k {
+            return false;
+        }
+        end - acks[k - 1] < self.shared.opts.slave_fallbehind_max
+    }
+
+    /// Makes `ticket`'s replica part wait for `end` to be acked, at most `slaveTimeout`; or
+    /// completes it with SLAVE_NOT_AVAILABLE at once if no slave can ack it.
+    pub fn wait_for_replica(&self, end: i64, ticket: &PutTicket) {
+        if !self.is_slave_ok(end) {
+            ticket.complete_part(WaitPart::Replica, PutStatus::SlaveNotAvailable);
+            return;
+        }
+        let deadline = Instant::now() + self.shared.opts.slave_timeout;
+        self.shared.waiters.register(end, deadline, ticket);
+    }
+
+    /// The watermark SYNC_MASTER puts wait on (the K-th highest ack over distinct slaves).
+    pub fn sync_watermark(&self) -> i64 {
+        self.shared.waiters.value()
+    }
+
+    /// The slaves connected now.
+    pub fn slaves(&self) -> Vec<SlaveInfo> {
+        let max = self.shared.cl.max_offset() as i64;
+        let conns = self.shared.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns
+            .iter()
+            .filter(|c| !c.closed.load(Ordering::Acquire))
+            .map(|c| {
+                let ack = c.ack_offset.load(Ordering::Acquire);
+                SlaveInfo {
+                    addr: c.peer,
+                    ack_offset: ack,
+                    lag_bytes: if ack < 0 { max } else { (max - ack).max(0) },
+                    connected_ms: c.accepted.elapsed().as_millis() as u64,
+                    transferring: c.transferring.load(Ordering::Acquire),
+                }
+            })
+            .collect()
+    }
+
+    /// Slaves recently refused (offset not servable), newest last.
+    pub fn refused_slaves(&self) -> Vec<RefusedSlave> {
+        self.shared.refused.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+
+    /// Closes every connection and stops the service; waiting puts get FLUSH_SLAVE_TIMEOUT's
+    /// sibling SERVICE_NOT_AVAILABLE only if still waiting at the very end.
+    pub fn shutdown(&self) {
+        if self.shared.stopping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Wake the acceptor with a connection of our own.
+        let _ = TcpStream::connect_timeout(&wake_addr(self.local_addr), Duration::from_millis(500));
+        if let Some(h) = self.acceptor.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+        for c in self.shared.conns.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            c.close("master shutting down");
+        }
+        self.shared.cl.appended().notify();
+        let threads: Vec<_> =
+            std::mem::take(&mut *self.shared.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+        self.shared.waiters.close(PutStatus::FlushSlaveTimeout);
+        if let Some(h) = self.deadlines.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for HaMaster {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn wake_addr(local: SocketAddr) -> SocketAddr {
+    let ip = match local.ip() {
+        IpAddr::V4(v) if v.is_unspecified() => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v) if v.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, local.port())
+}
+
+impl Shared {
+    /// Acks of transferring slaves, one per distinct host (its best), highest first.
+    fn distinct_acks(&self) -> Vec<i64> {
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let mut best: Vec<(IpAddr, i64)> = Vec::new();
+        for c in conns.iter() {
+            if c.closed.load(Ordering::Acquire) || !c.transferring.load(Ordering::Acquire) {
+                continue;
+            }
+            let ack = c.ack_offset.load(Ordering::Acquire);
+            match best.iter_mut().find(|(ip, _)| *ip == c.peer.ip()) {
+                Some((_, b)) => *b = (*b).max(ack),
+                None => best.push((c.peer.ip(), ack)),
+            }
+        }
+        let mut acks: Vec<i64> = best.into_iter().map(|(_, a)| a).collect();
+        acks.sort_unstable_by(|a, b| b.cmp(a));
+        acks
+    }
+
+    fn on_ack(&self, ack: i64) {
+        self.push_to_slave_max.fetch_max(ack, Ordering::AcqRel);
+        let k = self.opts.sync_slave_count.max(1);
+        let acks = self.distinct_acks();
+        if let Some(&w) = acks.get(k - 1) {
+            self.waiters.advance(w);
+        }
+    }
+
+    fn refuse(&self, conn: &Conn, requested: i64, reason: String) {
+        tracing::warn!("refusing HA slave {} asking for offset {requested}: {reason}", conn.peer);
+        let mut r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if r.len() >= 16 {
+            r.pop_front();
+        }
+        r.push_back(RefusedSlave {
+            addr: conn.peer,
+            requested_offset: requested,
+            reason: reason.clone(),
+            at_ms: now_ms(),
+        });
+        drop(r);
+        conn.close(&format!("refused: {reason}"));
+    }
+
+    /// Where to start streaming for a slave that reported `req`, or why not.
+    fn start_offset(&self, req: i64) -> Result<u64, String> {
+        let cl = &self.cl;
+        let max = cl.max_offset() as i64;
+        let fs = cl.file_size() as i64;
+        if req == 0 {
+            if max == 0 {
+                return Ok(0);
+            }
+            return Ok(if self.opts.sync_from_last_file { (max - max % fs) as u64 } else { cl.min_offset() });
+        }
+        if req > max {
+            return Err(format!(
+                "the slave is ahead of this master (slave ends at {req}, master at {max}): its log diverged"
+            ));
+        }
+        let min = cl.min_offset() as i64;
+        if req < min {
+            return Err(format!(
+                "offset {req} is below this master's first offset {min} (deleted by retention)"
+            ));
+        }
+        if req == max || req % fs == 0 {
+            return Ok(req as u64);
+        }
+        // Anything else must be where a record (or the BLANK filler) starts.
+        let ok = cl.data_at(req as u64).is_some_and(|(f, pos)| {
+            match check_record(f.readable_from(pos), &cl.check_options(false)) {
+                CheckResult::Message(m) => m.commit_log_offset == req,
+                CheckResult::Blank => true,
+                _ => false,
+            }
+        });
+        if ok {
+            Ok(req as u64)
+        } else {
+            Err(format!("offset {req} is not a record boundary in this master's log"))
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("HA accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if let Err(e) = start_connection(stream, &shared) {
+            tracing::warn!("HA connection setup failed: {e}");
+        }
+    }
+}
+
+fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
+    let peer = stream.peer_addr()?;
+    stream.set_nodelay(true)?;
+    // Reads time out so the reader can enforce housekeeping; a write that cannot progress for
+    // the housekeeping interval means the slave stopped reading.
+    stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+    stream.set_write_timeout(Some(shared.opts.housekeeping_interval))?;
+    let conn = Arc::new(Conn {
+        id: shared.next_id.fetch_add(1, Ordering::Relaxed),
+        peer,
+        stream: stream.try_clone()?,
+        accepted: Instant::now(),
+        request_offset: AtomicI64::new(-1),
+        ack_offset: AtomicI64::new(-1),
+        transferring: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
+        wake: Notifier::new(),
+    });
+    tracing::info!("HA slave connected from {peer}");
+    {
+        let mut conns = shared.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns.retain(|c| !c.closed.load(Ordering::Acquire));
+        conns.push(conn.clone());
+    }
+    let (s1, c1) = (shared.clone(), conn.clone());
+    let reader = std::thread::Builder::new().name(format!("rmqha-ha-read-{}", conn.id)).spawn(move || {
+        let why = read_loop(&s1, &c1, stream);
+        c1.close(&why);
+        remove(&s1, &c1);
+    })?;
+    let (s2, c2) = (shared.clone(), conn.clone());
+    let writer =
+        std::thread::Builder::new().name(format!("rmqha-ha-write-{}", conn.id)).spawn(move || {
+            let why = write_loop(&s2, &c2);
+            c2.close(&why);
+            remove(&s2, &c2);
+        })?;
+    let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
+    threads.retain(|t| !t.is_finished());
+    threads.push(reader);
+    threads.push(writer);
+    Ok(())
+}
+
+fn remove(shared: &Shared, conn: &Conn) {
+    shared.conns.lock().unwrap_or_else(|e| e.into_inner()).retain(|c| c.id != conn.id);
+}
+
+fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut reports = ReportReader::default();
+    let mut last_read = Instant::now();
+    loop {
+        if conn.closed.load(Ordering::Acquire) || shared.stopping.load(Ordering::Acquire) {
+            return "closing".into();
+        }
+        let n = match stream.read(&mut buf) {
+            Ok(0) => return "the slave closed the connection".into(),
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                if last_read.elapsed() > shared.opts.housekeeping_interval {
+                    return format!(
+                        "no report for {:?} (haHousekeepingInterval)",
+                        shared.opts.housekeeping_interval
+                    );
+                }
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return format!("read error: {e}"),
+        };
+        last_read = Instant::now();
+        let Some(offset) = reports.feed(&buf[..n]) else { continue };
+        let max = shared.cl.max_offset() as i64;
+        if offset < 0 {
+            return format!("the slave reported a negative offset {offset}");
+        }
+        if conn.request_offset.load(Ordering::Acquire) < 0 {
+            conn.request_offset.store(offset, Ordering::Release);
+            conn.ack_offset.store(offset, Ordering::Release);
+            conn.wake.notify();
+            // Its first report is where it wants to start, not an ack of anything we sent.
+            continue;
+        }
+        if offset > max {
+            // RocketMQ issue 3015: a "slave" acking what we never had must not release puts.
+            return format!("the slave acked offset {offset} beyond this master's max offset {max}");
+        }
+        let prev = conn.ack_offset.fetch_max(offset, Ordering::AcqRel);
+        if offset > prev && conn.transferring.load(Ordering::Acquire) {
+            shared.on_ack(offset);
+        }
+    }
+}
+
+fn write_loop(shared: &Shared, conn: &Conn) -> String {
+    // Wait for the slave's first report (no polling: the reader wakes us).
+    let req = loop {
+        let seen = conn.wake.seq();
+        if conn.closed.load(Ordering::Acquire) {
+            return "closed before the slave reported".into();
+        }
+        let r = conn.request_offset.load(Ordering::Acquire);
+        if r >= 0 {
+            break r;
+        }
+        conn.wake.wait(seen, Duration::from_secs(1));
+    };
+    let mut next = match shared.start_offset(req) {
+        Ok(n) => n,
+        Err(reason) => {
+            shared.refuse(conn, req, reason.clone());
+            return format!("refused: {reason}");
+        }
+    };
+    conn.transferring.store(true, Ordering::Release);
+    tracing::info!("HA slave {} reported offset {req}; streaming from {next}", conn.peer);
+    // Its report counts as an ack of what it already holds.
+    shared.on_ack(conn.ack_offset.load(Ordering::Acquire));
+    let cl = &shared.cl;
+    let batch = shared.opts.transfer_batch_size.max(1);
+    let mut stream = match conn.stream.try_clone() {
+        Ok(s) => s,
+        Err(e) => return format!("cannot clone socket: {e}"),
+    };
+    let mut last_write = Instant::now();
+    loop {
+        let seen = cl.appended().seq();
+        if conn.closed.load(Ordering::Acquire) || shared.stopping.load(Ordering::Acquire) {
+            return "closing".into();
+        }
+        let mut sent = false;
+        if let Some((file, pos)) = cl.data_at(next) {
+            let data = file.readable_from(pos);
+            if !data.is_empty() {
+                let body = &data[..data.len().min(batch)];
+                if let Err(e) = send(&mut stream, next as i64, body) {
+                    return format!("write error: {e}");
+                }
+                next += body.len() as u64;
+                last_write = Instant::now();
+                sent = true;
+            } else if file.is_full() {
+                next = file.end_offset();
+                continue;
+            }
+        }
+        if sent {
+            continue;
+        }
+        if last_write.elapsed() >= shared.opts.heartbeat_interval {
+            if let Err(e) = send(&mut stream, next as i64, &[]) {
+                return format!("heartbeat write error: {e}");
+            }
+            last_write = Instant::now();
+        }
+        let wait =
+            shared.opts.heartbeat_interval.saturating_sub(last_write.elapsed()).max(Duration::from_millis(1));
+        cl.appended().wait(seen, wait.min(Duration::from_secs(1)));
+    }
+}
+
+/// Writes a frame: header and body in one vectored write where possible, the body straight
+/// from the mapped file.
+fn send(stream: &mut TcpStream, offset: i64, body: &[u8]) -> io::Result<()> {
+    let header = encode_header(offset, body.len() as i32);
+    let mut hdr: &[u8] = &header;
+    let mut body = body;
+    while !hdr.is_empty() || !body.is_empty() {
+        let n = if hdr.is_empty() {
+            stream.write(body)?
+        } else {
+            stream.write_vectored(&[io::IoSlice::new(hdr), io::IoSlice::new(body)])?
+        };
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "socket accepted no bytes"));
+        }
+        let from_hdr = n.min(hdr.len());
+        hdr = &hdr[from_hdr..];
+        body = &body[n - from_hdr..];
+    }
+    debug_assert!(FRAME_HEADER_SIZE == header.len());
+    Ok(())
+}

@@ -1,0 +1,251 @@
+//! The slave's HA client (RocketMQ's HAClient, spec 6.1): connects to the master, reports its
+//! CommitLog end, appends each frame at exactly the offset the master sent (so its files are
+//! byte-identical to the master's), acks after every applied frame, heartbeats, and
+//! reconnects with backoff. The master address can change at runtime.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::frame::{FRAME_HEADER_SIZE, MAX_FRAME_BODY, ParsedFrame, encode_report, parse_frame};
+use crate::store::MessageStore;
+use crate::store::flush::StopSignal;
+
+/// Settings of the slave side.
+#[derive(Debug, Clone)]
+pub struct HaSlaveOptions {
+    pub heartbeat_interval: Duration,
+    pub housekeeping_interval: Duration,
+    pub connect_timeout: Duration,
+    /// Longest wait between reconnection attempts.
+    pub max_backoff: Duration,
+}
+
+/// What the slave knows of its master.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlaveStatus {
+    pub master_address: String,
+    pub connected: bool,
+    /// Highest offset acked to the master.
+    pub acked_offset: i64,
+    /// Why the last connection ended, if it did.
+    pub last_error: Option<String>,
+}
+
+struct Shared {
+    store: Arc<MessageStore>,
+    opts: HaSlaveOptions,
+    master: Mutex<String>,
+    /// The live connection, so an address change or shutdown can cut it.
+    current: Mutex<Option<TcpStream>>,
+    connected: AtomicBool,
+    acked: AtomicI64,
+    last_error: Mutex<Option<String>>,
+    stop: Arc<StopSignal>,
+}
+
+/// The slave's HA client thread.
+pub struct HaSlave {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl HaSlave {
+    /// Starts replicating from `master_address` (`host:port`; empty waits for one).
+    pub fn start(store: Arc<MessageStore>, master_address: &str, opts: HaSlaveOptions) -> io::Result<Self> {
+        let shared = Arc::new(Shared {
+            store,
+            opts,
+            master: Mutex::new(master_address.to_string()),
+            current: Mutex::new(None),
+            connected: AtomicBool::new(false),
+            acked: AtomicI64::new(-1),
+            last_error: Mutex::new(None),
+            stop: StopSignal::new(),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new().name("rmqha-ha-client".into()).spawn(move || run(&s))?;
+        Ok(HaSlave { shared, thread: Mutex::new(Some(thread)) })
+    }
+
+    /// Switches to another master; the current connection is closed and the next attempt uses
+    /// the new address.
+    pub fn set_master_address(&self, addr: &str) {
+        *self.shared.master.lock().unwrap_or_else(|e| e.into_inner()) = addr.to_string();
+        self.shared.cut("master address changed");
+        self.shared.stop.notify_only();
+    }
+
+    pub fn status(&self) -> SlaveStatus {
+        SlaveStatus {
+            master_address: self.shared.master.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            connected: self.shared.connected.load(Ordering::Acquire),
+            acked_offset: self.shared.acked.load(Ordering::Acquire),
+            last_error: self.shared.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        }
+    }
+
+    /// Stops the client and joins its thread.
+    pub fn shutdown(&self) {
+        self.shared.stop.stop();
+        self.shared.cut("shutting down");
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for HaSlave {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Shared {
+    fn cut(&self, _why: &str) {
+        if let Some(s) = self.current.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+    fn set_error(&self, e: String) {
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+    }
+}
+
+fn run(shared: &Shared) {
+    let mut backoff = Duration::from_millis(100);
+    while !shared.stop.is_stopped() {
+        let addr = shared.master.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if addr.is_empty() {
+            shared.stop.sleep(Duration::from_secs(1));
+            continue;
+        }
+        let stream = match connect(&addr, shared.opts.connect_timeout) {
+            Ok(s) => s,
+            Err(e) => {
+                let msg = format!("cannot connect to master {addr}: {e}");
+                tracing::debug!("{msg}");
+                shared.set_error(msg);
+                shared.stop.sleep(backoff);
+                backoff = (backoff * 2).min(shared.opts.max_backoff);
+                continue;
+            }
+        };
+        *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = stream.try_clone().ok();
+        // The address may have changed, or a stop arrived, while we connected.
+        if shared.stop.is_stopped() || *shared.master.lock().unwrap_or_else(|e| e.into_inner()) != addr {
+            let _ = stream.shutdown(Shutdown::Both);
+            continue;
+        }
+        shared.connected.store(true, Ordering::Release);
+        tracing::info!("HA connected to master {addr}");
+        let started = Instant::now();
+        let why = session(shared, stream);
+        shared.connected.store(false, Ordering::Release);
+        *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if !shared.stop.is_stopped() {
+            tracing::warn!("HA connection to master {addr} ended: {why}");
+        }
+        shared.set_error(why);
+        // A session that lasted resets the backoff; a master that refuses us at once does not.
+        if started.elapsed() > Duration::from_secs(5) {
+            backoff = Duration::from_millis(100);
+        }
+        shared.stop.sleep(backoff);
+        backoff = (backoff * 2).min(shared.opts.max_backoff);
+    }
+}
+
+fn connect(addr: &str, timeout: Duration) -> io::Result<TcpStream> {
+    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{addr} resolves to no address"));
+    let addrs: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, timeout) {
+            Ok(s) => {
+                s.set_nodelay(true)?;
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+fn session(shared: &Shared, mut stream: TcpStream) -> String {
+    let store = &shared.store;
+    let hb = shared.opts.heartbeat_interval;
+    if let Err(e) = stream.set_read_timeout(Some(hb.min(Duration::from_millis(500)))) {
+        return format!("socket setup: {e}");
+    }
+    if let Err(e) = stream.set_write_timeout(Some(shared.opts.housekeeping_interval)) {
+        return format!("socket setup: {e}");
+    }
+    let mut reported = store.max_offset();
+    if let Err(e) = stream.write_all(&encode_report(reported)) {
+        return format!("first report failed: {e}");
+    }
+    shared.acked.store(reported, Ordering::Release);
+    let mut last_write = Instant::now();
+    let mut last_read = Instant::now();
+    let mut buf = vec![0u8; MAX_FRAME_BODY + FRAME_HEADER_SIZE];
+    let mut filled = 0usize;
+    loop {
+        if shared.stop.is_stopped() {
+            return "stopped".into();
+        }
+        match stream.read(&mut buf[filled..]) {
+            Ok(0) => return "the master closed the connection".into(),
+            Ok(n) => {
+                filled += n;
+                last_read = Instant::now();
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return format!("read error: {e}"),
+        }
+        // Apply every complete frame in the buffer.
+        let mut at = 0;
+        loop {
+            match parse_frame(&buf[at..filled]) {
+                ParsedFrame::Partial => break,
+                ParsedFrame::Bad(why) => return format!("bad frame from master: {why}"),
+                ParsedFrame::Frame { offset, body } => {
+                    let local = store.max_offset();
+                    if local != 0 && offset != local {
+                        // Never write bytes at the wrong place: reconnect and report again.
+                        return format!("master sent offset {offset} but this slave's log ends at {local}");
+                    }
+                    if !body.is_empty() {
+                        if let Err(e) = store.append_replicated(offset as u64, body) {
+                            return format!("cannot apply frame at {offset}: {e}");
+                        }
+                    }
+                    at += FRAME_HEADER_SIZE + body.len();
+                }
+            }
+        }
+        if at > 0 {
+            buf.copy_within(at..filled, 0);
+            filled -= at;
+        }
+        let max = store.max_offset();
+        let due = last_write.elapsed() >= hb;
+        if max > reported || due {
+            if let Err(e) = stream.write_all(&encode_report(max)) {
+                return format!("report failed: {e}");
+            }
+            reported = max;
+            shared.acked.store(max, Ordering::Release);
+            last_write = Instant::now();
+        }
+        if last_read.elapsed() > shared.opts.housekeeping_interval {
+            return format!(
+                "nothing from the master for {:?} (haHousekeepingInterval)",
+                shared.opts.housekeeping_interval
+            );
+        }
+    }
+}
