@@ -1,4 +1,73 @@
-fn main() {
-    eprintln!("rmqha: not built yet");
-    std::process::exit(2);
+//! `rmqha`: run a broker from a RocketMQ-style properties file, run the replication demo,
+//! ask a running broker for its status, and run the benchmarks.
+
+mod broker_cmd;
+mod demo;
+mod ha_bench;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "rmqha", version, about = "RocketMQ-compatible replicated commit log")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker until SIGINT or SIGTERM, then shut down gracefully.
+    Broker(broker_cmd::BrokerArgs),
+    /// A SYNC_MASTER and a SLAVE on temporary directories: put, replicate, verify, report.
+    Demo(demo::DemoArgs),
+    /// Print a running broker's role, offsets and slaves.
+    Status(status::StatusArgs),
+    /// Benchmarks (results in BENCHMARKS.md).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Replication: catch-up, SYNC vs ASYNC master throughput and latency, cost of slaves.
+    Ha(ha_bench::HaBenchArgs),
+}
+
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RMQHA_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Broker(a) => {
+            init_logging("info");
+            broker_cmd::run(a)
+        }
+        Command::Demo(a) => {
+            init_logging("warn");
+            demo::run(a)
+        }
+        Command::Status(a) => {
+            init_logging("warn");
+            status::run(a)
+        }
+        Command::Bench(BenchCommand::Ha(a)) => {
+            init_logging("warn");
+            ha_bench::run(a)
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rmqha: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -377,6 +377,53 @@ impl Broker {
         }
     }
 
+    /// Runtime information as RocketMQ's GET_BROKER_RUNTIME_INFO KV table (RocketMQ's key
+    /// names where one exists, rmqha's otherwise); `rmqha status` prints it.
+    pub fn runtime_info(&self) -> std::collections::BTreeMap<String, String> {
+        let o = self.offsets();
+        let mut t = std::collections::BTreeMap::new();
+        let mut put = |k: &str, v: String| {
+            t.insert(k.to_string(), v);
+        };
+        put("brokerVersionDesc", format!("rmqha {}", env!("CARGO_PKG_VERSION")));
+        put("brokerName", self.config.broker_name.clone());
+        put("brokerId", self.config.effective_broker_id().to_string());
+        put("brokerRole", o.role.to_string());
+        put("flushDiskType", self.config.flush_disk_type.to_string());
+        put("commitLogMaxOffset", o.max_offset.to_string());
+        put("commitLogMinOffset", o.min_offset.to_string());
+        put("flushedOffset", o.flushed_offset.to_string());
+        put("slaveAckOffset", o.slave_ack_offset.to_string());
+        put("dispatchBehindBytes", o.dispatch_behind_bytes.to_string());
+        put("listenPort", o.listen_port.to_string());
+        put("haPort", o.ha_port.to_string());
+        put("storePathRootDir", self.config.store_root().display().to_string());
+        if self.role().is_master() {
+            put("slaveCount", o.slaves.len().to_string());
+            let slaves: Vec<String> = o
+                .slaves
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} ack={} lag={} connectedMs={}",
+                        s.addr, s.ack_offset, s.lag_bytes, s.connected_ms
+                    )
+                })
+                .collect();
+            put("slaves", slaves.join("; "));
+            if let Some(r) = o.refused_slaves.last() {
+                put("lastRefusedSlave", format!("{} at offset {}: {}", r.addr, r.requested_offset, r.reason));
+            }
+        } else {
+            put("masterAddress", o.master_address.unwrap_or_default());
+            put("connected", o.connected.unwrap_or(false).to_string());
+            if let Some(e) = o.last_ha_error {
+                put("lastHaError", e);
+            }
+        }
+        t
+    }
+
     /// Slave: replicates from another master from now on.
     pub fn set_master_address(&self, ha_address: &str) -> Result<()> {
         match &self.ha_slave {
@@ -427,13 +474,22 @@ struct BrokerRequests {
 
 impl RequestHandler for BrokerRequests {
     fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
-        let Some(_broker) = self.broker.upgrade() else {
+        let Some(broker) = self.broker.upgrade() else {
             return Handled::Respond(RemotingCommand::response_to(
                 &request,
                 crate::remoting::response_code::SYSTEM_BUSY,
                 Some("broker shutting down"),
             ));
         };
-        Handled::Respond(RemotingCommand::not_supported(&request))
+        match request.code {
+            crate::remoting::request_code::GET_BROKER_RUNTIME_INFO => {
+                let body = serde_json::json!({ "table": broker.runtime_info() }).to_string();
+                Handled::Respond(
+                    RemotingCommand::response_to(&request, crate::remoting::response_code::SUCCESS, None)
+                        .with_body(body.into_bytes()),
+                )
+            }
+            _ => Handled::Respond(RemotingCommand::not_supported(&request)),
+        }
     }
 }

@@ -1,0 +1,32 @@
+# The two commands of the README:
+#   make demo   - the main job: a SYNC_MASTER and a SLAVE replicating on temporary directories
+#   make test   - every test (Rust, C, Python, Node), installing what they need first
+#
+# Other targets: lint, bench-store, bench-ha, header.
+
+CARGO ?= cargo
+
+.PHONY: demo test test-deps test-rust lint bench-store bench-ha
+
+demo:
+	$(CARGO) run --release -p rmqha-cli -- demo
+
+test: test-deps test-rust
+
+# Installs what the tests need on a fresh machine.
+test-deps:
+	./scripts/install-test-deps.sh
+
+# One debug build serves the Rust, C (ffi crate) and CLI tests.
+test-rust:
+	$(CARGO) test --workspace --no-fail-fast
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+bench-store:
+	$(CARGO) run --release -p rmqha-cli -- bench store
+
+bench-ha:
+	$(CARGO) run --release -p rmqha-cli -- bench ha

@@ -1,0 +1,68 @@
+//! `rmqha status HOST:PORT`: asks a broker for GET_BROKER_RUNTIME_INFO over remoting.
+
+use std::time::Duration;
+
+use clap::Args;
+use rmqha_core::remoting::{ClientConfig, RemotingClient, RemotingCommand, request_code, response_code};
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// The broker's remoting address (listenPort).
+    addr: String,
+    /// Print the raw table as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: StatusArgs) -> Result<(), String> {
+    let table = fetch(&args.addr)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&table).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    let get = |k: &str| table.get(k).cloned().unwrap_or_default();
+    println!("broker   {} (id {}) at {}", get("brokerName"), get("brokerId"), args.addr);
+    println!("role     {} / {}", get("brokerRole"), get("flushDiskType"));
+    println!(
+        "offsets  min {}  max {}  flushed {}  slave-ack {}  dispatch-behind {}",
+        get("commitLogMinOffset"),
+        get("commitLogMaxOffset"),
+        get("flushedOffset"),
+        get("slaveAckOffset"),
+        get("dispatchBehindBytes")
+    );
+    println!("ports    remoting {}  HA {}", get("listenPort"), get("haPort"));
+    if get("brokerRole") == "SLAVE" {
+        println!("master   {} (connected: {})", get("masterAddress"), get("connected"));
+        if let Some(e) = table.get("lastHaError") {
+            println!("last HA error: {e}");
+        }
+    } else {
+        println!("slaves   {}", get("slaveCount"));
+        for s in get("slaves").split("; ").filter(|s| !s.is_empty()) {
+            println!("  {s}");
+        }
+        if let Some(r) = table.get("lastRefusedSlave") {
+            println!("refused  {r}");
+        }
+    }
+    Ok(())
+}
+
+/// The broker's runtime info table.
+pub fn fetch(addr: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let client = RemotingClient::connect(addr, ClientConfig::default()).map_err(|e| e.to_string())?;
+    let resp = client
+        .invoke_sync(RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO), Duration::from_secs(3))
+        .map_err(|e| e.to_string())?;
+    if resp.code != response_code::SUCCESS {
+        return Err(format!("{addr} answered code {}: {}", resp.code, resp.remark.unwrap_or_default()));
+    }
+    #[derive(serde::Deserialize)]
+    struct KvTable {
+        table: std::collections::BTreeMap<String, String>,
+    }
+    let kv: KvTable = serde_json::from_slice(&resp.body)
+        .map_err(|e| format!("{addr} sent a runtime info body that is not a KV table: {e}"))?;
+    Ok(kv.table)
+}

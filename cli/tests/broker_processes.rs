@@ -1,0 +1,266 @@
+//! `rmqha broker` processes started from the example properties files: they replicate,
+//! `rmqha status` shows it, SIGTERM shuts down cleanly, and after a SIGKILL of a master whose
+//! producer runs inside it, every message acknowledged PUT_OK is on the slave and, after
+//! recovery, on the master. The demo passes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rmqha_core::{Broker, BrokerConfig, Message, MessageStore, PutStatus};
+
+const RMQHA: &str = env!("CARGO_BIN_EXE_rmqha");
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// A child process killed when dropped, with its stdout lines on a channel.
+struct Proc {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Proc {
+    fn spawn(mut cmd: Command) -> Proc {
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Proc { child, lines }
+    }
+
+    /// Waits for a stdout line containing `prefix`.
+    fn wait_line(&self, prefix: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(prefix) => return l,
+                Ok(_) => continue,
+                Err(e) => panic!("no line starting with {prefix:?}: {e}"),
+            }
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "process did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn field(line: &str, key: &str) -> String {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("{key} not in {line:?}"))
+        .to_string()
+}
+
+fn broker_proc(conf: &str, store: &Path, extra: &[String]) -> Proc {
+    let mut cmd = Command::new(RMQHA);
+    cmd.arg("broker").arg("-c").arg(examples().join(conf));
+    for s in [
+        format!("storePathRootDir={}", store.display()),
+        "listenPort=0".into(),
+        "bindAddress=127.0.0.1".into(),
+        "brokerIP1=127.0.0.1".into(),
+        "mappedFileSizeCommitLog=1048576".into(),
+    ]
+    .iter()
+    .chain(extra)
+    {
+        cmd.arg("--set").arg(s);
+    }
+    cmd.env("RMQHA_LOG", "warn");
+    Proc::spawn(cmd)
+}
+
+fn status(port: &str) -> String {
+    let out = Command::new(RMQHA).args(["status", &format!("127.0.0.1:{port}")]).output().unwrap();
+    assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[test]
+fn two_broker_processes_replicate_and_stop_cleanly() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut master = broker_proc("broker-a.properties", md.path(), &["haListenPort=0".into()]);
+    let line = master.wait_line("rmqha broker started", Duration::from_secs(20));
+    let (mport, mha) = (field(&line, "listenPort"), field(&line, "haPort"));
+    let mut slave = broker_proc(
+        "broker-a-s.properties",
+        sd.path(),
+        &[format!("haMasterAddress=127.0.0.1:{mha}"), format!("masterAddress=127.0.0.1:{mport}")],
+    );
+    let sline = slave.wait_line("rmqha broker started", Duration::from_secs(20));
+    let sport = field(&sline, "listenPort");
+    assert!(
+        wait_until(Duration::from_secs(20), || status(&mport).contains("slaves   1")),
+        "master status never showed the slave:\n{}",
+        status(&mport)
+    );
+    let st = status(&sport);
+    assert!(st.contains("SLAVE") && st.contains("connected: true"), "{st}");
+    let mst = status(&mport);
+    assert!(mst.contains("SYNC_MASTER"), "{mst}");
+
+    for p in [&mut slave, &mut master] {
+        p.signal(libc::SIGTERM);
+        let s = p.wait_exit(Duration::from_secs(20));
+        assert!(s.success(), "exit status {s:?}");
+    }
+    assert!(!md.path().join("abort").exists(), "SIGTERM must leave no abort file");
+    assert!(!sd.path().join("abort").exists());
+    // The next start is a normal recovery.
+    let mut c = BrokerConfig::default();
+    c.set("storePathRootDir", md.path().to_str().unwrap()).unwrap();
+    c.set("mappedFileSizeCommitLog", "1048576").unwrap();
+    let store = MessageStore::open(c).unwrap();
+    assert!(store.recovery().last_exit_ok);
+}
+
+/// Child mode: a SYNC_MASTER embedded in this process, putting forever and logging every
+/// PUT_OK as `phy queue_offset i` to the file named by RMQHA_ACK_LOG.
+fn embedded_producer(store: &str, log: &str) -> ! {
+    let mut c = BrokerConfig::from_properties_file(examples().join("broker-a.properties")).unwrap();
+    for (k, v) in [
+        ("storePathRootDir", store),
+        ("listenPort", "0"),
+        ("haListenPort", "0"),
+        ("bindAddress", "127.0.0.1"),
+        ("brokerIP1", "127.0.0.1"),
+        ("mappedFileSizeCommitLog", "1048576"),
+        ("slaveTimeout", "1000"),
+    ] {
+        c.set(k, v).unwrap();
+    }
+    let broker = Broker::start_master(c).unwrap();
+    println!("embedded master haPort={}", broker.ha_port());
+    let mut out = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    for i in 0u64.. {
+        let m = Message::new("KillTopic", format!("body-{i}").into_bytes()).with_queue((i % 4) as i32);
+        let r = broker.put_message_sync(&m).unwrap();
+        if r.status == PutStatus::PutOk {
+            writeln!(out, "{} {} {}", r.phy_offset, r.queue_offset, i).unwrap();
+            out.flush().unwrap();
+        }
+    }
+    unreachable!()
+}
+
+#[test]
+fn sigkill_of_master_loses_no_acknowledged_message() {
+    if let (Ok(store), Ok(log)) = (std::env::var("RMQHA_CHILD_STORE"), std::env::var("RMQHA_ACK_LOG")) {
+        embedded_producer(&store, &log);
+    }
+    let (md, sd, ld) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let log = ld.path().join("acked.log");
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "sigkill_of_master_loses_no_acknowledged_message",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("RMQHA_CHILD_STORE", md.path())
+    .env("RMQHA_ACK_LOG", &log)
+    .env("RMQHA_LOG", "error");
+    let mut master = Proc::spawn(cmd);
+    let line = master.wait_line("embedded master", Duration::from_secs(30));
+    let mha = field(&line, "haPort");
+    let mut slave = broker_proc(
+        "broker-a-s.properties",
+        sd.path(),
+        &[format!("haMasterAddress=127.0.0.1:{mha}"), "masterAddress=".into()],
+    );
+    slave.wait_line("rmqha broker started", Duration::from_secs(20));
+    let count = || std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0);
+    assert!(wait_until(Duration::from_secs(30), || count() >= 3000), "producer acked only {}", count());
+    master.signal(libc::SIGKILL);
+    master.wait_exit(Duration::from_secs(10));
+    slave.signal(libc::SIGTERM);
+    assert!(slave.wait_exit(Duration::from_secs(20)).success());
+
+    let acked: Vec<(i64, i64, u64)> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.split_whitespace().count() == 3) // a line cut by the kill is not an ack
+        .map(|l| {
+            let v: Vec<&str> = l.split_whitespace().collect();
+            (v[0].parse().unwrap(), v[1].parse().unwrap(), v[2].parse().unwrap())
+        })
+        .collect();
+    assert!(acked.len() >= 3000);
+    for (name, dir) in [("slave", sd.path()), ("master", md.path())] {
+        let mut c = BrokerConfig::default();
+        c.set("storePathRootDir", dir.to_str().unwrap()).unwrap();
+        c.set("mappedFileSizeCommitLog", "1048576").unwrap();
+        let store = MessageStore::open(c).unwrap();
+        if name == "master" {
+            assert!(!store.recovery().last_exit_ok, "a SIGKILLed master recovers abnormally");
+        }
+        store.start().unwrap();
+        for (phy, qo, i) in &acked {
+            let m =
+                store.message_at(*phy).unwrap_or_else(|| panic!("{name}: acked message {i} at {phy} lost"));
+            assert_eq!(m.body, format!("body-{i}").into_bytes(), "{name}: message {i}");
+            assert_eq!(m.queue_offset, *qo);
+        }
+        // The queues serve them too.
+        let (phy, qo, i) = acked.last().unwrap();
+        let q = (*i % 4) as i32;
+        let got = store.get_messages("KillTopic", q, *qo, 1).messages();
+        assert_eq!(got.first().map(|m| m.phy_offset), Some(*phy), "{name}: queue read");
+        store.shutdown();
+    }
+}
+
+#[test]
+fn demo_passes() {
+    let out = Command::new(RMQHA)
+        .args(["demo", "--messages", "3000", "--body-size", "256", "--file-size", "1048576"])
+        .env("RMQHA_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("byte-identical") && stdout.contains("demo OK"), "{stdout}");
+}
