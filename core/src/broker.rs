@@ -183,6 +183,7 @@ impl Broker {
                 housekeeping_interval: Duration::from_millis(config.ha_housekeeping_interval as u64),
                 connect_timeout: Duration::from_secs(3),
                 max_backoff: Duration::from_secs(5),
+                bind_address: config.ha_client_bind_address.parse().ok(),
             };
             match HaSlave::start(store.clone(), &config.ha_master_address, opts) {
                 Ok(s) => (None, Some(s), 0),

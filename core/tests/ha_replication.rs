@@ -67,6 +67,7 @@ fn empty_slave_catches_up_byte_identical_across_many_files() {
         slave.max_offset()
     );
     assert!(slave.store().wait_dispatched(Duration::from_secs(10)));
+    assert!(master.store().wait_dispatched(Duration::from_secs(10)));
     for q in 0..3 {
         assert_eq!(slave.queue_max_offset("Catch", q), master.queue_max_offset("Catch", q));
     }

@@ -260,6 +260,9 @@ broker_config! {
     ha_listen_port: i32 = -1, "haListenPort";
     /// Slave: the master's HA address `host:port`.
     ha_master_address: String = String::new(), "haMasterAddress";
+    /// Slave: local address the HA client binds before connecting (rmqha; empty lets the OS
+    /// choose). Masters count distinct slave hosts by address for `haSyncSlaveCount`.
+    ha_client_bind_address: String = String::new(), "haClientBindAddress";
     /// Slave: the master's remoting address `host:port`, for config sync.
     master_address: String = String::new(), "masterAddress" | "masterAddr";
     /// Milliseconds of silence after which an HA heartbeat is sent.
@@ -570,6 +573,12 @@ impl BrokerConfig {
                 bad("expected hours of the day 00..23 separated by ';'")
             }
             "brokerId" if self.broker_id < 0 => bad("must not be negative"),
+            "haClientBindAddress"
+                if !self.ha_client_bind_address.is_empty()
+                    && self.ha_client_bind_address.parse::<std::net::IpAddr>().is_err() =>
+            {
+                bad("expected an IP address")
+            }
             "bindAddress" if self.bind_address.parse::<std::net::IpAddr>().is_err() => {
                 bad("expected an IP address such as 0.0.0.0 or 127.0.0.1")
             }

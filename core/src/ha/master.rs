@@ -420,7 +420,11 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
         let Some(offset) = reports.feed(&buf[..n]) else { continue };
         let max = shared.cl.max_offset() as i64;
         if offset < 0 {
-            return format!("the slave reported a negative offset {offset}");
+            let why = format!("a negative offset {offset} is not a slave's report");
+            if conn.request_offset.load(Ordering::Acquire) < 0 {
+                shared.refuse(conn, offset, why.clone());
+            }
+            return why;
         }
         if conn.request_offset.load(Ordering::Acquire) < 0 {
             conn.request_offset.store(offset, Ordering::Release);

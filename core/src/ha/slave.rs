@@ -22,6 +22,8 @@ pub struct HaSlaveOptions {
     pub connect_timeout: Duration,
     /// Longest wait between reconnection attempts.
     pub max_backoff: Duration,
+    /// Local address to connect from (None: the OS chooses).
+    pub bind_address: Option<std::net::IpAddr>,
 }
 
 /// What the slave knows of its master.
@@ -123,7 +125,7 @@ fn run(shared: &Shared) {
             shared.stop.sleep(Duration::from_secs(1));
             continue;
         }
-        let stream = match connect(&addr, shared.opts.connect_timeout) {
+        let stream = match connect(&addr, shared.opts.connect_timeout, shared.opts.bind_address) {
             Ok(s) => s,
             Err(e) => {
                 let msg = format!("cannot connect to master {addr}: {e}");
@@ -159,15 +161,21 @@ fn run(shared: &Shared) {
     }
 }
 
-fn connect(addr: &str, timeout: Duration) -> io::Result<TcpStream> {
+fn connect(addr: &str, timeout: Duration, bind: Option<std::net::IpAddr>) -> io::Result<TcpStream> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{addr} resolves to no address"));
     let addrs: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
     for a in addrs {
-        match TcpStream::connect_timeout(&a, timeout) {
-            Ok(s) => {
-                s.set_nodelay(true)?;
-                return Ok(s);
+        let attempt = || -> io::Result<TcpStream> {
+            let sock = socket2::Socket::new(socket2::Domain::for_address(a), socket2::Type::STREAM, None)?;
+            if let Some(ip) = bind {
+                sock.bind(&SocketAddr::new(ip, 0).into())?;
             }
+            sock.connect_timeout(&a.into(), timeout)?;
+            sock.set_tcp_nodelay(true)?;
+            Ok(sock.into())
+        };
+        match attempt() {
+            Ok(s) => return Ok(s),
             Err(e) => last = e,
         }
     }

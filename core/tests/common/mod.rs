@@ -91,3 +91,89 @@ pub fn commit_log_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8
     }
     out
 }
+
+/// A TCP proxy for fault tests: forwards one listener to a target, and can cut every
+/// connection or stall forwarding.
+pub struct Proxy {
+    pub addr: std::net::SocketAddr,
+    state: std::sync::Arc<ProxyState>,
+}
+
+struct ProxyState {
+    stalled: std::sync::atomic::AtomicBool,
+    stopping: std::sync::atomic::AtomicBool,
+    conns: std::sync::Mutex<Vec<std::net::TcpStream>>,
+}
+
+impl Proxy {
+    pub fn start(target: std::net::SocketAddr) -> Proxy {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = std::sync::Arc::new(ProxyState {
+            stalled: false.into(),
+            stopping: false.into(),
+            conns: std::sync::Mutex::new(Vec::new()),
+        });
+        let st = state.clone();
+        std::thread::spawn(move || {
+            for c in listener.incoming() {
+                if st.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = c else { continue };
+                let Ok(server) = std::net::TcpStream::connect(target) else { continue };
+                st.conns.lock().unwrap().push(client.try_clone().unwrap());
+                st.conns.lock().unwrap().push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server.try_clone().unwrap(), client.try_clone().unwrap()),
+                ] {
+                    let st = st.clone();
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let mut buf = [0u8; 65536];
+                        loop {
+                            while st.stalled.load(Ordering::SeqCst) && !st.stopping.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(5));
+                            }
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            while st.stalled.load(Ordering::SeqCst) && !st.stopping.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(5));
+                            }
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { addr, state }
+    }
+
+    /// Closes every proxied connection (new ones are still accepted).
+    pub fn cut(&self) {
+        for c in self.state.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Stops or resumes forwarding (bytes wait in the proxy and the socket buffers).
+    pub fn stall(&self, on: bool) {
+        self.state.stalled.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.state.stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.cut();
+        let _ = std::net::TcpStream::connect(self.addr);
+    }
+}

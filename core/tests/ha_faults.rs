@@ -1,0 +1,245 @@
+//! Replication under faults: two slaves, K distinct acks, a cut and a stalled link (through a
+//! proxy), rogue clients on the HA port, refused offsets, and a master address changed at
+//! runtime.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{Proxy, broker_config, commit_log_files, message, wait_until};
+use rmqha_core::{Broker, PutStatus};
+
+fn ha_addr(b: &Broker) -> std::net::SocketAddr {
+    format!("127.0.0.1:{}", b.ha_port()).parse().unwrap()
+}
+
+fn transferring(b: &Broker) -> usize {
+    b.offsets().slaves.iter().filter(|s| s.transferring).count()
+}
+
+#[test]
+fn two_slaves_both_byte_identical() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let master = Broker::start_master(broker_config(dirs[0].path(), "SYNC_MASTER", &[])).unwrap();
+    let addr = ha_addr(&master).to_string();
+    let slaves: Vec<_> = (1..3)
+        .map(|i| {
+            Broker::start_slave(broker_config(dirs[i].path(), "SLAVE", &[("haMasterAddress", &addr)]))
+                .unwrap()
+        })
+        .collect();
+    assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 2));
+    for i in 0..1000 {
+        assert_eq!(master.put_message_sync(&message("Two", 0, i, 300)).unwrap().status, PutStatus::PutOk);
+    }
+    let end = master.max_offset();
+    for s in &slaves {
+        assert!(wait_until(Duration::from_secs(10), || s.max_offset() == end));
+        s.shutdown();
+    }
+    master.shutdown();
+    let m = commit_log_files(dirs[0].path());
+    for d in &dirs[1..] {
+        assert_eq!(commit_log_files(d.path()), m);
+    }
+}
+
+#[test]
+fn k_distinct_slave_hosts_must_ack() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let master = Broker::start_master(broker_config(
+        dirs[0].path(),
+        "SYNC_MASTER",
+        &[("haSyncSlaveCount", "2"), ("slaveTimeout", "300")],
+    ))
+    .unwrap();
+    let addr = ha_addr(&master).to_string();
+    // One slave from 127.0.0.2: fewer than K hosts, so not available.
+    let s1 = Broker::start_slave(broker_config(
+        dirs[1].path(),
+        "SLAVE",
+        &[("haMasterAddress", &addr), ("haClientBindAddress", "127.0.0.2")],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
+    assert_eq!(
+        master.put_message_sync(&message("K", 0, 0, 10)).unwrap().status,
+        PutStatus::SlaveNotAvailable
+    );
+    // A second connection from the same host does not make two slaves.
+    let s1b = Broker::start_slave(broker_config(
+        dirs[2].path(),
+        "SLAVE",
+        &[("haMasterAddress", &addr), ("haClientBindAddress", "127.0.0.2")],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 2));
+    assert_eq!(
+        master.put_message_sync(&message("K", 0, 1, 10)).unwrap().status,
+        PutStatus::SlaveNotAvailable
+    );
+    s1b.shutdown();
+    drop(s1b);
+    // A slave on a second host: both must ack, and then PUT_OK.
+    let d3 = tempfile::tempdir().unwrap();
+    let s2 = Broker::start_slave(broker_config(
+        d3.path(),
+        "SLAVE",
+        &[("haMasterAddress", &addr), ("haClientBindAddress", "127.0.0.3")],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 2));
+    for i in 2..50 {
+        let r = master.put_message_sync(&message("K", 0, i, 10)).unwrap();
+        assert_eq!(r.status, PutStatus::PutOk);
+        assert!(s1.max_offset() >= r.end_offset() && s2.max_offset() >= r.end_offset());
+    }
+    s2.shutdown();
+    s1.shutdown();
+    master.shutdown();
+}
+
+#[test]
+fn cut_and_stalled_link_through_a_proxy() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master =
+        Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[("slaveTimeout", "400")])).unwrap();
+    let proxy = Proxy::start(ha_addr(&master));
+    let slave = Broker::start_slave(broker_config(
+        sd.path(),
+        "SLAVE",
+        &[("haMasterAddress", &proxy.addr.to_string())],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
+    for i in 0..100 {
+        assert_eq!(master.put_message_sync(&message("P", 0, i, 100)).unwrap().status, PutStatus::PutOk);
+    }
+    // Stalled: puts time out after slaveTimeout, stored on the master.
+    proxy.stall(true);
+    let t0 = Instant::now();
+    let r = master.put_message_sync(&message("P", 0, 100, 100)).unwrap();
+    assert_eq!(r.status, PutStatus::FlushSlaveTimeout);
+    assert!(t0.elapsed() >= Duration::from_millis(350) && t0.elapsed() < Duration::from_secs(3));
+    assert!(master.store().message_at(r.phy_offset).is_some());
+    proxy.stall(false);
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    assert_eq!(master.put_message_sync(&message("P", 0, 101, 100)).unwrap().status, PutStatus::PutOk);
+    // Cut: the slave reconnects through the proxy and catches up what was put meanwhile.
+    proxy.cut();
+    for i in 102..300 {
+        master.put_message_sync(&message("P", 0, i, 100)).unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(20), || slave.max_offset() == master.max_offset()));
+    assert!(wait_until(Duration::from_secs(10), || master
+        .put_message_sync(&message("P", 0, 300, 100))
+        .unwrap()
+        .status
+        == PutStatus::PutOk));
+    slave.shutdown();
+    master.shutdown();
+    assert_eq!(commit_log_files(md.path()), commit_log_files(sd.path()));
+}
+
+#[test]
+fn rogue_clients_affect_only_their_connection() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(
+        md.path(),
+        "SYNC_MASTER",
+        &[("slaveTimeout", "300"), ("haHousekeepingInterval", "1000")],
+    ))
+    .unwrap();
+    let ha = ha_addr(&master);
+    for i in 0..10 {
+        master.put_message_sync(&message("R", 0, i, 100)).unwrap();
+    }
+    // A "slave" that claims everything: its first report is taken as where it starts, and its
+    // next ack is beyond the master's max, so the connection is closed and nothing counts.
+    let mut liar = TcpStream::connect(ha).unwrap();
+    liar.write_all(&0i64.to_be_bytes()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || transferring(&master) == 1));
+    liar.write_all(&i64::MAX.to_be_bytes()).unwrap();
+    let r = master.put_message_sync(&message("R", 0, 10, 100)).unwrap();
+    assert_ne!(r.status, PutStatus::PutOk, "an ack beyond max must never release a put");
+    assert!(wait_until(Duration::from_secs(5), || transferring(&master) == 0));
+    assert!(master.slave_ack_offset() < i64::MAX);
+    // The closed connection reads EOF.
+    liar.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut sink = Vec::new();
+    let _ = liar.read_to_end(&mut sink);
+
+    // Random bytes, a half report, and silence, all at once, beside a real slave.
+    let mut garbage = TcpStream::connect(ha).unwrap();
+    garbage.write_all(&[0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03, 0x04, 0xff, 0xee]).unwrap();
+    let mut half = TcpStream::connect(ha).unwrap();
+    half.write_all(&[0, 0, 0]).unwrap();
+    let silent = TcpStream::connect(ha).unwrap();
+    let slave =
+        Broker::start_slave(broker_config(sd.path(), "SLAVE", &[("haMasterAddress", &ha.to_string())]))
+            .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || master
+        .put_message_sync(&message("R", 0, 11, 100))
+        .unwrap()
+        .status
+        == PutStatus::PutOk));
+    for i in 12..200 {
+        let r = master.put_message_sync(&message("R", 0, i, 100)).unwrap();
+        assert_eq!(r.status, PutStatus::PutOk);
+    }
+    // Silent and half-report connections are closed by housekeeping; the slave stays.
+    assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.len() == 1));
+    assert!(!master.offsets().refused_slaves.is_empty(), "the garbage offset was refused and recorded");
+    drop((garbage, half, silent));
+    slave.shutdown();
+    master.shutdown();
+}
+
+#[test]
+fn refused_offsets_and_new_master_address() {
+    let (m1d, m2d, sd) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let m1 = Broker::start_master(broker_config(m1d.path(), "ASYNC_MASTER", &[])).unwrap();
+    let m2 = Broker::start_master(broker_config(m2d.path(), "ASYNC_MASTER", &[])).unwrap();
+    for i in 0..200 {
+        m1.put_message_sync(&message("A", 0, i, 500)).unwrap();
+    }
+    for i in 0..20 {
+        m2.put_message_sync(&message("B", 0, i, 50)).unwrap();
+    }
+    // A slave that is not on a record boundary of the master is refused, with the reason.
+    let mut probe = TcpStream::connect(ha_addr(&m1)).unwrap();
+    probe.write_all(&7i64.to_be_bytes()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || !m1.offsets().refused_slaves.is_empty()));
+    assert!(m1.offsets().refused_slaves[0].reason.contains("record boundary"));
+
+    let slave = Broker::start_slave(broker_config(
+        sd.path(),
+        "SLAVE",
+        &[("haMasterAddress", &ha_addr(&m1).to_string())],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == m1.max_offset()));
+    // Switched to a master that is behind it: refused as diverged, and the log is untouched.
+    let before = slave.max_offset();
+    slave.set_master_address(&ha_addr(&m2).to_string()).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || m2
+        .offsets()
+        .refused_slaves
+        .iter()
+        .any(|r| r.reason.contains("ahead"))));
+    assert_eq!(slave.max_offset(), before);
+    assert_eq!(slave.offsets().master_address.as_deref(), Some(ha_addr(&m2).to_string().as_str()));
+    // Back to the first master: it catches up what was put meanwhile.
+    for i in 200..300 {
+        m1.put_message_sync(&message("A", 0, i, 500)).unwrap();
+    }
+    slave.set_master_address(&ha_addr(&m1).to_string()).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == m1.max_offset()));
+    assert_eq!(slave.offsets().connected, Some(true));
+    slave.shutdown();
+    m1.shutdown();
+    m2.shutdown();
+}
