@@ -101,6 +101,16 @@ fn broker_proc(conf: &str, store: &Path, extra: &[String]) -> Proc {
     Proc::spawn(cmd)
 }
 
+fn commit_log_files(d: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d.join("commitlog"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
 fn status(port: &str) -> String {
     let out = Command::new(RMQHA).args(["status", &format!("127.0.0.1:{port}")]).output().unwrap();
     assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -190,8 +200,8 @@ fn sigkill_of_master_loses_no_acknowledged_message() {
     if let (Ok(store), Ok(log)) = (std::env::var("RMQHA_CHILD_STORE"), std::env::var("RMQHA_ACK_LOG")) {
         embedded_producer(&store, &log);
     }
-    let (md, sd, ld) =
-        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (md, ld) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (sd, sd2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let log = ld.path().join("acked.log");
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
@@ -206,18 +216,28 @@ fn sigkill_of_master_loses_no_acknowledged_message() {
     let mut master = Proc::spawn(cmd);
     let line = master.wait_line("embedded master", Duration::from_secs(30));
     let mha = field(&line, "haPort");
-    let mut slave = broker_proc(
-        "broker-a-s.properties",
-        sd.path(),
-        &[format!("haMasterAddress=127.0.0.1:{mha}"), "masterAddress=".into()],
-    );
-    slave.wait_line("rmqha broker started", Duration::from_secs(20));
+    // Two slave processes.
+    let mut slaves: Vec<Proc> = [sd.path(), sd2.path()]
+        .iter()
+        .map(|d| {
+            broker_proc(
+                "broker-a-s.properties",
+                d,
+                &[format!("haMasterAddress=127.0.0.1:{mha}"), "masterAddress=".into()],
+            )
+        })
+        .collect();
+    for s in &slaves {
+        s.wait_line("rmqha broker started", Duration::from_secs(20));
+    }
     let count = || std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0);
     assert!(wait_until(Duration::from_secs(30), || count() >= 3000), "producer acked only {}", count());
     master.signal(libc::SIGKILL);
     master.wait_exit(Duration::from_secs(10));
-    slave.signal(libc::SIGTERM);
-    assert!(slave.wait_exit(Duration::from_secs(20)).success());
+    for s in &mut slaves {
+        s.signal(libc::SIGTERM);
+        assert!(s.wait_exit(Duration::from_secs(20)).success());
+    }
 
     let acked: Vec<(i64, i64, u64)> = std::fs::read_to_string(&log)
         .unwrap()
@@ -229,7 +249,24 @@ fn sigkill_of_master_loses_no_acknowledged_message() {
         })
         .collect();
     assert!(acked.len() >= 3000);
-    for (name, dir) in [("slave", sd.path()), ("master", md.path())] {
+    // Each acked message is on at least one slave (SYNC_MASTER waits for one ack). Both
+    // slaves' logs are prefixes of the master's, so the longer one holds them all.
+    let slave_end = |d: &Path| {
+        let mut c = BrokerConfig::default();
+        c.set("storePathRootDir", d.to_str().unwrap()).unwrap();
+        c.set("mappedFileSizeCommitLog", "1048576").unwrap();
+        MessageStore::open(c).unwrap().recovery().recovered_offset
+    };
+    let best = if slave_end(sd.path()) >= slave_end(sd2.path()) { sd.path() } else { sd2.path() };
+    for d in [sd.path(), sd2.path()] {
+        for (name, bytes) in commit_log_files(d) {
+            let m =
+                std::fs::read(md.path().join("commitlog").join(&name)).expect("master has the slave's file");
+            let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+            assert_eq!(&bytes[..end], &m[..end], "slave file {name} is not a prefix of the master's");
+        }
+    }
+    for (name, dir) in [("slave", best), ("master", md.path())] {
         let mut c = BrokerConfig::default();
         c.set("storePathRootDir", dir.to_str().unwrap()).unwrap();
         c.set("mappedFileSizeCommitLog", "1048576").unwrap();
@@ -263,4 +300,58 @@ fn demo_passes() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("byte-identical") && stdout.contains("demo OK"), "{stdout}");
+}
+
+/// Runs `rmqha broker` expecting it to fail at start-up; returns its stderr.
+fn failing_start(args: &[String]) -> String {
+    let out = Command::new(RMQHA)
+        .arg("broker")
+        .args(args)
+        .env("RMQHA_LOG", "error")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "expected a start-up failure");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn start_up_errors_are_one_clear_line() {
+    let d = tempfile::tempdir().unwrap();
+    // A bad value: file, line, key and value.
+    let bad = d.path().join("bad.properties");
+    std::fs::write(&bad, "brokerName=x\n# comment\nlistenPort = nine\n").unwrap();
+    let err = failing_start(&["-c".into(), bad.display().to_string()]);
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.contains("bad.properties:3") && last.contains("listenPort") && last.contains("nine"),
+        "{err}"
+    );
+    // A missing file.
+    let err = failing_start(&["-c".into(), d.path().join("nope.properties").display().to_string()]);
+    assert!(err.contains("nope.properties"), "{err}");
+    // A locked store: the second broker on the same directory names the lock.
+    let store = d.path().join("store");
+    let first = broker_proc("broker-a.properties", &store, &["haListenPort=0".into()]);
+    let line = first.wait_line("rmqha broker started", Duration::from_secs(20));
+    let port = field(&line, "listenPort");
+    let conf = examples().join("broker-a.properties").display().to_string();
+    let set = |kv: String| ["--set".to_string(), kv];
+    let mut args = vec!["-c".to_string(), conf.clone()];
+    args.extend(set(format!("storePathRootDir={}", store.display())));
+    args.extend(set("listenPort=0".into()));
+    args.extend(set("haListenPort=0".into()));
+    args.extend(set("bindAddress=127.0.0.1".into()));
+    let err = failing_start(&args);
+    assert!(err.contains("lock") && err.contains("another broker"), "{err}");
+    // A port in use: names the address.
+    let mut args = vec!["-c".to_string(), conf];
+    args.extend(set(format!("storePathRootDir={}", d.path().join("other").display())));
+    args.extend(set(format!("listenPort={port}")));
+    args.extend(set("haListenPort=0".into()));
+    args.extend(set("bindAddress=127.0.0.1".into()));
+    args.extend(set("fastListenEnable=false".into()));
+    let err = failing_start(&args);
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("rmqha:")).count(), 1, "{err}");
 }
