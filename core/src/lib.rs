@@ -10,6 +10,7 @@
 //!
 //! Threads, not an async runtime: the library embeds into C, Python and Node hosts.
 
+pub mod broker_admin;
 pub mod config;
 pub mod error;
 pub mod message;
