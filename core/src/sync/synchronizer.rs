@@ -249,14 +249,14 @@ impl Inner {
         while self.wait_until(due) {
             // Failures are logged and recorded by sync_all; the next interval retries.
             let _ = self.sync_all();
-            due = self.next_due();
+            due = self.next_due().unwrap_or_else(Instant::now);
         }
         tracing::debug!("slave sync thread stopped");
     }
 
-    fn next_due(&self) -> Instant {
-        let last_run = lock(&self.status).last_run.unwrap_or_else(Instant::now);
-        last_run + self.config.interval
+    /// An interval after the latest sync; `None` before the first.
+    fn next_due(&self) -> Option<Instant> {
+        lock(&self.status).last_run.map(|t| t + self.config.interval)
     }
 
     /// Waits until `due` or a wake-up; `false` when stopping. A sync run by another caller in
@@ -273,9 +273,9 @@ impl Inner {
             }
             let now = Instant::now();
             if now >= due {
-                due = due.max(self.next_due());
-                if now >= due {
-                    return true;
+                match self.next_due() {
+                    Some(later) if later > now => due = later,
+                    _ => return true,
                 }
             }
             signal = self.wakeup.wait_timeout(signal, due - now).unwrap_or_else(PoisonError::into_inner).0;
