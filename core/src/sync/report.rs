@@ -153,7 +153,7 @@ impl SyncReport {
     }
 
     /// A report for a sync that did nothing, and why.
-    pub(crate) fn skipped(master_address: Option<String>, reason: SkipReason) -> Self {
+    pub(crate) fn nothing_done(master_address: Option<String>, reason: SkipReason) -> Self {
         SyncReport { master_address, skipped: Some(reason), ..Self::started(String::new()) }
     }
 

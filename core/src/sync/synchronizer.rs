@@ -318,15 +318,15 @@ impl Inner {
 
     fn sync_tables(&self) -> SyncReport {
         if self.stopping.load(Ordering::Acquire) {
-            return SyncReport::skipped(self.link().map(|l| l.addr().to_string()), SkipReason::ShutDown);
+            return SyncReport::nothing_done(self.link().map(|l| l.addr().to_string()), SkipReason::ShutDown);
         }
         let Some(link) = self.link() else {
-            return SyncReport::skipped(None, SkipReason::NoMasterAddress);
+            return SyncReport::nothing_done(None, SkipReason::NoMasterAddress);
         };
         if let Some(own) = &self.config.own_address
             && same_address(own, link.addr())
         {
-            return SyncReport::skipped(Some(link.addr().to_string()), SkipReason::MasterIsSelf);
+            return SyncReport::nothing_done(Some(link.addr().to_string()), SkipReason::MasterIsSelf);
         }
 
         let clock = Instant::now();
