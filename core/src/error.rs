@@ -34,6 +34,8 @@ pub enum Error {
     Remoting(#[from] crate::remoting::RemotingError),
     #[error(transparent)]
     Metadata(#[from] crate::metadata::MetadataError),
+    #[error(transparent)]
+    Sync(#[from] crate::sync::SyncError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

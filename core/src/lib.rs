@@ -6,11 +6,13 @@
 //! from it by a dispatcher thread. A master streams CommitLog bytes to its slaves over
 //! RocketMQ's HA wire protocol (`ha`); a SYNC_MASTER put waits for a slave ack. A slave
 //! mirrors the master's configuration tables (`metadata`) over the remoting protocol
-//! (`remoting`, `sync`). `Broker` wires the parts for a role.
+//! (`remoting`, `sync`), answered by the master's `broker_admin` processor. `Broker` wires
+//! the parts for a role.
 //!
 //! Threads, not an async runtime: the library embeds into C, Python and Node hosts.
 
 pub mod broker;
+pub mod broker_admin;
 pub mod config;
 pub mod error;
 pub mod ha;
@@ -19,6 +21,7 @@ pub mod metadata;
 pub mod net;
 pub mod remoting;
 pub mod store;
+pub mod sync;
 
 pub use broker::{Broker, Offsets};
 pub use config::{BrokerConfig, BrokerRole, FlushDiskType};

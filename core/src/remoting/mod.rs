@@ -15,7 +15,8 @@
 //! [`LanguageCode`]); `command` the [`RemotingCommand`] type and its ext-field accessors;
 //! `json_header` and `rocketmq_header` the two header formats; `frame` framing on any
 //! `Read`/`Write` ([`read_frame`], [`write_command`]); `server` and `connection` the
-//! [`RemotingServer`]; `client` the [`RemotingClient`]; `error` the errors.
+//! [`RemotingServer`]; `dispatch` the [`Dispatch`] router that composes per-code handlers;
+//! `client` the [`RemotingClient`]; `error` the errors.
 //!
 //! **Decoding is total.** Any bytes give a command or an error, never a panic; every declared
 //! length is checked against the bytes available or the maximum frame size before anything is
@@ -66,6 +67,7 @@ mod client;
 mod codes;
 mod command;
 mod connection;
+mod dispatch;
 mod error;
 mod frame;
 mod json_header;
@@ -76,6 +78,7 @@ pub use client::{ClientConfig, RemotingClient};
 pub use codes::{LanguageCode, SerializeType, request_code, response_code};
 pub use command::{FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand};
 pub use connection::Responder;
+pub use dispatch::Dispatch;
 pub use error::{FrameError, RemotingError};
 pub use frame::{DEFAULT_MAX_FRAME, read_frame, write_command};
 pub use server::{Handled, RemotingServer, RequestContext, RequestHandler, ServerConfig};

@@ -345,7 +345,10 @@ impl MessageStore {
                 if let Err(e) = lock::remove_abort_file(&self.config.abort_path()) {
                     tracing::error!("cannot remove the abort file: {e}");
                 }
-            } else if flushed_ok && self.role() == BrokerRole::Slave && behind < self.commit_log.file_size() as u64 {
+            } else if flushed_ok
+                && self.role() == BrokerRole::Slave
+                && behind < self.commit_log.file_size() as u64
+            {
                 // Replicated bytes arrive in arbitrary chunks, so a slave often stops inside a
                 // record; the next start cuts that partial record (and the master resends it).
                 tracing::info!(
