@@ -58,11 +58,7 @@ pub fn fetch(addr: &str) -> Result<std::collections::BTreeMap<String, String>, S
     if resp.code != response_code::SUCCESS {
         return Err(format!("{addr} answered code {}: {}", resp.code, resp.remark.unwrap_or_default()));
     }
-    #[derive(serde::Deserialize)]
-    struct KvTable {
-        table: std::collections::BTreeMap<String, String>,
-    }
-    let kv: KvTable = serde_json::from_slice(&resp.body)
+    let kv = rmqha_core::broker_admin::KvTable::decode(&resp.body, addr)
         .map_err(|e| format!("{addr} sent a runtime info body that is not a KV table: {e}"))?;
     Ok(kv.table)
 }

@@ -12,16 +12,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::broker_admin::AdminProcessor;
 use crate::config::{BrokerConfig, BrokerRole, ConfigError};
 use crate::error::{Error, Result};
 use crate::ha::{HaMaster, HaMasterOptions, HaSlave, HaSlaveOptions, RefusedSlave, SlaveInfo};
 use crate::message::Message;
-use crate::metadata::ConfigTables;
+use crate::metadata::{ConfigTables, SubscriptionGroupConfig, TopicConfig};
 use crate::remoting::{
-    Handled, RemotingCommand, RemotingServer, RequestContext, RequestHandler, ServerConfig,
+    Dispatch, Handled, RemotingCommand, RemotingServer, RequestContext, RequestHandler, ServerConfig,
 };
 use crate::store::flush::StopSignal;
 use crate::store::{GetMessageResult, MessageStore, PutHandle, PutResult, PutStatus, StoredMessage};
+use crate::sync::{SlaveSyncConfig, SlaveSynchronizer, SyncReport};
 
 /// One snapshot of a broker's offsets and replication state (API.md `offsets()`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +47,10 @@ pub struct Offsets {
     pub connected: Option<bool>,
     /// Slave: why its last HA connection ended.
     pub last_ha_error: Option<String>,
+    /// Slave: when the last config sync from the master started (ms since the epoch).
+    pub last_config_sync_ms: Option<i64>,
+    /// Slave: what failed in the last config sync, if anything.
+    pub last_config_sync_error: Option<String>,
 }
 
 /// Answers requests once the broker has wired its handler; until then, SYSTEM_BUSY.
@@ -70,6 +76,7 @@ pub struct Broker {
     tables: Arc<ConfigTables>,
     ha_master: Option<HaMaster>,
     ha_slave: Option<HaSlave>,
+    synchronizer: Option<SlaveSynchronizer>,
     remoting: RemotingServer,
     listen_port: u16,
     ha_port: u16,
@@ -193,12 +200,20 @@ impl Broker {
                 }
             }
         };
+        let synchronizer = (config.broker_role == BrokerRole::Slave).then(|| {
+            let own = format!("{}:{listen_port}", store.commit_log().store_host().ip());
+            let sync_config = SlaveSyncConfig::from_broker_config(&config, Some(own))
+                .with_vip_channel(config.vip_channel_enabled);
+            let master = Some(config.master_address.as_str()).filter(|a| !a.is_empty());
+            SlaveSynchronizer::new(tables.clone(), master, sync_config)
+        });
         let broker = Arc::new(Broker {
             config: config.clone(),
             store,
             tables,
             ha_master,
             ha_slave,
+            synchronizer,
             remoting,
             listen_port,
             ha_port,
@@ -206,8 +221,16 @@ impl Broker {
             threads: Mutex::new(Vec::new()),
             shut: AtomicBool::new(false),
         });
-        let _ = handler.0.set(Arc::new(BrokerRequests { broker: Arc::downgrade(&broker) }));
+        let mut dispatch = Dispatch::new();
+        let weak = Arc::downgrade(&broker);
+        let provider: crate::broker_admin::RuntimeInfoProvider =
+            Arc::new(move || weak.upgrade().map(|b| b.runtime_info()).unwrap_or_default());
+        Arc::new(AdminProcessor::new(broker.tables.clone(), provider)).register(&mut dispatch);
+        let _ = handler.0.set(Arc::new(dispatch));
         broker.start_persist_thread()?;
+        if let Some(s) = &broker.synchronizer {
+            s.start()?;
+        }
         tracing::info!(
             "broker {} started as {} on port {} (HA port {}), store {}",
             config.broker_name,
@@ -375,6 +398,16 @@ impl Broker {
             master_address: slave.as_ref().map(|s| s.master_address.clone()),
             connected: slave.as_ref().map(|s| s.connected),
             last_ha_error: slave.and_then(|s| s.last_error),
+            last_config_sync_ms: self
+                .synchronizer
+                .as_ref()
+                .and_then(|s| s.last_sync())
+                .map(|a| a.at_millis()),
+            last_config_sync_error: self
+                .synchronizer
+                .as_ref()
+                .and_then(|s| s.last_sync())
+                .and_then(|a| a.error),
         }
     }
 
@@ -421,8 +454,114 @@ impl Broker {
             if let Some(e) = o.last_ha_error {
                 put("lastHaError", e);
             }
+            if let Some(t) = o.last_config_sync_ms {
+                put("lastConfigSyncMs", t.to_string());
+            }
+            if let Some(e) = o.last_config_sync_error {
+                put("lastConfigSyncError", e);
+            }
         }
         t
+    }
+
+    fn require_master(&self, what: &str) -> Result<()> {
+        if self.role() == BrokerRole::Slave {
+            return Err(Error::NotMaster(format!(
+                "{what} is refused on a SLAVE: the slave mirrors its master's configuration; change it on the master"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Master: creates or replaces a topic's config (persisted; slaves mirror it).
+    pub fn put_topic(&self, config: TopicConfig) -> Result<()> {
+        self.require_master("put_topic")?;
+        self.tables.topics().put_topic(config)?;
+        Ok(())
+    }
+
+    /// Master: a topic with `queues` read and write queues and read/write permission.
+    pub fn create_topic(&self, topic: &str, queues: i32) -> Result<()> {
+        if topic.is_empty() || topic.len() > crate::message::codec::MAX_TOPIC_LEN {
+            return Err(Error::InvalidArgument(format!("topic {topic:?} must be 1 to 127 bytes")));
+        }
+        if !(1..=1024).contains(&queues) {
+            return Err(Error::InvalidArgument(format!("queue count {queues} must be 1..1024")));
+        }
+        self.put_topic(TopicConfig::with_queues(
+            topic,
+            queues,
+            queues,
+            TopicConfig::PERM_READ | TopicConfig::PERM_WRITE,
+        ))
+    }
+
+    /// Master: deletes a topic's config (its messages stay until retention removes them).
+    pub fn delete_topic(&self, topic: &str) -> Result<()> {
+        self.require_master("delete_topic")?;
+        self.tables.topics().delete_topic(topic)?;
+        Ok(())
+    }
+
+    /// A topic's config, if it exists.
+    pub fn topic_config(&self, topic: &str) -> Option<TopicConfig> {
+        self.tables.topics().get(topic)
+    }
+
+    /// Master: creates or replaces a subscription group.
+    pub fn put_subscription_group(&self, config: SubscriptionGroupConfig) -> Result<()> {
+        self.require_master("put_subscription_group")?;
+        self.tables.subscription_groups().put_group(config)?;
+        Ok(())
+    }
+
+    /// Master: deletes a subscription group.
+    pub fn delete_subscription_group(&self, group: &str) -> Result<()> {
+        self.require_master("delete_subscription_group")?;
+        self.tables.subscription_groups().delete_group(group)?;
+        Ok(())
+    }
+
+    /// A subscription group, if it exists.
+    pub fn subscription_group(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        self.tables.subscription_groups().get(group)
+    }
+
+    /// Master: sets the delay offset of a delay level (persisted with the others).
+    pub fn set_delay_offset(&self, level: i32, offset: i64) -> Result<()> {
+        self.require_master("set_delay_offset")?;
+        if level < 1 || offset < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "delay level {level} / offset {offset} out of range"
+            )));
+        }
+        self.tables.delay_offsets().update_offset(level, offset);
+        self.tables.delay_offsets().persist()?;
+        Ok(())
+    }
+
+    /// A delay level's offset, if set.
+    pub fn delay_offset(&self, level: i32) -> Option<i64> {
+        self.tables.delay_offsets().offset(level)
+    }
+
+    /// Slave: pulls the master's four config tables now and waits for the result.
+    pub fn sync_config_now(&self) -> Result<SyncReport> {
+        match &self.synchronizer {
+            Some(s) => Ok(s.sync_now()?),
+            None => Err(Error::NotSlave("sync_config_now applies to a SLAVE".into())),
+        }
+    }
+
+    /// Slave: the master's remoting address for config sync, changeable at runtime.
+    pub fn set_config_master_address(&self, addr: &str) -> Result<()> {
+        match &self.synchronizer {
+            Some(s) => {
+                s.set_master_address(Some(addr).filter(|a| !a.is_empty()));
+                Ok(())
+            }
+            None => Err(Error::NotSlave("set_config_master_address applies to a SLAVE".into())),
+        }
     }
 
     /// Slave: replicates from another master from now on.
@@ -441,6 +580,9 @@ impl Broker {
     pub fn shutdown(&self) {
         if self.shut.swap(true, Ordering::AcqRel) {
             return;
+        }
+        if let Some(s) = &self.synchronizer {
+            s.shutdown();
         }
         self.remoting.shutdown();
         if let Some(s) = &self.ha_slave {
@@ -465,32 +607,5 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-/// The broker's remoting requests.
-struct BrokerRequests {
-    broker: std::sync::Weak<Broker>,
-}
-
-impl RequestHandler for BrokerRequests {
-    fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
-        let Some(broker) = self.broker.upgrade() else {
-            return Handled::Respond(RemotingCommand::response_to(
-                &request,
-                crate::remoting::response_code::SYSTEM_BUSY,
-                Some("broker shutting down"),
-            ));
-        };
-        match request.code {
-            crate::remoting::request_code::GET_BROKER_RUNTIME_INFO => {
-                let body = serde_json::json!({ "table": broker.runtime_info() }).to_string();
-                Handled::Respond(
-                    RemotingCommand::response_to(&request, crate::remoting::response_code::SUCCESS, None)
-                        .with_body(body.into_bytes()),
-                )
-            }
-            _ => Handled::Respond(RemotingCommand::not_supported(&request)),
-        }
     }
 }

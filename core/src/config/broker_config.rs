@@ -351,6 +351,9 @@ broker_config! {
     flush_consumer_offset_interval: i64 = 5000, "flushConsumerOffsetInterval";
     /// Slave: milliseconds between config syncs from the master.
     slave_sync_interval_ms: i64 = 60000, "slaveSyncIntervalMs";
+    /// Slave: send the topic-config request to the master's fast port (port − 2) first, as
+    /// RocketMQ does; the main port is tried when it fails.
+    vip_channel_enabled: bool = true, "vipChannelEnabled";
     /// Most bytes of one pull when the data is in memory.
     max_transfer_bytes_on_message_in_memory: i32 = 262_144, "maxTransferBytesOnMessageInMemory";
     /// Most messages of one pull when the data is in memory.

@@ -1,0 +1,75 @@
+//! A slave broker mirrors its master's topics, subscription groups, consumer offsets and delay
+//! offsets over remoting; config writes on the slave are refused, consumer offsets accepted.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{broker_config, wait_until};
+use rmqha_core::metadata::SubscriptionGroupConfig;
+use rmqha_core::{Broker, Error};
+
+#[test]
+fn slave_mirrors_the_masters_config_tables() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
+    master.create_topic("OrderTopic", 8).unwrap();
+    master.put_subscription_group(SubscriptionGroupConfig::new("order-consumers")).unwrap();
+    master.commit_consumer_offset("order-consumers", "OrderTopic", 3, 42).unwrap();
+    master.set_delay_offset(2, 17).unwrap();
+    let slave = Broker::start_slave(broker_config(
+        sd.path(),
+        "SLAVE",
+        &[
+            ("haMasterAddress", &format!("127.0.0.1:{}", master.ha_port())),
+            ("masterAddress", &format!("127.0.0.1:{}", master.listen_port())),
+            ("slaveSyncIntervalMs", "100"),
+        ],
+    ))
+    .unwrap();
+    // The first sync runs at start.
+    assert!(wait_until(Duration::from_secs(10), || slave.topic_config("OrderTopic").is_some()));
+    assert_eq!(slave.topic_config("OrderTopic").unwrap().write_queue_nums, 8);
+    assert!(wait_until(Duration::from_secs(10), || slave.consumer_offset(
+        "order-consumers",
+        "OrderTopic",
+        3
+    ) == 42));
+    assert!(wait_until(Duration::from_secs(10), || slave.subscription_group("order-consumers").is_some()
+        && slave.delay_offset(2) == Some(17)));
+    // Persisted under the slave's config/ directory.
+    let topics = std::fs::read_to_string(sd.path().join("config/topics.json")).unwrap();
+    assert!(topics.contains("OrderTopic"));
+
+    // Changes on the master arrive within an interval.
+    master.create_topic("PayTopic", 4).unwrap();
+    master.commit_consumer_offset("order-consumers", "OrderTopic", 3, 50).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.topic_config("PayTopic").is_some()
+        && slave.consumer_offset("order-consumers", "OrderTopic", 3) == 50));
+
+    // The slave refuses config writes, accepts consumer offsets, and a newer slave offset is
+    // not moved back by a stale master (RocketMQ issue 1094).
+    assert!(matches!(slave.create_topic("X", 1), Err(Error::NotMaster(_))));
+    assert!(matches!(slave.set_delay_offset(1, 1), Err(Error::NotMaster(_))));
+    slave.commit_consumer_offset("order-consumers", "OrderTopic", 3, 70).unwrap();
+    let report = slave.sync_config_now().unwrap();
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(slave.consumer_offset("order-consumers", "OrderTopic", 3), 70);
+    assert!(slave.offsets().last_config_sync_ms.is_some());
+    assert_eq!(slave.offsets().last_config_sync_error, None);
+    assert!(matches!(master.sync_config_now(), Err(Error::NotSlave(_))));
+
+    // After a slave restart the mirrored tables are still there.
+    slave.shutdown();
+    drop(slave);
+    master.shutdown();
+    let slave = Broker::start_slave(broker_config(
+        sd.path(),
+        "SLAVE",
+        &[("haMasterAddress", "127.0.0.1:1"), ("masterAddress", "")],
+    ))
+    .unwrap();
+    assert!(slave.topic_config("PayTopic").is_some());
+    assert_eq!(slave.consumer_offset("order-consumers", "OrderTopic", 3), 70);
+    slave.shutdown();
+}
