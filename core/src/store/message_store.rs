@@ -615,7 +615,8 @@ impl MessageStore {
             scanned += 1;
         }
         res.status = status;
-        res.next_begin_offset = correct(offset, offset + scanned);
+        // As RocketMQ: only the error statuses are corrected on a slave, a scan never is.
+        res.next_begin_offset = offset + scanned;
         res.suggest_pulling_from_slave = max_phy - max_phy_pulling > in_memory_span;
         res
     }
