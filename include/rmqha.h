@@ -1,10 +1,10 @@
 /*
  * rmqha: Apache RocketMQ's broker storage and master/slave HA as an embeddable library.
  *
- * Link librmqha.so (or librmqha.a with -lpthread -ldl -lm) and include this header. Start a
- * master with rmqha_start_master and a slave (another process or machine) with
- * rmqha_start_slave; on a SYNC_MASTER, a put that returned RMQHA_PUT_STATUS_PUT_OK is on the
- * slave too.
+ * Link librmqha.so, or librmqha.a followed by -lgcc_s -lutil -lrt -lpthread -lm -ldl, and
+ * include this header. Start a master with rmqha_start_master and a slave (another process or
+ * machine) with rmqha_start_slave; on a SYNC_MASTER, a put that returned
+ * RMQHA_PUT_STATUS_PUT_OK is on the slave too.
  *
  * Conventions of every function:
  *  - It returns an rmqha_status (RMQHA_STATUS_OK = 0) and answers through out-parameters,
@@ -438,10 +438,10 @@ rmqha_status rmqha_commit_consumer_offset(const struct rmqha_broker *broker,
 // callable from any thread.
 rmqha_status rmqha_offsets(const struct rmqha_broker *broker, struct rmqha_offsets_t *out);
 
-// Fills `*out` with the `index`th slave connected to this master now (0-based, in connection
-// order). `RMQHA_STATUS_NOT_FOUND` when `index` is not below the number of slaves connected
-// now, which can differ from `slave_count` of an earlier `rmqha_offsets` as slaves come and
-// go, and is always 0 on a slave.
+// Fills `*out` with the `index`th (0-based) slave connected to this master now.
+// `RMQHA_STATUS_NOT_FOUND` when `index` is not below the number of slaves connected now,
+// which can differ from `slave_count` of an earlier `rmqha_offsets` as slaves come and go,
+// and is always 0 on a slave.
 //
 // Ownership: `*out` is the caller's; nothing to free. Thread safety: callable from any thread.
 rmqha_status rmqha_slave_info(const struct rmqha_broker *broker,

@@ -20,6 +20,13 @@ pub struct rmqha_broker {
     pub(crate) inner: Arc<Broker>,
 }
 
+// What the header promises: one handle used from many threads at once.
+const _: () = {
+    const fn thread_safe<T: Send + Sync>() {}
+    thread_safe::<rmqha_broker>();
+    thread_safe::<crate::config::rmqha_config>();
+};
+
 /// A broker's role (`brokerRole`).
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,10 +379,10 @@ pub struct rmqha_slave_info_t {
     pub transferring: bool,
 }
 
-/// Fills `*out` with the `index`th slave connected to this master now (0-based, in connection
-/// order). `RMQHA_STATUS_NOT_FOUND` when `index` is not below the number of slaves connected
-/// now, which can differ from `slave_count` of an earlier `rmqha_offsets` as slaves come and
-/// go, and is always 0 on a slave.
+/// Fills `*out` with the `index`th (0-based) slave connected to this master now.
+/// `RMQHA_STATUS_NOT_FOUND` when `index` is not below the number of slaves connected now,
+/// which can differ from `slave_count` of an earlier `rmqha_offsets` as slaves come and go,
+/// and is always 0 on a slave.
 ///
 /// Ownership: `*out` is the caller's; nothing to free. Thread safety: callable from any thread.
 #[unsafe(no_mangle)]
