@@ -139,6 +139,15 @@ fn c_master_slave() {
     run(dir.path(), &[], &bin, &[], Duration::from_secs(60));
 }
 
+/// Master here, slave in a child process killed with SIGKILL after the puts: every PUT_OK
+/// message is in the slave's store when a third process reopens it.
+#[test]
+fn c_two_processes() {
+    let dir = scratch();
+    let bin = compile(dir.path(), &c_test("two_process.c"), Link::Shared);
+    run(dir.path(), &[], &bin, &["200"], Duration::from_secs(60));
+}
+
 /// Error paths: NULL and invalid arguments, bad config keys and values, wrong roles.
 #[test]
 fn c_errors() {

@@ -47,18 +47,20 @@ static int by_phy_offset(const void *a, const void *b) {
 }
 
 typedef struct {
-  const rmqha_broker *slave;
+  const rmqha_broker *broker;
   int threads;
   int64_t per_queue;
   int64_t max_offset;
 } caught_up;
 
-static bool slave_caught_up(void *p) {
+/* The broker holds `max_offset` bytes and has dispatched them into its queues (dispatch is
+ * asynchronous on masters and slaves alike). */
+static bool queues_caught_up(void *p) {
   caught_up *c = p;
   int64_t v = -1;
-  if (rmqha_max_offset(c->slave, &v) != RMQHA_STATUS_OK || v != c->max_offset) return false;
+  if (rmqha_max_offset(c->broker, &v) != RMQHA_STATUS_OK || v != c->max_offset) return false;
   for (int q = 0; q < c->threads; q++)
-    if (rmqha_queue_max_offset(c->slave, TOPIC, q, &v) != RMQHA_STATUS_OK || v != c->per_queue) return false;
+    if (rmqha_queue_max_offset(c->broker, TOPIC, q, &v) != RMQHA_STATUS_OK || v != c->per_queue) return false;
   return true;
 }
 
@@ -113,16 +115,14 @@ int main(int argc, char **argv) {
   CHECK(v == end, "master max offset %lld, records end at %lld", (long long)v, (long long)end);
   CHECK_OK(rmqha_slave_ack_offset(master, &v));
   CHECK(v == end, "master's slave ack offset %lld", (long long)v);
-  for (int q = 0; q < threads; q++) {
-    CHECK_OK(rmqha_queue_max_offset(master, TOPIC, q, &v));
-    CHECK(v == puts, "master queue %d holds %lld", q, (long long)v);
-  }
+  caught_up on_master = {master, threads, puts, end};
+  CHECK(wait_until(queues_caught_up, &on_master, 10000), "the master's queues did not reach %d each", puts);
 
   /* The slave has every byte (PUT_OK promised it) and dispatches the same queues. */
   CHECK_OK(rmqha_max_offset(slave, &v));
   CHECK(v == end, "slave max offset %lld", (long long)v);
-  caught_up c = {slave, threads, puts, end};
-  CHECK(wait_until(slave_caught_up, &c, 10000), "the slave's queues did not catch up");
+  caught_up on_slave = {slave, threads, puts, end};
+  CHECK(wait_until(queues_caught_up, &on_slave, 10000), "the slave's queues did not catch up");
 
   CHECK_OK(rmqha_shutdown(slave));
   CHECK_OK(rmqha_shutdown(master));
