@@ -117,7 +117,8 @@ impl rmqha_put_result_t {
 /// durable it is: PUT_OK, or FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE.
 /// Returns `RMQHA_STATUS_PUT_FAILED` when nothing was stored, with the reason in
 /// `result->status` (e.g. MESSAGE_ILLEGAL) and the last error message;
-/// `RMQHA_STATUS_WRONG_ROLE` on a slave. `*result` is written whenever the arguments are valid.
+/// `RMQHA_STATUS_WRONG_ROLE` on a slave. `*result` is written exactly when the status is OK or
+/// PUT_FAILED.
 ///
 /// Ownership: every argument is borrowed for the call; `*result` is the caller's and holds no
 /// pointers. Thread safety: callable from many threads at once on one broker; each call blocks
