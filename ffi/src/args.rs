@@ -1,0 +1,146 @@
+//! Pointer and string arguments in, fixed-size text out: the checks every export shares.
+
+use std::ffi::{CStr, CString, c_char};
+
+use crate::status::{Failure, FfiResult, rmqha_status};
+
+fn null(name: &str) -> Failure {
+    Failure::new(rmqha_status::NullArgument, format!("{name} is NULL"))
+}
+
+/// A handle argument.
+///
+/// # Safety
+/// `p` is NULL or points to a live `T` for `'a`.
+pub unsafe fn handle<'a, T>(p: *const T, name: &str) -> FfiResult<&'a T> {
+    // SAFETY: by the caller's contract.
+    unsafe { p.as_ref() }.ok_or_else(|| null(name))
+}
+
+/// Checks an out-parameter before any work is done, so a NULL one costs nothing.
+pub fn out<T>(p: *mut T, name: &str) -> FfiResult<()> {
+    if p.is_null() { Err(null(name)) } else { Ok(()) }
+}
+
+/// Writes an out-parameter checked with [`out`]. `write`, not assignment: the caller's memory
+/// may be uninitialised.
+///
+/// # Safety
+/// `p` is non-NULL, aligned and writable.
+pub unsafe fn write<T>(p: *mut T, v: T) {
+    // SAFETY: by the caller's contract.
+    unsafe { p.write(v) }
+}
+
+/// A required NUL-terminated UTF-8 string.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string alive for `'a`.
+pub unsafe fn str<'a>(p: *const c_char, name: &str) -> FfiResult<&'a str> {
+    if p.is_null() {
+        return Err(null(name));
+    }
+    // SAFETY: non-NULL and NUL-terminated by the caller's contract.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Failure::new(rmqha_status::InvalidArgument, format!("{name} is not valid UTF-8")))
+}
+
+/// An optional string: NULL and "" both mean none.
+///
+/// # Safety
+/// As [`str`].
+pub unsafe fn opt_str<'a>(p: *const c_char, name: &str) -> FfiResult<Option<&'a str>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: by the caller's contract.
+    let s = unsafe { str(p, name) }?;
+    Ok(if s.is_empty() { None } else { Some(s) })
+}
+
+/// A byte buffer; NULL is allowed when `len` is 0.
+///
+/// # Safety
+/// `p` is NULL or points to `len` readable bytes alive for `'a`.
+pub unsafe fn bytes<'a>(p: *const u8, len: usize, name: &str) -> FfiResult<&'a [u8]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Failure::new(
+            rmqha_status::NullArgument,
+            format!("{name} is NULL but its length is {len}"),
+        ));
+    }
+    // SAFETY: non-NULL with `len` readable bytes by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn prefix(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Copies `s` into the caller's `buf` of `len` bytes, NUL-terminated and truncated if needed,
+/// and returns `s.len()` (the `snprintf` convention).
+///
+/// # Safety
+/// `buf` is NULL or points to `len` writable bytes.
+pub unsafe fn copy_to_buf(s: &str, buf: *mut c_char, len: usize) -> usize {
+    if !buf.is_null() && len > 0 {
+        let part = prefix(s, len - 1);
+        // SAFETY: `part.len() + 1 <= len` bytes of `buf` are writable; the regions are distinct
+        // (ours is a Rust string).
+        unsafe {
+            std::ptr::copy_nonoverlapping(part.as_ptr().cast::<c_char>(), buf, part.len());
+            buf.add(part.len()).write(0);
+        }
+    }
+    s.len()
+}
+
+/// `s` as a fixed-size NUL-terminated array, truncated at a character boundary if needed.
+pub fn fixed<const N: usize>(s: &str) -> [c_char; N] {
+    let mut out = [0 as c_char; N];
+    for (dst, b) in out.iter_mut().zip(prefix(s, N.saturating_sub(1)).bytes()) {
+        *dst = b as c_char;
+    }
+    out
+}
+
+/// `s` as a C string; a value with an interior NUL (never written by rmqha, but possible in a
+/// replicated record) is cut at the NUL.
+pub fn c_string(s: &str) -> CString {
+    let cut = s.find('\0').map_or(s, |i| &s[..i]);
+    CString::new(cut).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_truncate_on_character_boundaries() {
+        let mut buf = [1 as c_char; 4];
+        // "é" is two bytes: "aé" fits in 3 bytes + NUL, "aéé" is cut after "aé".
+        // SAFETY: buf has 4 bytes.
+        let n = unsafe { copy_to_buf("aéé", buf.as_mut_ptr(), 4) };
+        assert_eq!(n, 5);
+        // SAFETY: NUL-terminated by copy_to_buf.
+        assert_eq!(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap(), "aé");
+        let f: [c_char; 3] = fixed("aé");
+        // SAFETY: `fixed` NUL-terminates.
+        assert_eq!(unsafe { CStr::from_ptr(f.as_ptr()) }.to_str().unwrap(), "a");
+        // SAFETY: a NULL buffer with length 0 only asks for the length.
+        assert_eq!(unsafe { copy_to_buf("abc", std::ptr::null_mut(), 0) }, 3);
+        assert_eq!(c_string("a\0b").as_bytes(), b"a");
+    }
+}

@@ -1,0 +1,244 @@
+/* Error paths: NULL and invalid arguments, bad config keys and values, bad properties files,
+ * wrong roles, a locked store, a put stored nothing, the last-error message (per thread,
+ * snprintf-like), names of statuses, frees of NULL. Nothing here may crash or leak. */
+#include "test_util.h" /* first: it sets the feature macros */
+
+#include <pthread.h>
+
+/* The last error mentions `needle`. */
+#define CHECK_MESSAGE(needle) CHECK(strstr(last_error(), (needle)) != NULL, "message %s lacks %s", last_error(), (needle))
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL, "fopen %s", path);
+  CHECK(fputs(text, f) >= 0 && fclose(f) == 0, "writing %s", path);
+}
+
+static void *other_thread(void *arg) {
+  (void)arg;
+  /* Each thread has its own message: this one sees none of main's, and leaves its own. */
+  char buf[64];
+  CHECK(rmqha_last_error_message(buf, sizeof buf) == 0 && buf[0] == '\0', "fresh thread message %s", buf);
+  CHECK_STATUS(rmqha_config_new(NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("out is NULL");
+  return NULL;
+}
+
+static void config_errors(const char *dir) {
+  rmqha_config *cfg = NULL;
+  CHECK_STATUS(rmqha_config_new(NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_OK(rmqha_config_new(&cfg));
+
+  CHECK_STATUS(rmqha_config_set(NULL, "listenPort", "1"), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("cfg");
+  CHECK_STATUS(rmqha_config_set(cfg, NULL, "1"), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("key");
+  CHECK_STATUS(rmqha_config_set(cfg, "listenPort", NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("value");
+  CHECK_STATUS(rmqha_config_set(cfg, "listenPort", "\xff\xfe"), RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE("UTF-8");
+
+  /* A bad value names the key and keeps the old value. */
+  CHECK_OK(rmqha_config_set(cfg, "listenPort", "10999"));
+  CHECK_STATUS(rmqha_config_set(cfg, "listenPort", "port"), RMQHA_STATUS_CONFIG);
+  CHECK_MESSAGE("listenPort");
+  char value[16];
+  size_t len = 0;
+  CHECK_OK(rmqha_config_get(cfg, "listenPort", value, sizeof value, &len));
+  CHECK(strcmp(value, "10999") == 0 && len == 5, "listenPort kept: %s", value);
+  CHECK_STATUS(rmqha_config_set(cfg, "brokerRole", "MASTER"), RMQHA_STATUS_CONFIG);
+  CHECK_MESSAGE("brokerRole");
+  CHECK_STATUS(rmqha_config_set(cfg, "flushDiskType", "SOMETIMES"), RMQHA_STATUS_CONFIG);
+
+  /* An unknown key is reported, ignored, and the config is still usable. */
+  CHECK_STATUS(rmqha_config_set(cfg, "listenPrt", "1"), RMQHA_STATUS_UNKNOWN_CONFIG_KEY);
+  CHECK_MESSAGE("listenPrt");
+  CHECK_STATUS(rmqha_config_get(cfg, "listenPrt", value, sizeof value, NULL), RMQHA_STATUS_UNKNOWN_CONFIG_KEY);
+  CHECK_OK(rmqha_config_warnings(cfg, NULL, 0, &len));
+  CHECK(len > 0, "the unknown key is among the warnings");
+
+  /* Either spelling of a renamed key; truncated reads report the full length. */
+  CHECK_OK(rmqha_config_set(cfg, "mapedFileSizeCommitLog", "123456789"));
+  CHECK_OK(rmqha_config_get(cfg, "mappedFileSizeCommitLog", value, 4, &len));
+  CHECK(strcmp(value, "123") == 0 && len == 9, "truncated get: %s %zu", value, len);
+  CHECK_STATUS(rmqha_config_get(cfg, NULL, value, sizeof value, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+
+  /* Properties files: missing, malformed value (file and line named), unknown keys listed. */
+  char path[512];
+  snprintf(path, sizeof path, "%s/missing.properties", dir);
+  CHECK_STATUS(rmqha_config_load_file(cfg, path), RMQHA_STATUS_CONFIG);
+  CHECK_MESSAGE("missing.properties");
+  snprintf(path, sizeof path, "%s/bad.properties", dir);
+  write_file(path, "brokerRole=SYNC_MASTER\nslaveTimeout=soon\n");
+  CHECK_STATUS(rmqha_config_load_file(cfg, path), RMQHA_STATUS_CONFIG);
+  CHECK_MESSAGE("bad.properties:2");
+  CHECK_MESSAGE("slaveTimeout");
+  CHECK_OK(rmqha_config_get(cfg, "brokerRole", value, sizeof value, NULL));
+  CHECK(strcmp(value, "ASYNC_MASTER") == 0, "a failed load changes nothing: %s", value);
+  snprintf(path, sizeof path, "%s/good.properties", dir);
+  write_file(path, "# a RocketMQ file\nbrokerRole = SYNC_MASTER\nsendMessageThreadPoolNums=16\nnoSuchKey=1\n");
+  CHECK_OK(rmqha_config_load_file(cfg, path));
+  CHECK_OK(rmqha_config_get(cfg, "brokerRole", value, sizeof value, NULL));
+  CHECK(strcmp(value, "SYNC_MASTER") == 0, "loaded role %s", value);
+  char warnings[512];
+  CHECK_OK(rmqha_config_warnings(cfg, warnings, sizeof warnings, NULL));
+  CHECK(strstr(warnings, "sendMessageThreadPoolNums") != NULL && strstr(warnings, "noSuchKey") != NULL, "warnings: %s", warnings);
+  CHECK_STATUS(rmqha_config_load_file(cfg, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+
+  rmqha_config_free(cfg);
+  rmqha_config_free(NULL);
+}
+
+/* Every broker function: NULL handle, NULL out, invalid arguments; on a live SYNC_MASTER with
+ * maxMessageSize 1024 and no slave. */
+static void broker_errors(rmqha_broker *master) {
+  int64_t v;
+  uint16_t port;
+  CHECK_STATUS(rmqha_max_offset(NULL, &v), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("broker is NULL");
+  CHECK_STATUS(rmqha_max_offset(master, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("out is NULL");
+  CHECK_STATUS(rmqha_min_offset(NULL, &v), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_flushed_offset(master, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_slave_ack_offset(NULL, &v), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_OK(rmqha_slave_ack_offset(master, &v));
+  CHECK(v == -1, "no slave acked yet: %lld", (long long)v);
+  CHECK_STATUS(rmqha_listen_port(NULL, &port), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_ha_port(master, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_queue_min_offset(master, NULL, 0, &v), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("topic");
+  CHECK_STATUS(rmqha_queue_max_offset(master, "T", 0, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_OK(rmqha_queue_max_offset(master, "NoSuchTopic", 3, &v));
+  CHECK(v == 0, "unknown queue max %lld", (long long)v);
+  CHECK_STATUS(rmqha_consumer_offset(master, NULL, "T", 0, &v), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("group");
+  CHECK_STATUS(rmqha_commit_consumer_offset(master, "g", "T", 0, -5), RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE("-5");
+  CHECK_STATUS(rmqha_offsets(NULL, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_slave_info(master, 0, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_shutdown(NULL), RMQHA_STATUS_NULL_ARGUMENT);
+
+  rmqha_put_result_t r;
+  const uint8_t *body = (const uint8_t *)"hello";
+  CHECK_STATUS(rmqha_put_message_sync(NULL, "T", body, 5, NULL, NULL, &r), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_put_message_sync(master, NULL, body, 5, NULL, NULL, &r), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_put_message_sync(master, "T", body, 5, NULL, NULL, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_put_message_sync(master, "T", NULL, 5, NULL, NULL, &r), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("body");
+  CHECK_STATUS(rmqha_put_message_sync(master, "T", body, 5, "\xc3", NULL, &r), RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE("tags");
+  CHECK_STATUS(rmqha_put_message_sync_to_queue(master, "T", -1, body, 5, NULL, NULL, &r),
+               RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE("queue_id");
+  /* Stored nothing: an error status, and the reason in RocketMQ's terms in the result. */
+  static uint8_t big[2048];
+  CHECK_STATUS(rmqha_put_message_sync(master, "T", big, sizeof big, NULL, NULL, &r), RMQHA_STATUS_PUT_FAILED);
+  CHECK(r.status == RMQHA_PUT_STATUS_MESSAGE_ILLEGAL && r.phy_offset == -1 && r.msg_id[0] == '\0' && r.size == 0,
+        "too large: %s", rmqha_put_status_name(r.status));
+  /* An empty body with a NULL pointer is fine. */
+  CHECK_OK(rmqha_put_message_sync(master, "T", NULL, 0, NULL, NULL, &r));
+  CHECK(r.status == RMQHA_PUT_STATUS_SLAVE_NOT_AVAILABLE && r.queue_offset == 1, "empty body: %s %lld",
+        rmqha_put_status_name(r.status), (long long)r.queue_offset);
+
+  rmqha_get_result_t *got = NULL;
+  CHECK_STATUS(rmqha_get_messages(master, "T", 0, 0, 0, &got), RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE("max_msgs");
+  CHECK(got == NULL, "out untouched");
+  CHECK_STATUS(rmqha_get_messages(master, "T", 0, 0, 1, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_get_messages(NULL, "T", 0, 0, 1, &got), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_OK(rmqha_get_messages(master, "NoSuchTopic", 0, 0, 1, &got));
+  CHECK(got->status == RMQHA_GET_STATUS_NO_MATCHED_LOGIC_QUEUE && got->message_count == 0, "%s",
+        rmqha_get_status_name(got->status));
+  rmqha_get_result_free(got);
+  got = (rmqha_get_result_t *)1; /* must be overwritten with NULL */
+  CHECK_STATUS(rmqha_message_by_id(master, "0000000000000000000000000000FFFF", &got), RMQHA_STATUS_NOT_FOUND);
+  CHECK(got == NULL, "NULL result when not found");
+  CHECK_STATUS(rmqha_message_by_id(master, "not hex", &got), RMQHA_STATUS_NOT_FOUND);
+  CHECK_STATUS(rmqha_message_by_id(master, NULL, &got), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_query_by_key(master, "T", NULL, 1, &got), RMQHA_STATUS_NULL_ARGUMENT);
+}
+
+static void start_errors(const char *dir) {
+  rmqha_broker *b = NULL;
+  CHECK_STATUS(rmqha_start_master(NULL, &b), RMQHA_STATUS_NULL_ARGUMENT);
+  rmqha_config *master_cfg = test_config(dir, "SYNC_MASTER");
+  CHECK_OK(rmqha_config_set(master_cfg, "maxMessageSize", "1024"));
+  CHECK_STATUS(rmqha_start_master(master_cfg, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+
+  /* Wrong roles, both ways. */
+  CHECK_STATUS(rmqha_start_slave(master_cfg, &b), RMQHA_STATUS_WRONG_ROLE);
+  CHECK_MESSAGE("SLAVE");
+  CHECK(b == NULL, "no handle on failure");
+  char slave_dir[512];
+  snprintf(slave_dir, sizeof slave_dir, "%s/slave", dir);
+  rmqha_config *slave_cfg = test_config(slave_dir, "SLAVE");
+  CHECK_STATUS(rmqha_start_master(slave_cfg, &b), RMQHA_STATUS_WRONG_ROLE);
+  /* A slave needs its master's address. */
+  CHECK_STATUS(rmqha_start_slave(slave_cfg, &b), RMQHA_STATUS_CONFIG);
+  CHECK_MESSAGE("haMasterAddress");
+
+  /* A store directory is locked by the broker using it. */
+  rmqha_broker *master = NULL;
+  CHECK_OK(rmqha_start_master(master_cfg, &master));
+  CHECK_STATUS(rmqha_start_master(master_cfg, &b), RMQHA_STATUS_STORE);
+  CHECK_MESSAGE("locked");
+  CHECK(b == NULL, "no second broker on a locked store");
+
+  /* A slave refuses puts; a body over maxMessageSize stores nothing. */
+  CHECK_OK(rmqha_config_set(slave_cfg, "haMasterAddress", "127.0.0.1:1")); /* nobody there */
+  rmqha_broker *slave = NULL;
+  CHECK_OK(rmqha_start_slave(slave_cfg, &slave));
+  rmqha_put_result_t r;
+  CHECK_STATUS(rmqha_put_message_sync(slave, "T", (const uint8_t *)"x", 1, NULL, NULL, &r), RMQHA_STATUS_WRONG_ROLE);
+  CHECK_MESSAGE("SLAVE");
+  rmqha_offsets_t so;
+  CHECK_OK(rmqha_offsets(slave, &so));
+  CHECK(so.role == RMQHA_ROLE_SLAVE && strcmp(so.master_address, "127.0.0.1:1") == 0, "slave offsets");
+  rmqha_slave_info_t info;
+  CHECK_STATUS(rmqha_slave_info(slave, 0, &info), RMQHA_STATUS_NOT_FOUND);
+  CHECK_OK(rmqha_shutdown(slave));
+  rmqha_broker_free(slave);
+
+  /* No slave connected: SYNC_MASTER stores and says SLAVE_NOT_AVAILABLE, a result, not an error. */
+  CHECK_OK(rmqha_put_message_sync(master, "T", (const uint8_t *)"x", 1, "", "", &r));
+  CHECK(r.status == RMQHA_PUT_STATUS_SLAVE_NOT_AVAILABLE && r.phy_offset == 0 && r.msg_id[0] != '\0', "%s",
+        rmqha_put_status_name(r.status));
+  CHECK_STATUS(rmqha_slave_info(master, 0, &info), RMQHA_STATUS_NOT_FOUND);
+
+  rmqha_config_free(slave_cfg);
+  rmqha_config_free(master_cfg);
+  broker_errors(master);
+  rmqha_broker_free(master); /* shuts down too */
+}
+
+int main(void) {
+  char *dir = make_dir("rmqha-c-errors");
+  char buf[8];
+  CHECK(rmqha_last_error_message(buf, sizeof buf) == 0 && buf[0] == '\0', "no error yet");
+
+  config_errors(dir);
+  start_errors(dir);
+
+  /* The last-error message: snprintf-like truncation, per thread. */
+  CHECK_STATUS(rmqha_config_set(NULL, "k", "v"), RMQHA_STATUS_NULL_ARGUMENT);
+  size_t full = rmqha_last_error_message(NULL, 0);
+  CHECK(full == strlen("cfg is NULL"), "length %zu", full);
+  CHECK(rmqha_last_error_message(buf, 4) == full && strcmp(buf, "cfg") == 0, "truncated: %s", buf);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, other_thread, NULL) == 0, "pthread_create");
+  CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+  CHECK(strcmp(last_error(), "cfg is NULL") == 0, "main's message survived: %s", last_error());
+
+  /* Names, and frees of NULL. */
+  CHECK(strcmp(rmqha_status_name(RMQHA_STATUS_WRONG_ROLE), "RMQHA_STATUS_WRONG_ROLE") == 0, "status name");
+  CHECK(strcmp(rmqha_status_name(12345), "RMQHA_STATUS_UNKNOWN") == 0, "unknown status name");
+  CHECK(strcmp(rmqha_put_status_name(RMQHA_PUT_STATUS_FLUSH_SLAVE_TIMEOUT), "FLUSH_SLAVE_TIMEOUT") == 0, "put name");
+  CHECK(strcmp(rmqha_get_status_name(RMQHA_GET_STATUS_NO_MATCHED_LOGIC_QUEUE), "NO_MATCHED_LOGIC_QUEUE") == 0, "get");
+  CHECK(strcmp(rmqha_get_status_name(99), "UNKNOWN") == 0, "unknown get status name");
+  rmqha_broker_free(NULL);
+  rmqha_get_result_free(NULL);
+
+  remove_dir(dir);
+  printf("errors: all error paths answered as documented\n");
+  return 0;
+}
