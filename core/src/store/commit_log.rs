@@ -386,7 +386,13 @@ impl CommitLog {
             })?,
         };
         let pos = (offset - file.start_offset()) as usize;
-        file.write_region(pos, data.len(), |buf| buf.copy_from_slice(data));
+        file.pwrite_at(pos, data).map_err(|e| {
+            let why = format!("writing {} replicated bytes at {offset} to {}: {e}", data.len(), file.path().display());
+            if e.kind() != std::io::ErrorKind::StorageFull {
+                self.poison(why.clone());
+            }
+            why
+        })?;
         file.set_wrote_position(pos + data.len());
         self.max_offset.store(offset + data.len() as u64, Ordering::Release);
         drop(_state);

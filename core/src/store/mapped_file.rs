@@ -187,6 +187,16 @@ impl MappedFile {
         unsafe { &*(self.map.as_mut_ptr().add(pos) as *const AtomicU64) }
     }
 
+    /// Writes `data` at `pos` through the file descriptor (`pwrite`) instead of the mapping.
+    /// Whole pages written this way enter the page cache without first being zeroed, which a
+    /// store of replicated bytes (a slave) does not need; mapped readers see the same page
+    /// cache. Same single-writer contract as `write_region`; publish with `set_wrote_position`.
+    pub fn pwrite_at(&self, pos: usize, data: &[u8]) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        assert!(pos >= self.wrote_position() && pos + data.len() <= self.size, "write outside the free region");
+        self.file.write_all_at(data, pos as u64)
+    }
+
     /// Publishes bytes written up to `pos`.
     pub fn set_wrote_position(&self, pos: usize) {
         debug_assert!(pos <= self.size);

@@ -16,6 +16,9 @@ use super::mapped_file::{MappedFile, file_name, sync_dir};
 pub struct Allocator {
     state: Mutex<AllocState>,
     cv: Condvar,
+    /// Fault in every page of a new file: worth it where appends write through the mapping
+    /// (a master's puts); a slave writes replicated bytes with `pwrite` and skips it.
+    pretouch: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -28,7 +31,16 @@ struct AllocState {
 
 impl Allocator {
     pub fn new() -> Arc<Self> {
-        Arc::new(Allocator { state: Mutex::new(AllocState::default()), cv: Condvar::new() })
+        Arc::new(Allocator {
+            state: Mutex::new(AllocState::default()),
+            cv: Condvar::new(),
+            pretouch: std::sync::atomic::AtomicBool::new(true),
+        })
+    }
+
+    /// Whether new files are pre-touched.
+    pub fn set_pretouch(&self, on: bool) {
+        self.pretouch.store(on, std::sync::atomic::Ordering::Release);
     }
 
     /// Asks for the file at `start` in `dir` to be created in the background.
@@ -95,8 +107,11 @@ impl Allocator {
             }
             let (dir, start, size) = s.queue.remove(0);
             drop(s);
+            let pretouch = self.pretouch.load(std::sync::atomic::Ordering::Acquire);
             let made = MappedFile::create(&dir, start, size).map(|f| {
-                f.pretouch();
+                if pretouch {
+                    f.pretouch();
+                }
                 Arc::new(f)
             });
             if let Err(e) = &made {

@@ -131,6 +131,7 @@ impl MessageStore {
             )))
         })?;
         let allocator = Allocator::new();
+        allocator.set_pretouch(config.broker_role != BrokerRole::Slave);
         let cl_dir = config.commit_log_dir();
         let commit_log = Arc::new(
             CommitLog::load(
@@ -398,6 +399,7 @@ impl MessageStore {
     /// Changes the role (promotion of a slave, demotion of a master).
     pub fn set_role(&self, role: BrokerRole) {
         self.role.store(role_code(role), Ordering::Release);
+        self.allocator.set_pretouch(role != BrokerRole::Slave);
         self.dispatcher.set_slave(role == BrokerRole::Slave);
     }
 
