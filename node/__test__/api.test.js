@@ -1,0 +1,190 @@
+'use strict'
+// One master in this process: putting, reading, offsets, consumer offsets, configs from
+// files, error codes, and use after close.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+
+const rmqha = require('..')
+const { tmpStore, brokerConfig, waitFor } = require('./helpers')
+
+test('put, read back by queue, key and id; offsets are numbers', async (t) => {
+  const dir = tmpStore(t, 'api')
+  const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+  t.after(() => b.close())
+  assert.equal(b.role(), 'ASYNC_MASTER')
+  assert.ok(b.listenPort() > 0 && b.haPort() > 0)
+  assert.equal(b.maxOffset(), 0)
+
+  const r1 = await b.putMessage('Orders', Buffer.from([0, 1, 2, 255]), {
+    queueId: 1,
+    tags: 'tagA',
+    keys: ['order-1', 'customer-9'],
+    properties: { region: 'eu' },
+  })
+  assert.equal(r1.status, 'PUT_OK')
+  assert.equal(r1.phyOffset, 0)
+  assert.equal(r1.queueId, 1)
+  assert.equal(r1.queueOffset, 0)
+  assert.match(r1.msgId, /^[0-9A-F]{32}$/)
+  const r2 = b.putMessageSync('Orders', 'second', { queueId: 1 })
+  assert.equal(r2.status, 'PUT_OK')
+  assert.equal(r2.phyOffset, r1.size)
+  assert.equal(r2.queueOffset, 1)
+  assert.equal(b.maxOffset(), r1.size + r2.size)
+  for (const v of [b.maxOffset(), b.minOffset(), b.flushedOffset(), b.slaveAckOffset()]) {
+    assert.equal(typeof v, 'number')
+  }
+
+  // The ConsumeQueue is built by the dispatcher thread, a moment after the put.
+  await waitFor('dispatch', () => b.queueMaxOffset('Orders', 1) === 2)
+  assert.equal(b.queueMinOffset('Orders', 1), 0)
+  const got = await b.getMessages('Orders', 1, 0, 32)
+  assert.equal(got.status, 'FOUND')
+  assert.equal(got.nextBeginOffset, 2)
+  assert.equal(got.maxOffset, 2)
+  assert.deepEqual(
+    got.messages.map((m) => m.body),
+    [Buffer.from([0, 1, 2, 255]), Buffer.from('second')],
+  )
+  const [m1] = got.messages
+  assert.equal(m1.topic, 'Orders')
+  assert.equal(m1.tags, 'tagA')
+  assert.deepEqual(m1.keys, ['order-1', 'customer-9'])
+  assert.equal(m1.properties.region, 'eu')
+  assert.equal(m1.msgId, r1.msgId)
+  assert.equal(m1.phyOffset, 0)
+  assert.equal(m1.storeHost, `127.0.0.1:${b.listenPort()}`)
+
+  const none = await b.getMessages('Orders', 3, 0, 32)
+  assert.notEqual(none.status, 'FOUND')
+  assert.deepEqual(none.messages, [])
+
+  await waitFor('index', async () => (await b.queryByKey('Orders', 'customer-9', 10)).length === 1)
+  assert.deepEqual(await b.queryByKey('Orders', 'nobody', 10), [])
+  const byId = await b.messageById(r2.msgId)
+  assert.equal(byId.body.toString(), 'second')
+  assert.equal(await b.messageById('00000000000000000000000000FFFFFF'), null)
+
+  const off = b.offsets()
+  assert.equal(off.role, 'ASYNC_MASTER')
+  assert.equal(off.maxOffset, b.maxOffset())
+  assert.equal(off.listenPort, b.listenPort())
+  assert.equal(off.haPort, b.haPort())
+  assert.deepEqual(off.slaves, [])
+  assert.equal(off.slaveAckOffset, -1)
+})
+
+test('consumer offsets are committed and survive a restart', async (t) => {
+  const dir = tmpStore(t, 'consumer')
+  let b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+  assert.equal(b.consumerOffset('g1', 'T', 0), -1)
+  b.commitConsumerOffset('g1', 'T', 0, 42)
+  assert.equal(b.consumerOffset('g1', 'T', 0), 42)
+  assert.throws(() => b.commitConsumerOffset('g1', 'T', 0, -5), { code: 'INVALID_ARGUMENT' })
+  await b.putMessage('T', 'kept')
+  const end = b.maxOffset()
+  await b.close()
+
+  b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+  t.after(() => b.close())
+  assert.equal(b.consumerOffset('g1', 'T', 0), 42)
+  assert.equal(b.maxOffset(), end)
+})
+
+test('errors carry a code', async (t) => {
+  const dir = tmpStore(t, 'errors')
+  await assert.rejects(rmqha.startMaster(brokerConfig(dir, 'SLAVE', { haMasterAddress: '127.0.0.1:1' })), {
+    code: 'CONFIG',
+  })
+  await assert.rejects(rmqha.startSlave(brokerConfig(dir, 'SYNC_MASTER')), { code: 'CONFIG' })
+  await assert.rejects(rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER', { listenPort: 'eighty' })), (e) => {
+    assert.equal(e.code, 'CONFIG')
+    assert.match(e.message, /listenPort/)
+    return true
+  })
+  await assert.rejects(rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER', { brokerRole: 'BOSS' })), {
+    code: 'CONFIG',
+  })
+
+  const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+  t.after(() => b.close())
+  await assert.rejects(b.putMessage('', 'no topic'), { code: 'PUT_FAILED', putStatus: 'MESSAGE_ILLEGAL' })
+  assert.throws(() => b.putMessageSync('', 'no topic'), { code: 'PUT_FAILED', putStatus: 'MESSAGE_ILLEGAL' })
+  assert.throws(() => b.setMasterAddress('127.0.0.1:1'), { code: 'WRONG_ROLE' })
+  // Nothing was stored by the failures.
+  assert.equal(b.maxOffset(), 0)
+})
+
+test('use after close throws or rejects with CLOSED; close is idempotent', async (t) => {
+  const dir = tmpStore(t, 'closed')
+  const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+  assert.equal(b.closed, false)
+  await b.close()
+  assert.equal(b.closed, true)
+  await b.close()
+  const closed = { code: 'CLOSED' }
+  await assert.rejects(b.putMessage('T', 'late'), closed)
+  assert.throws(() => b.putMessageSync('T', 'late'), closed)
+  assert.throws(() => b.getMessages('T', 0, 0, 1), closed)
+  assert.throws(() => b.queryByKey('T', 'k', 1), closed)
+  assert.throws(() => b.messageById('00'), closed)
+  for (const f of ['role', 'maxOffset', 'minOffset', 'flushedOffset', 'slaveAckOffset', 'listenPort', 'haPort', 'offsets']) {
+    assert.throws(() => b[f](), closed, f)
+  }
+  assert.throws(() => b.queueMaxOffset('T', 0), closed)
+  assert.throws(() => b.queueMinOffset('T', 0), closed)
+  assert.throws(() => b.consumerOffset('g', 'T', 0), closed)
+  assert.throws(() => b.commitConsumerOffset('g', 'T', 0, 1), closed)
+
+  // The store was released: it opens again.
+  const again = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+  await again.close()
+})
+
+test('loadProperties reads a broker.properties file', async (t) => {
+  const dir = tmpStore(t, 'props')
+  const file = path.join(dir, 'broker.properties')
+  fs.writeFileSync(
+    file,
+    [
+      '# a RocketMQ broker config',
+      'brokerName = broker-b',
+      'brokerRole=SYNC_MASTER',
+      `storePathRootDir=${path.join(dir, 'store')}`,
+      'mapedFileSizeCommitLog=65536',
+      'bindAddress=127.0.0.1',
+      'listenPort=0',
+      'haListenPort=0',
+      'namesrvAddrr=127.0.0.1:9876',
+      '',
+    ].join('\n'),
+  )
+  const warnings = []
+  const onWarning = (w) => warnings.push(w)
+  process.on('warning', onWarning)
+  t.after(() => process.off('warning', onWarning))
+
+  const cfg = await rmqha.loadProperties(file)
+  assert.equal(cfg.brokerName, 'broker-b')
+  assert.equal(cfg.brokerRole, 'SYNC_MASTER')
+  assert.equal(cfg.mappedFileSizeCommitLog, '65536', 'the old spelling maps to the current key')
+  assert.equal(cfg.namesrvAddrr, undefined)
+  await waitFor('the unknown key warning', () => warnings.some((w) => /namesrvAddrr/.test(w.message)))
+
+  const b = await rmqha.startMaster(cfg)
+  t.after(() => b.close())
+  assert.equal(b.role(), 'SYNC_MASTER')
+  // No slave: stored, but SLAVE_NOT_AVAILABLE (a result, not an error).
+  assert.equal((await b.putMessage('T', 'x')).status, 'SLAVE_NOT_AVAILABLE')
+
+  fs.writeFileSync(file, 'brokerRole=CAPTAIN\n')
+  await assert.rejects(rmqha.loadProperties(file), (e) => {
+    assert.equal(e.code, 'CONFIG')
+    assert.match(e.message, /brokerRole/)
+    return true
+  })
+  await assert.rejects(rmqha.loadProperties(path.join(dir, 'missing.properties')), { code: 'CONFIG' })
+})

@@ -1,0 +1,97 @@
+'use strict'
+// Shared by the tests: temporary stores, configs bound to 127.0.0.1 with free ports, waits on
+// conditions with deadlines, and a broker running in a child Node process.
+
+const assert = require('node:assert/strict')
+const { fork } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+/** A fresh store directory under os.tmpdir(), removed after the test. */
+function tmpStore(t, name) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `rmqha-node-${name}-`))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** A broker config for tests: 127.0.0.1, ports picked by the OS, small files. */
+function brokerConfig(dir, role, extra = {}) {
+  return {
+    storePathRootDir: dir,
+    brokerRole: role,
+    brokerName: 'broker-a',
+    brokerId: role === 'SLAVE' ? 1 : 0,
+    bindAddress: '127.0.0.1',
+    brokerIP1: '127.0.0.1',
+    listenPort: 0,
+    haListenPort: 0,
+    mappedFileSizeCommitLog: 65536,
+    mappedFileSizeConsumeQueue: 2000,
+    maxHashSlotNum: 64,
+    maxIndexNum: 256,
+    flushIntervalCommitLog: 50,
+    flushIntervalConsumeQueue: 50,
+    ...extra,
+  }
+}
+
+/** Polls `cond` (sync or async) until it is truthy; fails after `timeoutMs`. */
+async function waitFor(what, cond, timeoutMs = 10000) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const v = await cond()
+    if (v) return v
+    if (Date.now() >= deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
+/** Resolves with the exit code of a child process, or fails after `timeoutMs`. */
+function exitOf(child, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    if (child.exitCode !== null) return resolve(child.exitCode)
+    const timer = setTimeout(() => reject(new Error(`child ${child.pid} still running after ${timeoutMs} ms`)), timeoutMs)
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve(code ?? signal)
+    })
+  })
+}
+
+/**
+ * A broker in another Node process (`broker-child.js`), driven over IPC. `request(cmd, args)`
+ * resolves with the child's answer or rejects with an Error carrying the child's `code`.
+ */
+async function startBrokerProcess(t, role, config) {
+  const child = fork(path.join(__dirname, 'broker-child.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const pending = new Map()
+  let nextId = 0
+  child.on('message', (m) => {
+    const p = pending.get(m.id)
+    if (!p) return
+    pending.delete(m.id)
+    if (m.ok) p.resolve(m.value)
+    else p.reject(Object.assign(new Error(m.message), { code: m.code, putStatus: m.putStatus }))
+  })
+  child.on('exit', () => {
+    for (const p of pending.values()) p.reject(new Error('broker child exited'))
+    pending.clear()
+  })
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGCONT')
+      child.kill('SIGKILL')
+    }
+  })
+  const request = (cmd, args = {}) =>
+    new Promise((resolve, reject) => {
+      const id = nextId++
+      pending.set(id, { resolve, reject })
+      child.send({ id, cmd, args })
+    })
+  const info = await request('start', { role, config })
+  return { child, request, ...info }
+}
+
+module.exports = { tmpStore, brokerConfig, waitFor, exitOf, startBrokerProcess }

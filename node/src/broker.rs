@@ -1,0 +1,227 @@
+//! The `Broker` class: a handle on a running core broker.
+//!
+//! Cheap reads (offsets, ports, consumer offsets) are synchronous. Reads that touch the
+//! CommitLog and `close()` return promises computed on libuv's pool; `putMessage` returns a
+//! promise settled by rmqha's threads (`put.rs`). Only `putMessageSync` blocks the event loop.
+//! After `close()` every method throws (or rejects with) an error with code `CLOSED`;
+//! `close()` itself may be called again and resolves at once.
+
+use std::sync::{Arc, Mutex};
+
+use napi::Result;
+use napi::bindgen_prelude::{AsyncTask, Either, Env, Object, Uint8Array};
+use napi_derive::napi;
+use rmqha_core::Broker as CoreBroker;
+
+use crate::error::{Failure, Outcome, to_js};
+use crate::put::PendingPut;
+use crate::tasks::{CloseTask, GetMessagesTask, MessageByIdTask, QueryByKeyTask};
+use crate::types::{self, Offsets, PutOptions, PutResult};
+
+/// A running master or slave. Get one from `startMaster` or `startSlave`; end it with
+/// `await broker.close()`.
+#[napi]
+pub struct Broker {
+    inner: Mutex<Option<Arc<CoreBroker>>>,
+}
+
+/// A message body: bytes as given, or a string as UTF-8.
+fn body_bytes(body: Either<Uint8Array, String>) -> Vec<u8> {
+    match body {
+        Either::A(bytes) => bytes.to_vec(),
+        Either::B(text) => text.into_bytes(),
+    }
+}
+
+impl Broker {
+    pub(crate) fn new(broker: Arc<CoreBroker>) -> Self {
+        Broker { inner: Mutex::new(Some(broker)) }
+    }
+
+    fn core(&self) -> Outcome<Arc<CoreBroker>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(Failure::closed)
+    }
+
+    /// Runs a synchronous read on the open broker.
+    fn read<T>(&self, env: &Env, f: impl FnOnce(&CoreBroker) -> T) -> Result<T> {
+        to_js(env, self.core().map(|b| f(&b)))
+    }
+}
+
+#[napi]
+impl Broker {
+    /// Puts a message. The promise settles when the answer is final for the role: stored;
+    /// flushed on SYNC_FLUSH; acked by a slave (or timed out) on a SYNC_MASTER. It resolves
+    /// with a `PutResult` whose `status` may be non-OK for a stored message (e.g.
+    /// FLUSH_SLAVE_TIMEOUT); it rejects (code PUT_FAILED, WRONG_ROLE, CLOSED, ...) when
+    /// nothing was stored. Puts are stored in call order.
+    #[napi(ts_return_type = "Promise<PutResult>")]
+    pub fn put_message<'env>(
+        &self,
+        env: &'env Env,
+        topic: String,
+        body: Either<Uint8Array, String>,
+        opts: Option<PutOptions>,
+    ) -> Result<Object<'env>> {
+        let (deferred, promise) = env.create_deferred()?;
+        let pending = PendingPut::new(deferred);
+        let msg = types::message(topic, body_bytes(body), opts);
+        match self.core().and_then(|b| b.put_message(&msg).map_err(Failure::from)) {
+            Ok(handle) => handle.on_complete(move |r| pending.complete(r)),
+            Err(f) => pending.fail(f),
+        }
+        Ok(promise)
+    }
+
+    /// Puts a message and blocks the event loop until the answer is final (see
+    /// `putMessage`). Throws when nothing was stored.
+    #[napi]
+    pub fn put_message_sync(
+        &self,
+        env: Env,
+        topic: String,
+        body: Either<Uint8Array, String>,
+        opts: Option<PutOptions>,
+    ) -> Result<PutResult> {
+        let msg = types::message(topic, body_bytes(body), opts);
+        let outcome = self.core().and_then(|b| b.put_message_sync(&msg).map_err(Failure::from));
+        to_js(&env, outcome.map(PutResult::from))
+    }
+
+    /// Up to `maxMsgs` messages of a queue from ConsumeQueue offset `offset`.
+    #[napi]
+    pub fn get_messages(
+        &self,
+        env: Env,
+        topic: String,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: i32,
+    ) -> Result<AsyncTask<GetMessagesTask>> {
+        let broker = to_js(&env, self.core())?;
+        Ok(AsyncTask::new(GetMessagesTask { broker, topic, queue_id, offset, max_msgs }))
+    }
+
+    /// Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`.
+    #[napi]
+    pub fn query_by_key(
+        &self,
+        env: Env,
+        topic: String,
+        key: String,
+        max: u32,
+    ) -> Result<AsyncTask<QueryByKeyTask>> {
+        let broker = to_js(&env, self.core())?;
+        Ok(AsyncTask::new(QueryByKeyTask { broker, topic, key, max }))
+    }
+
+    /// The message with this offset message id, or null.
+    #[napi]
+    pub fn message_by_id(&self, env: Env, msg_id: String) -> Result<AsyncTask<MessageByIdTask>> {
+        let broker = to_js(&env, self.core())?;
+        Ok(AsyncTask::new(MessageByIdTask { broker, msg_id }))
+    }
+
+    /// ASYNC_MASTER, SYNC_MASTER or SLAVE.
+    #[napi]
+    pub fn role(&self, env: Env) -> Result<String> {
+        self.read(&env, |b| b.role().as_str().to_string())
+    }
+
+    /// CommitLog max physical offset (end of the last byte written).
+    #[napi]
+    pub fn max_offset(&self, env: Env) -> Result<i64> {
+        self.read(&env, |b| b.max_offset())
+    }
+
+    /// First physical offset still on disk.
+    #[napi]
+    pub fn min_offset(&self, env: Env) -> Result<i64> {
+        self.read(&env, |b| b.min_offset())
+    }
+
+    /// End of what is fsynced.
+    #[napi]
+    pub fn flushed_offset(&self, env: Env) -> Result<i64> {
+        self.read(&env, |b| b.flushed_offset())
+    }
+
+    /// Master: highest offset acked by any slave (-1 if none); slave: highest offset it acked.
+    #[napi]
+    pub fn slave_ack_offset(&self, env: Env) -> Result<i64> {
+        self.read(&env, |b| b.slave_ack_offset())
+    }
+
+    /// The remoting port actually bound.
+    #[napi]
+    pub fn listen_port(&self, env: Env) -> Result<u32> {
+        self.read(&env, |b| b.listen_port().into())
+    }
+
+    /// The HA port actually bound (0 on a slave).
+    #[napi]
+    pub fn ha_port(&self, env: Env) -> Result<u32> {
+        self.read(&env, |b| b.ha_port().into())
+    }
+
+    /// ConsumeQueue min offset of a queue.
+    #[napi]
+    pub fn queue_min_offset(&self, env: Env, topic: String, queue_id: i32) -> Result<i64> {
+        self.read(&env, |b| b.queue_min_offset(&topic, queue_id))
+    }
+
+    /// ConsumeQueue max offset of a queue (the next offset to be written).
+    #[napi]
+    pub fn queue_max_offset(&self, env: Env, topic: String, queue_id: i32) -> Result<i64> {
+        self.read(&env, |b| b.queue_max_offset(&topic, queue_id))
+    }
+
+    /// One snapshot of the offsets and replication state.
+    #[napi]
+    pub fn offsets(&self, env: Env) -> Result<Offsets> {
+        self.read(&env, |b| b.offsets().into())
+    }
+
+    /// A consumer group's committed offset of a queue (-1 if none).
+    #[napi]
+    pub fn consumer_offset(&self, env: Env, group: String, topic: String, queue_id: i32) -> Result<i64> {
+        self.read(&env, |b| b.consumer_offset(&group, &topic, queue_id))
+    }
+
+    /// Commits a consumer group's offset of a queue (persisted in the background and at close).
+    #[napi]
+    pub fn commit_consumer_offset(
+        &self,
+        env: Env,
+        group: String,
+        topic: String,
+        queue_id: i32,
+        offset: i64,
+    ) -> Result<()> {
+        let outcome = self
+            .core()
+            .and_then(|b| b.commit_consumer_offset(&group, &topic, queue_id, offset).map_err(Failure::from));
+        to_js(&env, outcome)
+    }
+
+    /// Slave: replicate from another master (HA `host:port`) from now on. WRONG_ROLE on a master.
+    #[napi]
+    pub fn set_master_address(&self, env: Env, ha_address: String) -> Result<()> {
+        let outcome = self.core().and_then(|b| b.set_master_address(&ha_address).map_err(Failure::from));
+        to_js(&env, outcome)
+    }
+
+    /// Whether `close()` was called.
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+
+    /// Shuts down gracefully (flush, stop services, join threads); pending puts settle first.
+    /// Later calls resolve at once.
+    #[napi]
+    pub fn close(&self) -> AsyncTask<CloseTask> {
+        let broker = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        AsyncTask::new(CloseTask { broker })
+    }
+}

@@ -1,0 +1,54 @@
+//! Configs cross as plain objects keyed by RocketMQ property names (API.md).
+
+use std::collections::{BTreeMap, HashMap};
+
+use napi::Env;
+use napi::bindgen_prelude::{Either3, FnArgs, Function, JsObjectValue, Object};
+use rmqha_core::BrokerConfig;
+
+use crate::error::Outcome;
+
+/// A config value as JavaScript writes it; numbers and booleans become their string form.
+pub(crate) type JsConfig = HashMap<String, Either3<String, f64, bool>>;
+
+/// The key/value strings of a JS config object.
+pub(crate) fn config_pairs(config: JsConfig) -> Vec<(String, String)> {
+    config
+        .into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Either3::A(s) => s,
+                // Whole numbers print without a fraction, as a properties file writes them.
+                Either3::B(n) if n.fract() == 0.0 && n.abs() < 9.007_199_254_740_992e15 => {
+                    format!("{}", n as i64)
+                }
+                Either3::B(n) => n.to_string(),
+                Either3::C(b) => b.to_string(),
+            };
+            (k, v)
+        })
+        .collect()
+}
+
+/// Builds and validates a config (unknown keys end up in `warnings`).
+pub(crate) fn build(pairs: &[(String, String)]) -> Outcome<BrokerConfig> {
+    Ok(BrokerConfig::from_map(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?)
+}
+
+/// The keys a properties file set, with their values (canonical key spelling).
+pub(crate) fn explicit_entries(config: &BrokerConfig) -> BTreeMap<String, String> {
+    config.to_map().into_iter().filter(|(k, _)| config.is_explicit(k)).collect()
+}
+
+/// Reports config warnings (unknown or unsupported keys) as Node process warnings.
+pub(crate) fn emit_warnings(env: &Env, warnings: &[String]) -> napi::Result<()> {
+    if warnings.is_empty() {
+        return Ok(());
+    }
+    let process: Object = env.get_global()?.get_named_property("process")?;
+    let emit: Function<FnArgs<(String, String)>, ()> = process.get_named_property("emitWarning")?;
+    for w in warnings {
+        emit.apply(process, (w.clone(), "RmqhaConfigWarning".to_string()).into())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! Work that may touch the disk or join threads runs on libuv's pool as a napi `Task`, so the
+//! event loop never waits for it. Each is short and bounded: waits for a slave never happen
+//! here (see `put.rs`).
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::Env;
+use napi::{Result, Task};
+use napi_derive::napi;
+use rmqha_core::{Broker as CoreBroker, BrokerConfig};
+
+use crate::broker::Broker;
+use crate::config;
+use crate::error::{Failure, Outcome, to_js};
+use crate::types::{GetMessagesResult, StoredMessage};
+
+/// Which start function was called.
+#[derive(Clone, Copy)]
+pub(crate) enum StartAs {
+    Master,
+    Slave,
+}
+
+/// `startMaster` / `startSlave`: validate the config, open and recover the store, bind ports.
+pub struct StartTask {
+    pub(crate) pairs: Vec<(String, String)>,
+    pub(crate) role: StartAs,
+}
+
+#[napi]
+impl Task for StartTask {
+    type Output = Outcome<(Arc<CoreBroker>, Vec<String>)>;
+    type JsValue = Broker;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        Ok(config::build(&self.pairs).and_then(|mut cfg| {
+            let warnings = std::mem::take(&mut cfg.warnings);
+            let broker = match self.role {
+                StartAs::Master => CoreBroker::start_master(cfg),
+                StartAs::Slave => CoreBroker::start_slave(cfg),
+            }?;
+            Ok((broker, warnings))
+        }))
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Broker> {
+        let (broker, warnings) = to_js(&env, output)?;
+        config::emit_warnings(&env, &warnings)?;
+        Ok(Broker::new(broker))
+    }
+}
+
+/// `loadProperties`: read and validate a `broker.properties` file.
+pub struct LoadPropertiesTask {
+    pub(crate) path: String,
+}
+
+#[napi]
+impl Task for LoadPropertiesTask {
+    type Output = Outcome<BrokerConfig>;
+    type JsValue = std::collections::BTreeMap<String, String>;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        Ok(BrokerConfig::from_properties_file(&self.path).map_err(Failure::from))
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        let cfg = to_js(&env, output)?;
+        config::emit_warnings(&env, &cfg.warnings)?;
+        Ok(config::explicit_entries(&cfg))
+    }
+}
+
+/// `getMessages`: read and decode up to `max_msgs` messages of a queue.
+pub struct GetMessagesTask {
+    pub(crate) broker: Arc<CoreBroker>,
+    pub(crate) topic: String,
+    pub(crate) queue_id: i32,
+    pub(crate) offset: i64,
+    pub(crate) max_msgs: i32,
+}
+
+#[napi]
+impl Task for GetMessagesTask {
+    type Output = GetMessagesResult;
+    type JsValue = GetMessagesResult;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        Ok(self.broker.get_messages(&self.topic, self.queue_id, self.offset, self.max_msgs).into())
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        Ok(output)
+    }
+}
+
+/// `queryByKey`: messages of a topic with a key, newest first.
+pub struct QueryByKeyTask {
+    pub(crate) broker: Arc<CoreBroker>,
+    pub(crate) topic: String,
+    pub(crate) key: String,
+    pub(crate) max: u32,
+}
+
+#[napi]
+impl Task for QueryByKeyTask {
+    type Output = Vec<StoredMessage>;
+    type JsValue = Vec<StoredMessage>;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        let found = self.broker.query_by_key(&self.topic, &self.key, self.max as usize);
+        Ok(found.into_iter().map(StoredMessage::from).collect())
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        Ok(output)
+    }
+}
+
+/// `messageById`: one message by its offset message id, or null.
+pub struct MessageByIdTask {
+    pub(crate) broker: Arc<CoreBroker>,
+    pub(crate) msg_id: String,
+}
+
+#[napi]
+impl Task for MessageByIdTask {
+    type Output = Option<StoredMessage>;
+    type JsValue = Option<StoredMessage>;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        Ok(self.broker.message_by_id(&self.msg_id).map(StoredMessage::from))
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        Ok(output)
+    }
+}
+
+/// `close`: graceful shutdown (flush, stop services, join threads). Puts still waiting for a
+/// slave get their answer first. `None` when the broker was already closed.
+pub struct CloseTask {
+    pub(crate) broker: Option<Arc<CoreBroker>>,
+}
+
+#[napi]
+impl Task for CloseTask {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> Result<()> {
+        if let Some(b) = self.broker.take() {
+            b.shutdown();
+        }
+        Ok(())
+    }
+
+    fn resolve(&mut self, _env: Env, _output: ()) -> Result<()> {
+        Ok(())
+    }
+}
