@@ -6,12 +6,12 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test test-deps test-rust lint bench-store bench-ha
+.PHONY: demo test test-deps test-rust test-node lint bench-store bench-ha header
 
 demo:
 	$(CARGO) run --release -p rmqha-cli -- demo
 
-test: test-deps test-rust
+test: test-deps test-rust test-node
 
 # Installs what the tests need on a fresh machine.
 test-deps:
@@ -20,6 +20,14 @@ test-deps:
 # One debug build serves the Rust, C (ffi crate) and CLI tests.
 test-rust:
 	$(CARGO) test --workspace --no-fail-fast
+
+# The Node addon in a debug build: reuses the core artifacts of test-rust.
+test-node:
+	cd node && npm run build:debug && npm test
+
+# Regenerates include/rmqha.h (a test fails when it drifts).
+header:
+	RMQHA_BLESS=1 $(CARGO) test -p rmqha-ffi --test header
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -12,3 +12,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
   fi
 fi
+
+# The Node package's build tool (@napi-rs/cli), without building the addon yet: `make test`
+# builds it in debug mode so it reuses the Rust test build.
+(cd "$(dirname "$0")/../node" && npm ci --ignore-scripts --no-audit --no-fund)

@@ -100,9 +100,9 @@ impl Broker {
     /// Starts a master (ASYNC_MASTER or SYNC_MASTER); refuses a SLAVE config.
     pub fn start_master(config: BrokerConfig) -> Result<Arc<Broker>> {
         if config.broker_role == BrokerRole::Slave {
-            return Err(Error::Config(ConfigError::new(
-                "start_master needs brokerRole ASYNC_MASTER or SYNC_MASTER, not SLAVE",
-            )));
+            return Err(Error::NotMaster(
+                "start_master needs brokerRole ASYNC_MASTER or SYNC_MASTER, not SLAVE".into(),
+            ));
         }
         Self::start(config)
     }
@@ -110,10 +110,7 @@ impl Broker {
     /// Starts a slave; refuses a master config.
     pub fn start_slave(config: BrokerConfig) -> Result<Arc<Broker>> {
         if config.broker_role != BrokerRole::Slave {
-            return Err(Error::Config(ConfigError::new(format!(
-                "start_slave needs brokerRole SLAVE, not {}",
-                config.broker_role
-            ))));
+            return Err(Error::NotSlave(format!("start_slave needs brokerRole SLAVE, not {}", config.broker_role)));
         }
         Self::start(config)
     }

@@ -97,9 +97,9 @@ test('consumer offsets are committed and survive a restart', async (t) => {
 test('errors carry a code', async (t) => {
   const dir = tmpStore(t, 'errors')
   await assert.rejects(rmqha.startMaster(brokerConfig(dir, 'SLAVE', { haMasterAddress: '127.0.0.1:1' })), {
-    code: 'CONFIG',
+    code: 'WRONG_ROLE',
   })
-  await assert.rejects(rmqha.startSlave(brokerConfig(dir, 'SYNC_MASTER')), { code: 'CONFIG' })
+  await assert.rejects(rmqha.startSlave(brokerConfig(dir, 'SYNC_MASTER')), { code: 'WRONG_ROLE' })
   await assert.rejects(rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER', { listenPort: 'eighty' })), (e) => {
     assert.equal(e.code, 'CONFIG')
     assert.match(e.message, /listenPort/)

@@ -2,8 +2,8 @@
 //!
 //! | code | when |
 //! |---|---|
-//! | `CONFIG` | a config key or value is wrong, or the role does not fit the start function |
-//! | `WRONG_ROLE` | the operation needs the other role (core `NotMaster` / `NotSlave`) |
+//! | `CONFIG` | a config key or value is wrong |
+//! | `WRONG_ROLE` | the operation or start function needs the other role (core `NotMaster` / `NotSlave`) |
 //! | `CLOSED` | the broker was closed |
 //! | `PUT_FAILED` | nothing was stored; `putStatus` says why (e.g. `SERVICE_NOT_AVAILABLE`) |
 //! | `INVALID_ARGUMENT`, `IO`, `STORE`, `REMOTING`, `METADATA` | the core error of that name |

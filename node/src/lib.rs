@@ -28,14 +28,14 @@ use crate::tasks::StartAs;
 
 /// Starts a master (brokerRole ASYNC_MASTER or SYNC_MASTER). `config` maps RocketMQ property
 /// keys to values, e.g. `{ storePathRootDir, brokerRole: 'SYNC_MASTER', listenPort: 0 }`.
-/// Rejects with code CONFIG for a bad key or value, or a SLAVE config.
+/// Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a SLAVE config.
 #[napi(ts_args_type = "config: Record<string, string | number | boolean>")]
 pub fn start_master(config: JsConfig) -> AsyncTask<StartTask> {
     AsyncTask::new(StartTask { pairs: config_pairs(config), role: StartAs::Master })
 }
 
 /// Starts a slave (brokerRole SLAVE, haMasterAddress = the master's HA `host:port`).
-/// Rejects with code CONFIG for a bad key or value, or a master config.
+/// Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a master config.
 #[napi(ts_args_type = "config: Record<string, string | number | boolean>")]
 pub fn start_slave(config: JsConfig) -> AsyncTask<StartTask> {
     AsyncTask::new(StartTask { pairs: config_pairs(config), role: StartAs::Slave })
