@@ -16,9 +16,7 @@ import rmqha
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--store", help="store directory (default: a new temporary one)")
     p.add_argument("--config", help="a broker.properties file to start from")
     p.add_argument(
@@ -27,21 +25,13 @@ def main() -> None:
         default=64 << 20,
         help="CommitLog file size unless --config sets it (RocketMQ's default, 1 GiB, is heavy for a demo)",
     )
-    p.add_argument(
-        "--role", default="SYNC_MASTER", choices=["SYNC_MASTER", "ASYNC_MASTER"]
-    )
+    p.add_argument("--role", default="SYNC_MASTER", choices=["SYNC_MASTER", "ASYNC_MASTER"])
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on")
-    p.add_argument(
-        "--listen-port", type=int, default=0, help="remoting port (0: any free one)"
-    )
-    p.add_argument(
-        "--ha-port", type=int, default=0, help="HA port for slaves (0: any free one)"
-    )
+    p.add_argument("--listen-port", type=int, default=0, help="remoting port (0: any free one)")
+    p.add_argument("--ha-port", type=int, default=0, help="HA port for slaves (0: any free one)")
     p.add_argument("--topic", default="Demo")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between puts")
-    p.add_argument(
-        "--count", type=int, default=0, help="stop after this many puts (0: never)"
-    )
+    p.add_argument("--count", type=int, default=0, help="stop after this many puts (0: never)")
     p.add_argument(
         "--wait-for-slave",
         type=float,
@@ -71,8 +61,7 @@ def main() -> None:
         try:
             deadline = time.monotonic() + args.wait_for_slave
             while (
-                not any(s["transferring"] for s in master.offsets()["slaves"])
-                and time.monotonic() < deadline
+                not any(s["transferring"] for s in master.offsets()["slaves"]) and time.monotonic() < deadline
             ):
                 time.sleep(0.05)
             while args.count == 0 or i < args.count:
@@ -82,10 +71,7 @@ def main() -> None:
                     tags="demo",
                     keys=[f"demo-{i}"],
                 )
-                slaves = ", ".join(
-                    f"{s['addr']} ack={s['ack_offset']}"
-                    for s in master.offsets()["slaves"]
-                )
+                slaves = ", ".join(f"{s['addr']} ack={s['ack_offset']}" for s in master.offsets()["slaves"])
                 print(
                     f"put {i}: {r.status} msg_id={r.msg_id} queue_offset={r.queue_offset} "
                     f"max_offset={master.max_offset()} slaves=[{slaves}]",

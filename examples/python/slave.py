@@ -14,9 +14,7 @@ import rmqha
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "master",
         help="the master's HA address, host:port (or just the port, on 127.0.0.1)",
@@ -30,16 +28,10 @@ def main() -> None:
         help="CommitLog file size unless --config sets it (RocketMQ's default, 1 GiB, is heavy for a demo)",
     )
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on")
-    p.add_argument(
-        "--listen-port", type=int, default=0, help="remoting port (0: any free one)"
-    )
+    p.add_argument("--listen-port", type=int, default=0, help="remoting port (0: any free one)")
     p.add_argument("--topic", default="Demo")
-    p.add_argument(
-        "--interval", type=float, default=1.0, help="seconds between reports"
-    )
-    p.add_argument(
-        "--seconds", type=float, default=0, help="stop after this long (0: never)"
-    )
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between reports")
+    p.add_argument("--seconds", type=float, default=0, help="stop after this long (0: never)")
     p.add_argument(
         "--messages",
         type=int,
@@ -80,9 +72,7 @@ def main() -> None:
                     if not got.messages:
                         break
                     for m in got.messages:
-                        print(
-                            f"  replicated {m.msg_id} q{m.queue_id}@{m.queue_offset}: {m.body.decode()!r}"
-                        )
+                        print(f"  replicated {m.msg_id} q{m.queue_id}@{m.queue_offset}: {m.body.decode()!r}")
                     next_offset = got.messages[-1].queue_offset + 1
                 time.sleep(args.interval)
         except KeyboardInterrupt:

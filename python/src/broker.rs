@@ -50,6 +50,18 @@ impl PyBroker {
     }
 }
 
+impl Drop for PyBroker {
+    /// A broker garbage-collected without `close()` shuts down here; with the GIL released
+    /// when the interpreter allows it, since a shutdown flushes and joins threads.
+    fn drop(&mut self) {
+        if let Some(b) = self.inner.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            // If the interpreter cannot be attached to (it is finalizing), the closure is
+            // dropped uncalled and the broker shuts down right there.
+            Python::try_attach(move |py| py.detach(move || drop(b)));
+        }
+    }
+}
+
 #[pymethods]
 impl PyBroker {
     /// Puts a message and returns when the answer is final for the broker's role: stored;

@@ -3,6 +3,7 @@ broker raises ClosedError from every call."""
 
 from __future__ import annotations
 
+import gc
 import socket
 from pathlib import Path
 from typing import Any
@@ -183,3 +184,12 @@ def test_the_with_block_closes_even_on_an_exception(tmp_path: Path) -> None:
         broker.max_offset()
     # The store lock is released: the same store opens again.
     rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER")).close()
+
+
+def test_a_broker_dropped_without_close_shuts_down(tmp_path: Path) -> None:
+    broker = rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER"))
+    port = broker.listen_port()
+    del broker
+    gc.collect()
+    # Its store lock and its port are free again.
+    rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER", listenPort=port)).close()
