@@ -14,6 +14,12 @@ use crate::errors::{self, ConfigWarning};
 /// A `BrokerConfig` from a mapping of property keys to values. Unknown keys become
 /// `ConfigWarning`s; invalid values raise `ConfigError` naming the key.
 pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<BrokerConfig> {
+    if !config.hasattr("items")? {
+        return Err(PyTypeError::new_err(format!(
+            "a config is a mapping of RocketMQ property keys to values, not {}",
+            type_name(config)
+        )));
+    }
     let mut pairs = Vec::new();
     for item in config.call_method0("items")?.try_iter()? {
         let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;

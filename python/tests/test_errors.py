@@ -193,3 +193,8 @@ def test_a_broker_dropped_without_close_shuts_down(tmp_path: Path) -> None:
     gc.collect()
     # Its store lock and its port are free again.
     rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER", listenPort=port)).close()
+
+
+def test_a_config_must_be_a_mapping() -> None:
+    with pytest.raises(TypeError, match="mapping"):
+        rmqha.start_master([("brokerRole", "ASYNC_MASTER")])  # type: ignore[arg-type]
