@@ -1,0 +1,281 @@
+//! `rmqha.Broker`: a running master or slave.
+//!
+//! Every call that may block (locks, page faults, fsync, waiting for a slave's ack, joining
+//! threads) runs with the GIL released, so other Python threads go on. A put that waits for
+//! its final answer waits in slices and checks for signals between them, so Ctrl-C
+//! interrupts the wait (the message stays stored; only its final status is not known).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
+use rmqha_core::store::PutHandle;
+use rmqha_core::{Broker, BrokerConfig, Message};
+
+use crate::errors;
+use crate::results::{PyGetMessagesResult, PyMessage, PyPutResult, message_list, offsets_dict};
+
+/// How long a waiting put sleeps between checks for signals.
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+
+/// A running broker. Close it with `close()` or a `with` block; any call after that raises
+/// `ClosedError`.
+#[pyclass(name = "Broker", module = "rmqha", frozen)]
+pub struct PyBroker {
+    inner: Mutex<Option<Arc<Broker>>>,
+}
+
+impl PyBroker {
+    /// Starts a broker (a master if `master`, else a slave) with the GIL released.
+    pub fn start(py: Python<'_>, config: BrokerConfig, master: bool) -> PyResult<Self> {
+        let started =
+            py.detach(|| if master { Broker::start_master(config) } else { Broker::start_slave(config) });
+        let broker = started.map_err(|e| errors::to_py(py, e))?;
+        Ok(PyBroker { inner: Mutex::new(Some(broker)) })
+    }
+
+    /// The broker, or `ClosedError`. The clone keeps it alive through a call that races a
+    /// `close()`; `close()` still shuts it down, and the call then sees a stopped broker.
+    fn broker(&self) -> PyResult<Arc<Broker>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(errors::closed)
+    }
+
+    /// Runs `f` on the broker with the GIL released.
+    fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&Broker) -> T + Send) -> PyResult<T> {
+        let b = self.broker()?;
+        Ok(py.detach(|| f(&b)))
+    }
+}
+
+impl Drop for PyBroker {
+    /// A broker garbage-collected without `close()` shuts down here; with the GIL released
+    /// when the interpreter allows it, since a shutdown flushes and joins threads.
+    fn drop(&mut self) {
+        if let Some(b) = self.inner.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            // If the interpreter cannot be attached to (it is finalizing), the closure is
+            // dropped uncalled and the broker shuts down right there.
+            Python::try_attach(move |py| py.detach(move || drop(b)));
+        }
+    }
+}
+
+#[pymethods]
+impl PyBroker {
+    /// Puts a message and returns when the answer is final for the broker's role: stored;
+    /// flushed if SYNC_FLUSH; acked by a slave, or timed out, if SYNC_MASTER.
+    #[pyo3(signature = (topic, body, tags=None, keys=None, properties=None, queue_id=0))]
+    #[allow(clippy::too_many_arguments)] // the Python signature (API.md), plus self and py
+    fn put_message_sync(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        body: &Bound<'_, PyAny>,
+        tags: Option<String>,
+        keys: Option<&Bound<'_, PyAny>>,
+        properties: Option<&Bound<'_, PyAny>>,
+        queue_id: i32,
+    ) -> PyResult<PyPutResult> {
+        let mut msg = Message::new(topic, body_bytes(py, body)?).with_queue(queue_id);
+        if let Some(props) = properties {
+            for item in props.call_method0("items")?.try_iter()? {
+                let (k, v): (String, String) = item?.extract()?;
+                msg.set_property(k, v);
+            }
+        }
+        if let Some(t) = tags {
+            msg = msg.with_tags(t);
+        }
+        if let Some(k) = keys {
+            let keys = key_list(k)?;
+            if !keys.is_empty() {
+                msg = msg.with_keys(&keys);
+            }
+        }
+        let broker = self.broker()?;
+        let handle = py.detach(|| broker.put_message(&msg)).map_err(|e| errors::to_py(py, e))?;
+        let result = match handle {
+            PutHandle::Ready(r) => r,
+            PutHandle::Pending(ticket) => loop {
+                if let Some(r) = py.detach(|| ticket.wait_timeout(SIGNAL_CHECK_INTERVAL)) {
+                    break r;
+                }
+                py.check_signals()?;
+            },
+        };
+        Ok(result.into())
+    }
+
+    /// Up to `max_msgs` messages of a queue from a ConsumeQueue offset.
+    #[pyo3(signature = (topic, queue_id, offset, max_msgs=32))]
+    fn get_messages(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: i32,
+    ) -> PyResult<PyGetMessagesResult> {
+        let (r, msgs) = self.with(py, |b| {
+            let r = b.get_messages(topic, queue_id, offset, max_msgs);
+            let msgs = r.messages();
+            (r, msgs)
+        })?;
+        PyGetMessagesResult::new(py, &r, msgs)
+    }
+
+    /// Messages of `topic` whose KEYS (or UNIQ_KEY) hold `key`, newest first, at most `max`.
+    #[pyo3(signature = (topic, key, max=32))]
+    fn query_by_key<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        key: &str,
+        max: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let msgs = self.with(py, |b| b.query_by_key(topic, key, max))?;
+        message_list(py, msgs)
+    }
+
+    /// The message with this offset message id (hex), or None.
+    fn message_by_id(&self, py: Python<'_>, msg_id: &str) -> PyResult<Option<PyMessage>> {
+        let m = self.with(py, |b| b.message_by_id(msg_id))?;
+        Ok(m.map(|m| PyMessage::new(py, m)))
+    }
+
+    /// CommitLog max physical offset (the end of the last byte written).
+    fn max_offset(&self, py: Python<'_>) -> PyResult<i64> {
+        self.with(py, |b| b.max_offset())
+    }
+    /// The first physical offset still on disk.
+    fn min_offset(&self, py: Python<'_>) -> PyResult<i64> {
+        self.with(py, |b| b.min_offset())
+    }
+    /// The end of what is fsynced.
+    fn flushed_offset(&self, py: Python<'_>) -> PyResult<i64> {
+        self.with(py, |b| b.flushed_offset())
+    }
+    /// Master: highest offset acked by any slave (-1 if none); slave: highest it acked.
+    fn slave_ack_offset(&self, py: Python<'_>) -> PyResult<i64> {
+        self.with(py, |b| b.slave_ack_offset())
+    }
+    /// The remoting port actually bound.
+    fn listen_port(&self) -> PyResult<u16> {
+        Ok(self.broker()?.listen_port())
+    }
+    /// The HA port actually bound (0 on a slave).
+    fn ha_port(&self) -> PyResult<u16> {
+        Ok(self.broker()?.ha_port())
+    }
+    /// The ConsumeQueue's first offset.
+    fn queue_min_offset(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+        self.with(py, |b| b.queue_min_offset(topic, queue_id))
+    }
+    /// The ConsumeQueue's next offset (its number of entries).
+    fn queue_max_offset(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
+        self.with(py, |b| b.queue_max_offset(topic, queue_id))
+    }
+
+    /// One snapshot of the offsets and replication state, as a dict.
+    fn offsets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let o = self.with(py, |b| b.offsets())?;
+        offsets_dict(py, o)
+    }
+
+    /// A consumer group's committed offset of a queue (-1 if none).
+    fn consumer_offset(&self, py: Python<'_>, group: &str, topic: &str, queue_id: i32) -> PyResult<i64> {
+        self.with(py, |b| b.consumer_offset(group, topic, queue_id))
+    }
+
+    /// Commits a consumer group's offset of a queue.
+    fn commit_consumer_offset(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+    ) -> PyResult<()> {
+        self.with(py, |b| b.commit_consumer_offset(group, topic, queue_id, offset))?
+            .map_err(|e| errors::to_py(py, e))
+    }
+
+    /// Every config key with its effective value (ports as bound), as strings.
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let b = self.broker()?;
+        crate::config::to_dict(py, b.config())
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+
+    /// Shuts the broker down gracefully (flush, stop services, join threads). Idempotent.
+    fn close(&self, py: Python<'_>) {
+        let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(b) = taken {
+            py.detach(move || {
+                b.shutdown();
+                drop(b);
+            });
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (_exc_type=None, _exc=None, _tb=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyType>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        match &*self.inner.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(b) => format!(
+                "<rmqha.Broker {} listen_port={} ha_port={} store='{}'>",
+                b.role(),
+                b.listen_port(),
+                b.ha_port(),
+                b.config().store_root().display()
+            ),
+            None => "<rmqha.Broker closed>".into(),
+        }
+    }
+}
+
+/// A message body from bytes, str (UTF-8) or any buffer (bytearray, memoryview...).
+fn body_bytes(py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = body.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(s) = body.cast::<PyString>() {
+        return Ok(s.to_str()?.as_bytes().to_vec());
+    }
+    match PyBuffer::<u8>::get(body) {
+        Ok(buf) => buf.to_vec(py),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "body must be bytes, str or a bytes-like object, not {}",
+            body.get_type().name()?
+        ))),
+    }
+}
+
+/// Keys from one str or an iterable of str.
+fn key_list(keys: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(s) = keys.cast::<PyString>() {
+        return Ok(vec![s.to_str()?.to_string()]);
+    }
+    keys.try_iter()?.map(|k| k?.extract::<String>()).collect()
+}

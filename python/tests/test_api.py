@@ -1,0 +1,157 @@
+"""The Python surface in one process: puts, reads, lookups, offsets, consumer offsets,
+config files, persistence across a restart, and what the wheel ships."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import rmqha
+
+from _support import broker_config, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_version_is_the_crates() -> None:
+    workspace = tomllib.loads((REPO / "Cargo.toml").read_text())
+    assert rmqha.__version__ == workspace["workspace"]["package"]["version"]
+
+
+def test_the_package_ships_its_type_information() -> None:
+    pkg = Path(rmqha.__file__).parent
+    assert (pkg / "py.typed").is_file()
+    assert (pkg / "_rmqha.pyi").is_file()
+
+
+def test_put_and_read_back(master: rmqha.Broker) -> None:
+    r = master.put_message_sync(
+        "Api", b"hello", tags="TagA", keys=["k1", "k2"], properties={"color": "red"}, queue_id=2
+    )
+    assert r.status == "PUT_OK" and r.stored
+    assert (r.phy_offset, r.queue_id, r.queue_offset, r.msg_num) == (0, 2, 0, 1)
+    assert r.size > len(b"hello")
+    assert re.fullmatch(r"[0-9A-F]{32}", r.msg_id)
+    assert "PUT_OK" in repr(r)
+
+    r2 = master.put_message_sync("Api", "héllo", keys="k3", queue_id=2)
+    assert (r2.phy_offset, r2.queue_offset) == (r.size, 1)
+    r3 = master.put_message_sync("Api", bytearray(b"ba"), queue_id=2)
+    r4 = master.put_message_sync("Api", memoryview(b"mv"), queue_id=2)
+    assert master.max_offset() == r4.phy_offset + r4.size == r.size + r2.size + r3.size + r4.size
+
+    assert wait_until(lambda: master.queue_max_offset("Api", 2) == 4)
+    assert master.queue_min_offset("Api", 2) == 0
+    got = master.get_messages("Api", 2, 0, 10)
+    assert got.status == "FOUND"
+    assert (got.next_begin_offset, got.min_offset, got.max_offset) == (4, 0, 4)
+    assert got.suggest_pulling_from_slave is False
+    assert [m.body for m in got.messages] == [b"hello", "héllo".encode(), b"ba", b"mv"]
+    m = got.messages[0]
+    assert (m.topic, m.queue_id, m.queue_offset, m.phy_offset) == ("Api", 2, 0, 0)
+    assert (m.tags, m.keys, m.msg_id, m.store_size) == ("TagA", ["k1", "k2"], r.msg_id, r.size)
+    assert m.properties["color"] == "red" and m.properties["TAGS"] == "TagA"
+    assert m.store_timestamp >= m.born_timestamp > 0
+    assert m.store_host == f"127.0.0.1:{master.listen_port()}"
+    assert got.messages[1].keys == ["k3"] and got.messages[1].tags is None
+
+    assert master.get_messages("Api", 2, 4, 10).status == "OFFSET_OVERFLOW_ONE"
+    assert master.get_messages("Api", 2, 9, 10).status == "OFFSET_OVERFLOW_BADLY"
+    assert master.get_messages("Nothing", 0, 0, 10).status == "NO_MATCHED_LOGIC_QUEUE"
+    assert master.queue_max_offset("Nothing", 0) == 0
+
+
+def test_lookups_by_id_and_key(master: rmqha.Broker) -> None:
+    results = [master.put_message_sync("Keys", f"b{i}".encode(), keys=[f"order-{i % 2}"]) for i in range(6)]
+    by_id = master.message_by_id(results[3].msg_id)
+    assert by_id is not None and by_id.body == b"b3" and by_id.phy_offset == results[3].phy_offset
+    assert master.message_by_id("not an id") is None
+    assert wait_until(lambda: len(master.query_by_key("Keys", "order-1")) == 3)
+    # Newest first, at most `max`.
+    assert [m.body for m in master.query_by_key("Keys", "order-1")] == [b"b5", b"b3", b"b1"]
+    assert [m.body for m in master.query_by_key("Keys", "order-1", max=2)] == [b"b5", b"b3"]
+    assert master.query_by_key("Keys", "nobody") == []
+
+
+def test_offsets_of_a_master(master: rmqha.Broker) -> None:
+    r = master.put_message_sync("Off", b"x" * 100)
+    o = master.offsets()
+    assert o["role"] == "ASYNC_MASTER"
+    assert o["max_offset"] == master.max_offset() == r.phy_offset + r.size
+    assert o["min_offset"] == master.min_offset() == 0
+    assert o["listen_port"] == master.listen_port() > 0
+    assert o["ha_port"] == master.ha_port() > 0
+    assert o["slave_ack_offset"] == master.slave_ack_offset() == -1
+    assert o["slaves"] == [] and o["refused_slaves"] == []
+    assert o["master_address"] is None and o["connected"] is None
+    # ASYNC_FLUSH flushes once flushCommitLogLeastPages are dirty, or every thorough interval.
+    assert 0 <= master.flushed_offset() <= master.max_offset()
+    assert wait_until(lambda: master.offsets()["dispatch_behind_bytes"] == 0)
+
+
+def test_a_sync_master_without_slave_answers_slave_not_available(tmp_path: Path) -> None:
+    with rmqha.start_master(broker_config(tmp_path, "SYNC_MASTER")) as m:
+        r = m.put_message_sync("T", b"x")
+        assert (r.status, r.stored) == ("SLAVE_NOT_AVAILABLE", True)
+        assert wait_until(lambda: m.queue_max_offset("T", 0) == 1)
+        assert m.get_messages("T", 0, 0, 1).messages[0].msg_id == r.msg_id
+
+
+def test_sync_flush_waits_for_the_disk(tmp_path: Path) -> None:
+    with rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER", flushDiskType="SYNC_FLUSH")) as m:
+        r = m.put_message_sync("T", b"x")
+        assert r.status == "PUT_OK"
+        assert m.flushed_offset() >= r.phy_offset + r.size
+
+
+def test_consumer_offsets_persist_across_a_restart(tmp_path: Path) -> None:
+    cfg = broker_config(tmp_path, "ASYNC_MASTER")
+    with rmqha.start_master(cfg) as m:
+        assert m.consumer_offset("G", "T", 0) == -1
+        m.commit_consumer_offset("G", "T", 0, 7)
+        m.commit_consumer_offset("G", "T", 1, 3)
+        assert m.consumer_offset("G", "T", 0) == 7
+        r = m.put_message_sync("T", b"kept")
+    with rmqha.start_master(cfg) as m:
+        assert (m.consumer_offset("G", "T", 0), m.consumer_offset("G", "T", 1)) == (7, 3)
+        assert m.max_offset() == r.phy_offset + r.size
+        assert m.message_by_id(r.msg_id).body == b"kept"  # type: ignore[union-attr]
+
+
+def test_load_properties_feeds_start_master(tmp_path: Path) -> None:
+    props = tmp_path / "broker.properties"
+    props.write_text(
+        "brokerClusterName = DefaultCluster\n"
+        "brokerName=broker-a\n"
+        "brokerRole=ASYNC_MASTER\n"
+        "mapedFileSizeCommitLog=1048576\n"  # the old spelling
+        f"storePathRootDir={tmp_path / 'store'}\n"
+    )
+    cfg = rmqha.load_properties(props)
+    assert cfg == {
+        "brokerClusterName": "DefaultCluster",
+        "brokerName": "broker-a",
+        "brokerRole": "ASYNC_MASTER",
+        "mappedFileSizeCommitLog": "1048576",
+        "storePathRootDir": str(tmp_path / "store"),
+    }
+    cfg.update(
+        bindAddress="127.0.0.1", listenPort="0", haListenPort="0", maxHashSlotNum="64", maxIndexNum="256"
+    )
+    with rmqha.start_master(cfg) as m:
+        effective = m.config()
+        assert effective["listenPort"] == str(m.listen_port())
+        assert effective["mappedFileSizeCommitLog"] == "1048576"
+        assert effective["brokerRole"] == "ASYNC_MASTER"
+        assert (tmp_path / "store" / "commitlog").is_dir()
+
+
+def test_config_values_may_be_ints_bools_and_paths(tmp_path: Path) -> None:
+    cfg = broker_config(tmp_path, "ASYNC_MASTER", storePathRootDir=tmp_path / "p", messageIndexEnable=False)
+    with rmqha.start_master(cfg) as m:
+        c = m.config()
+        assert c["storePathRootDir"] == str(tmp_path / "p")
+        assert c["messageIndexEnable"] == "false"
+        assert c["mappedFileSizeCommitLog"] == str(1 << 20)
+        assert repr(m).startswith("<rmqha.Broker ASYNC_MASTER")

@@ -1,0 +1,170 @@
+"""Blocking calls release the GIL: eight threads' SYNC_MASTER puts overlap; a put waiting
+for a slave's ack answers Ctrl-C; close() ends a put still waiting."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import rmqha
+
+from _support import body, broker_config, slave_streaming, wait_until
+
+THREADS = 8
+PER_THREAD = 100
+
+
+def test_eight_threads_put_concurrently_into_a_sync_master(
+    sync_pair: tuple[rmqha.Broker, rmqha.Broker],
+) -> None:
+    master, slave = sync_pair
+    barrier = threading.Barrier(THREADS)
+    durations: list[float] = []
+    results: list[rmqha.PutResult] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def producer(t: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            for i in range(PER_THREAD):
+                start = time.perf_counter()
+                r = master.put_message_sync("Conc", body(i, 200), keys=[f"t{t}-{i}"], queue_id=t)
+                took = time.perf_counter() - start
+                with lock:
+                    durations.append(took)
+                    results.append(r)
+        except BaseException as e:
+            with lock:
+                errors.append(e)
+
+    threads = [threading.Thread(target=producer, args=(t,)) for t in range(THREADS)]
+    start = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    wall = time.perf_counter() - start
+    assert not errors, errors
+    assert not any(th.is_alive() for th in threads)
+
+    assert len(results) == THREADS * PER_THREAD
+    assert {r.status for r in results} == {"PUT_OK"}
+    assert len({r.phy_offset for r in results}) == len(results)
+    for t in range(THREADS):
+        assert sorted(r.queue_offset for r in results if r.queue_id == t) == list(range(PER_THREAD))
+    # Each call spends most of its time waiting for the slave's ack with the GIL released, so
+    # the calls overlap: the wall time is well under the sum of the calls' times (a held GIL
+    # would make them run one after another and the two about equal).
+    assert wall < sum(durations) / 2, f"wall {wall:.3f}s, sum of calls {sum(durations):.3f}s"
+    # SYNC_MASTER: every PUT_OK is on the slave.
+    assert slave.max_offset() >= max(r.phy_offset + r.size for r in results)
+    assert wait_until(lambda: all(slave.queue_max_offset("Conc", t) == PER_THREAD for t in range(THREADS)))
+
+
+class FakeSlave:
+    """An HA connection that reports offset 0 once and never acks again, so a SYNC_MASTER put
+    waits for its ack until slaveTimeout."""
+
+    def __init__(self, master: rmqha.Broker) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", master.ha_port()), timeout=5)
+        self.sock.sendall(struct.pack(">q", 0))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_python_threads_run_while_a_put_waits_for_its_slave(tmp_path: Path) -> None:
+    # A put that waits a whole slaveTimeout for an ack that never comes; a Python thread ticks
+    # meanwhile. Were the GIL held through the wait, it could not tick until the put returned.
+    with rmqha.start_master(broker_config(tmp_path, "SYNC_MASTER", slaveTimeout=600)) as master:
+        fake = FakeSlave(master)
+        try:
+            assert wait_until(lambda: slave_streaming(master))
+            ticks: list[float] = []
+            stop = threading.Event()
+
+            def ticker() -> None:
+                while not stop.is_set():
+                    ticks.append(time.monotonic())
+                    sum(range(1000))  # pure Python work, holding the GIL
+
+            t = threading.Thread(target=ticker)
+            t.start()
+            assert wait_until(lambda: len(ticks) > 0)
+            start = time.monotonic()
+            r = master.put_message_sync("Wait", b"no ack")
+            end = time.monotonic()
+            stop.set()
+            t.join(timeout=10)
+            # Stored; the missing ack is a status of the result, not an exception.
+            assert r.status == "FLUSH_SLAVE_TIMEOUT" and r.stored
+            assert end - start >= 0.5
+            during = [x for x in ticks if start + 0.1 < x < end - 0.1]
+            assert len(during) > 10, f"{len(during)} ticks while the put waited {end - start:.2f}s"
+        finally:
+            fake.close()
+
+
+def test_ctrl_c_interrupts_a_put_waiting_for_a_slave(tmp_path: Path) -> None:
+    with rmqha.start_master(broker_config(tmp_path, "SYNC_MASTER", slaveTimeout=60000)) as master:
+        fake = FakeSlave(master)
+        try:
+            assert wait_until(lambda: slave_streaming(master))
+            sent = threading.Event()
+
+            def interrupt() -> None:
+                # Once the message is stored the put is waiting for the ack.
+                if wait_until(lambda: master.max_offset() > 0, timeout=10):
+                    sent.set()
+                    os.kill(os.getpid(), signal.SIGINT)
+
+            t = threading.Thread(target=interrupt)
+            start = time.monotonic()
+            t.start()
+            with pytest.raises(KeyboardInterrupt):
+                master.put_message_sync("Wait", b"never acked")
+            took = time.monotonic() - start
+            t.join(timeout=10)
+            assert sent.is_set()
+            assert took < 10, f"the put answered Ctrl-C after {took:.1f}s (slaveTimeout is 60s)"
+            # The message stays stored; only its final status was not waited for.
+            assert master.get_messages("Wait", 0, 0, 1).messages[0].body == b"never acked"
+        finally:
+            fake.close()
+
+
+def test_close_ends_a_put_waiting_for_a_slave(tmp_path: Path) -> None:
+    master = rmqha.start_master(broker_config(tmp_path, "SYNC_MASTER", slaveTimeout=60000))
+    fake = FakeSlave(master)
+    try:
+        assert wait_until(lambda: slave_streaming(master))
+        outcome: list[object] = []
+
+        def put() -> None:
+            try:
+                outcome.append(master.put_message_sync("Wait", b"x"))
+            except rmqha.RmqhaError as e:
+                outcome.append(e)
+
+        t = threading.Thread(target=put)
+        t.start()
+        assert wait_until(lambda: master.max_offset() > 0)
+        start = time.monotonic()
+        master.close()
+        t.join(timeout=20)
+        assert not t.is_alive()
+        assert time.monotonic() - start < 20
+        (r,) = outcome
+        # Stored, but no slave acked it before the broker went away.
+        assert isinstance(r, rmqha.PutResult) and r.stored and r.status != "PUT_OK", r
+    finally:
+        fake.close()
+        master.close()
