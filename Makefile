@@ -6,12 +6,12 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test test-deps test-rust test-node lint bench-store bench-ha header
+.PHONY: demo test test-deps test-rust test-python test-node lint bench-store bench-ha header
 
 demo:
 	$(CARGO) run --release -p rmqha-cli -- demo
 
-test: test-deps test-rust test-node
+test: test-deps test-rust test-python test-node
 
 # Installs what the tests need on a fresh machine.
 test-deps:
@@ -20,6 +20,13 @@ test-deps:
 # One debug build serves the Rust, C (ffi crate) and CLI tests.
 test-rust:
 	$(CARGO) test --workspace --no-fail-fast
+
+# The Python package installed with pip (as a user would) into a venv under target/, built
+# with the dev profile to keep CI quick; `pip install ./python` alone builds a release wheel.
+PY_VENV := target/py-venv
+test-python:
+	MATURIN_PEP517_ARGS="--profile dev" $(PY_VENV)/bin/python -m pip install -q --force-reinstall --no-deps ./python
+	$(PY_VENV)/bin/python -m pytest -q python/tests
 
 # The Node addon in a debug build: reuses the core artifacts of test-rust.
 test-node:

@@ -13,6 +13,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
+# A virtualenv for the Python tests, with pytest and the build backend (maturin).
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -x "$root/target/py-venv/bin/python" ]; then
+  python3 -m venv "$root/target/py-venv"
+fi
+"$root/target/py-venv/bin/python" -m pip install -q --upgrade pip
+"$root/target/py-venv/bin/python" -m pip install -q pytest "maturin>=1.9.4,<2"
+
 # The Node package's build tool (@napi-rs/cli), without building the addon yet: `make test`
 # builds it in debug mode so it reuses the Rust test build.
 (cd "$(dirname "$0")/../node" && npm ci --ignore-scripts --no-audit --no-fund)

@@ -110,7 +110,10 @@ impl Broker {
     /// Starts a slave; refuses a master config.
     pub fn start_slave(config: BrokerConfig) -> Result<Arc<Broker>> {
         if config.broker_role != BrokerRole::Slave {
-            return Err(Error::NotSlave(format!("start_slave needs brokerRole SLAVE, not {}", config.broker_role)));
+            return Err(Error::NotSlave(format!(
+                "start_slave needs brokerRole SLAVE, not {}",
+                config.broker_role
+            )));
         }
         Self::start(config)
     }

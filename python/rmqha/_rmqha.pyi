@@ -35,13 +35,16 @@ __version__: str
 def start_master(config: Mapping[str, ConfigValue]) -> Broker:
     """Starts a master (brokerRole ASYNC_MASTER or SYNC_MASTER).
 
-    Raises ConfigError for an invalid value (naming the key) or a SLAVE role, StoreError when
-    the store cannot be opened, RemotingError when a port cannot be bound. Unknown keys are
-    reported as ConfigWarning.
+    Raises ConfigError for an invalid value (naming the key), NotMasterError for a SLAVE role,
+    StoreError when the store cannot be opened, RemotingError when a port cannot be bound.
+    Unknown keys are reported as ConfigWarning.
     """
 
 def start_slave(config: Mapping[str, ConfigValue]) -> Broker:
-    """Starts a slave (brokerRole SLAVE, brokerId > 0, haMasterAddress = master's HA host:port)."""
+    """Starts a slave (brokerRole SLAVE, brokerId > 0, haMasterAddress = master's HA host:port).
+
+    Raises NotSlaveError for a master role, ConfigError for an invalid value.
+    """
 
 def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     """Reads a broker.properties file: the keys it sets (canonical spelling), values as str.

@@ -33,12 +33,12 @@ def test_the_hierarchy() -> None:
 
 
 def test_start_master_refuses_a_slave_config(tmp_path: Path) -> None:
-    with pytest.raises(rmqha.ConfigError, match="SLAVE"):
+    with pytest.raises(rmqha.NotMasterError, match="SLAVE"):
         rmqha.start_master(broker_config(tmp_path, "SLAVE", haMasterAddress="127.0.0.1:1"))
 
 
 def test_start_slave_refuses_a_master_config(tmp_path: Path) -> None:
-    with pytest.raises(rmqha.ConfigError, match="SYNC_MASTER"):
+    with pytest.raises(rmqha.NotSlaveError, match="SYNC_MASTER"):
         rmqha.start_slave(broker_config(tmp_path, "SYNC_MASTER"))
 
 

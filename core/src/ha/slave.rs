@@ -192,10 +192,10 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         return format!("socket setup: {e}");
     }
     let mut reported = store.max_offset();
+    shared.acked.store(reported, Ordering::Release);
     if let Err(e) = stream.write_all(&encode_report(reported)) {
         return format!("first report failed: {e}");
     }
-    shared.acked.store(reported, Ordering::Release);
     let mut last_write = Instant::now();
     let mut last_read = Instant::now();
     let mut buf = vec![0u8; MAX_FRAME_BODY + FRAME_HEADER_SIZE];
@@ -242,11 +242,13 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         let max = store.max_offset();
         let due = last_write.elapsed() >= hb;
         if max > reported || due {
+            // Recorded before it is sent, so the slave never shows less than the master may
+            // already have counted.
+            shared.acked.store(max, Ordering::Release);
             if let Err(e) = stream.write_all(&encode_report(max)) {
                 return format!("report failed: {e}");
             }
             reported = max;
-            shared.acked.store(max, Ordering::Release);
             last_write = Instant::now();
         }
         if last_read.elapsed() > shared.opts.housekeeping_interval {

@@ -387,7 +387,11 @@ impl CommitLog {
         };
         let pos = (offset - file.start_offset()) as usize;
         file.pwrite_at(pos, data).map_err(|e| {
-            let why = format!("writing {} replicated bytes at {offset} to {}: {e}", data.len(), file.path().display());
+            let why = format!(
+                "writing {} replicated bytes at {offset} to {}: {e}",
+                data.len(),
+                file.path().display()
+            );
             if e.kind() != std::io::ErrorKind::StorageFull {
                 self.poison(why.clone());
             }

@@ -193,7 +193,10 @@ impl MappedFile {
     /// cache. Same single-writer contract as `write_region`; publish with `set_wrote_position`.
     pub fn pwrite_at(&self, pos: usize, data: &[u8]) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
-        assert!(pos >= self.wrote_position() && pos + data.len() <= self.size, "write outside the free region");
+        assert!(
+            pos >= self.wrote_position() && pos + data.len() <= self.size,
+            "write outside the free region"
+        );
         self.file.write_all_at(data, pos as u64)
     }
 
@@ -234,24 +237,36 @@ impl MappedFile {
     /// Faults in every page of the file (done in the background for the next file, so that
     /// appends never pay for a fresh page on the hot path).
     pub fn pretouch(&self) {
-        #[cfg(target_os = "linux")]
-        {
-            const MADV_POPULATE_WRITE: i32 = 23;
-            // SAFETY: advice on our own mapping; MADV_POPULATE_WRITE only faults pages in as if
-            // written with their current content, changing no byte.
-            let rc = unsafe { libc::madvise(self.map.as_mut_ptr().cast(), self.size, MADV_POPULATE_WRITE) };
-            if rc == 0 {
-                return;
+        self.pretouch_while(|| true);
+    }
+
+    /// `pretouch` in chunks, stopping early once `go_on` says so (a shutdown should not wait
+    /// for a whole gigabyte to be faulted in).
+    pub fn pretouch_while(&self, go_on: impl Fn() -> bool) {
+        const CHUNK: usize = 16 << 20;
+        let mut pos = self.wrote_position().div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
+        while pos < self.size && go_on() {
+            let len = CHUNK.min(self.size - pos);
+            #[cfg(target_os = "linux")]
+            {
+                const MADV_POPULATE_WRITE: i32 = 23;
+                // SAFETY: advice on a page-aligned range of our own mapping; MADV_POPULATE_WRITE
+                // only faults pages in as if written with their current content.
+                let rc =
+                    unsafe { libc::madvise(self.map.as_mut_ptr().add(pos).cast(), len, MADV_POPULATE_WRITE) };
+                if rc == 0 {
+                    pos += len;
+                    continue;
+                }
             }
-        }
-        // Older kernels: write a zero into each page of the fresh (all-zero) file.
-        let wrote = self.wrote_position();
-        let mut pos = wrote.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
-        while pos < self.size {
-            // SAFETY: in bounds, beyond the write position of a file no writer uses yet; a
-            // volatile write of the zero that is already there.
-            unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(pos), 0) };
-            pos += OS_PAGE_SIZE;
+            // Older kernels: write a zero into each page of the fresh (all-zero) file.
+            let end = pos + len;
+            while pos < end {
+                // SAFETY: in bounds, beyond the write position of a file no writer uses yet; a
+                // volatile write of the zero that is already there.
+                unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(pos), 0) };
+                pos += OS_PAGE_SIZE;
+            }
         }
     }
 

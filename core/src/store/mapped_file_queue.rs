@@ -26,6 +26,9 @@ struct AllocState {
     /// Files requested and not yet taken: None while being created.
     slots: HashMap<PathBuf, Option<io::Result<Arc<MappedFile>>>>,
     queue: Vec<(PathBuf, u64, usize)>,
+    /// Files an appender is waiting for: their pre-touching stops early and the rest of their
+    /// pages fault in on use, rather than making the put wait for the whole file.
+    wanted: std::collections::HashSet<PathBuf>,
     closed: bool,
 }
 
@@ -63,6 +66,7 @@ impl Allocator {
         loop {
             match s.slots.get(&path) {
                 Some(Some(_)) => {
+                    s.wanted.remove(&path);
                     let done = s.slots.remove(&path).flatten().expect("present");
                     return match done {
                         Ok(f) if f.size() == size => Ok(f),
@@ -83,6 +87,7 @@ impl Allocator {
                         drop(s);
                         return MappedFile::create(dir, start, size).map(Arc::new);
                     }
+                    s.wanted.insert(path.clone());
                     s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
                 }
                 _ => {
@@ -110,7 +115,11 @@ impl Allocator {
             let pretouch = self.pretouch.load(std::sync::atomic::Ordering::Acquire);
             let made = MappedFile::create(&dir, start, size).map(|f| {
                 if pretouch {
-                    f.pretouch();
+                    let path = dir.join(file_name(start));
+                    f.pretouch_while(|| {
+                        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                        !s.closed && !s.wanted.contains(&path)
+                    });
                 }
                 Arc::new(f)
             });
