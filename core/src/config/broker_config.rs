@@ -383,6 +383,7 @@ const UNSUPPORTED_KEYS: &[&str] = &[
     "abortFile",
     "enablePropertyFilter",
     "aclEnable",
+    "enableAcl",
     "enableDLegerCommitLog",
     "enableControllerMode",
     "controllerAddr",
@@ -435,7 +436,20 @@ impl BrokerConfig {
         let key = key.trim();
         if let Some(canonical) = Self::canonical_key(key) {
             self.set_known(canonical, value).map_err(|reason| ConfigError::for_key(key, value, reason))?;
-            self.validate_key(canonical, value)
+            if canonical == "diskMaxUsedSpaceRatio" && !(10..=95).contains(&self.disk_max_used_space_ratio) {
+                // RocketMQ's getter clamps the ratio to 10..95 and sample configs in the wild
+                // say 99: take the file as RocketMQ would, and say so.
+                let clamped = self.disk_max_used_space_ratio.clamp(10, 95);
+                let msg = format!("{key}={value} is outside 10..95; using {clamped} as RocketMQ does");
+                tracing::warn!("{msg}");
+                self.warnings.push(msg);
+                self.disk_max_used_space_ratio = clamped;
+            }
+            // Errors name the key as the file spells it (old spellings included).
+            self.validate_key(canonical, value).map_err(|mut e| {
+                e.key = Some(key.to_string());
+                e
+            })
         } else {
             let msg = if UNSUPPORTED_KEYS.contains(&key) {
                 format!("config key {key} is a RocketMQ setting rmqha does not implement; ignored")
@@ -538,9 +552,6 @@ impl BrokerConfig {
             }
             "haSyncSlaveCount" if self.ha_sync_slave_count < 1 => bad("must be at least 1"),
             "maxMessageSize" if self.max_message_size <= 0 => bad("must be positive"),
-            "diskMaxUsedSpaceRatio" if !(10..=95).contains(&self.disk_max_used_space_ratio) => {
-                bad("must be between 10 and 95")
-            }
             "accessMessageInMemoryMaxRatio"
                 if !(0..=100).contains(&self.access_message_in_memory_max_ratio) =>
             {
