@@ -833,6 +833,9 @@ fn recover(
     }
     .min(end);
     checkpoint.update(|d| d.confirm_phy_offset = end as i64);
+    // On disk at once: until the next thorough flush the file would otherwise still claim an
+    // offset that recovery may just have cut away.
+    checkpoint.flush().map_err(|e| store_err("checkpoint", e))?;
     Ok(RecoveryReport { last_exit_ok, recovered_offset: end, torn_tail, dispatch_from })
 }
 
