@@ -249,7 +249,7 @@ impl MappedFile {
     /// not come back after a crash (RocketMQ issue 10666). The file is never shrunk while
     /// mapped. Callers guarantee no reader or writer uses the file beyond `pos`.
     pub(crate) fn zero_from(&self, pos: usize) -> io::Result<()> {
-        if pos < self.size {
+        if pos < self.size && !self.is_zero_from(pos) {
             // The partial page by hand; whole pages by FALLOC_FL_ZERO_RANGE, which keeps the
             // blocks allocated (so no later append can fault on a full disk) and does not
             // dirty up to a whole file of page cache. Where it is unsupported, zero only the
@@ -277,6 +277,20 @@ impl MappedFile {
         self.wrote.store(pos, Ordering::Release);
         self.flushed.store(pos, Ordering::Release);
         Ok(())
+    }
+
+    /// Whether `[pos, size)` is known to hold only zeros, so truncating there changes nothing
+    /// and needs no sync: recovery truncates every ConsumeQueue at its end on each open, and
+    /// three syncs per queue made opening a store with many queues take minutes. Only short
+    /// ranges are scanned; a long one (a CommitLog tail) is zeroed and synced regardless.
+    fn is_zero_from(&self, pos: usize) -> bool {
+        const SCAN_LIMIT: usize = 8 << 20;
+        if self.size - pos > SCAN_LIMIT {
+            return false;
+        }
+        // SAFETY: in bounds; by zero_from's caller guarantee nobody writes [pos, size) now.
+        let tail = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos), self.size - pos) };
+        tail.iter().all(|&b| b == 0)
     }
 
     fn zero_range_fallocate(&self, from: usize) -> bool {

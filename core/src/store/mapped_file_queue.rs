@@ -331,10 +331,12 @@ impl MappedFileQueue {
     /// empty. Nothing may read or write beyond `offset` meanwhile.
     pub fn truncate(&self, offset: u64) -> io::Result<()> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut removed = false;
         while let Some(last) = files.last() {
             if last.start_offset() > offset {
                 let f = files.pop().expect("last");
                 f.destroy()?;
+                removed = true;
             } else {
                 break;
             }
@@ -349,7 +351,8 @@ impl MappedFileQueue {
         if self.flushed_where() > offset {
             self.set_flushed_where(offset);
         }
-        sync_dir(&self.dir)
+        // Only a deletion changes the directory.
+        if removed { sync_dir(&self.dir) } else { Ok(()) }
     }
 
     /// Deletes every file (an empty log).
