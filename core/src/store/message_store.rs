@@ -265,26 +265,48 @@ impl MessageStore {
         }
         let w = self.flush_waiters.clone();
         threads.push(spawn("rmqha-flush-timeout", move || w.run_deadlines())?);
-        let this = self.clone();
+        // Service threads hold the parts they use, never the store itself: a thread holding
+        // an `Arc<MessageStore>` would keep the store alive after its owner drops it, so
+        // `Drop` (and with it shutdown, the lock release and the thread joins) would never run.
+        let (cqs, index, dispatcher, cl, cp, stop) = (
+            self.cqs.clone(),
+            self.index.clone(),
+            self.dispatcher.clone(),
+            self.commit_log.clone(),
+            self.checkpoint.clone(),
+            self.stop.clone(),
+        );
+        let (interval, least, thorough) = (
+            Duration::from_millis(c.flush_interval_consume_queue as u64),
+            c.flush_consume_queue_least_pages.max(0) as usize,
+            Duration::from_millis(c.flush_consume_queue_thorough_interval as u64),
+        );
         threads.push(spawn("rmqha-flush-cq", move || {
-            let c = &this.config;
             flush::run_cq_flush(
-                &this.cqs,
-                this.index.as_deref(),
-                &this.dispatcher,
-                &this.commit_log,
-                &this.checkpoint,
-                &this.stop,
-                Duration::from_millis(c.flush_interval_consume_queue as u64),
-                c.flush_consume_queue_least_pages.max(0) as usize,
-                Duration::from_millis(c.flush_consume_queue_thorough_interval as u64),
+                &cqs,
+                index.as_deref(),
+                &dispatcher,
+                &cl,
+                &cp,
+                &stop,
+                interval,
+                least,
+                thorough,
             )
         })?);
-        let this = self.clone();
+        let (cqs, index, dispatcher, cl, stop, clock) = (
+            self.cqs.clone(),
+            self.index.clone(),
+            self.dispatcher.clone(),
+            self.commit_log.clone(),
+            self.stop.clone(),
+            self.clock.clone(),
+        );
+        let opts = retention_options(c);
+        let interval = Duration::from_millis(c.clean_resource_interval as u64);
         threads.push(spawn("rmqha-retention", move || {
-            let interval = Duration::from_millis(this.config.clean_resource_interval as u64);
-            while this.stop.sleep(interval) {
-                if let Err(e) = this.run_retention() {
+            while stop.sleep(interval) {
+                if let Err(e) = retention::run_pass(&cl, &cqs, index.as_deref(), &dispatcher, &clock, &opts) {
                     tracing::error!("retention failed: {e}");
                 }
             }
@@ -678,13 +700,7 @@ impl MessageStore {
 
     /// One retention pass now (the retention thread runs one every `cleanResourceInterval`).
     pub fn run_retention(&self) -> Result<RetentionReport> {
-        let c = &self.config;
-        let opts = RetentionOptions {
-            file_reserved_ms: c.file_reserved_time * 3_600_000,
-            delete_hours: c.delete_when_hours(),
-            disk_max_used_ratio: c.disk_max_used_space_ratio as f64 / 100.0,
-            max_files_per_pass: 10,
-        };
+        let opts = retention_options(&self.config);
         retention::run_pass(
             &self.commit_log,
             &self.cqs,
@@ -739,6 +755,15 @@ impl MessageStore {
 impl Drop for MessageStore {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+fn retention_options(c: &BrokerConfig) -> RetentionOptions {
+    RetentionOptions {
+        file_reserved_ms: c.file_reserved_time * 3_600_000,
+        delete_hours: c.delete_when_hours(),
+        disk_max_used_ratio: c.disk_max_used_space_ratio as f64 / 100.0,
+        max_files_per_pass: 10,
     }
 }
 
