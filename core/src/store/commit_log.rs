@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -79,6 +79,16 @@ pub struct CommitLog {
     poisoned: OnceLock<String>,
     /// Signalled after every append (dispatcher, HA writers, flushers wait on it).
     appended: Notifier,
+    /// Flush calls that synced new data (group commit batches many puts into one).
+    flushes: AtomicU64,
+    faults: FlushFaults,
+}
+
+/// Faults tests inject into the flush path (two relaxed loads when unused).
+#[derive(Default)]
+struct FlushFaults {
+    fail_next: AtomicBool,
+    delay_ms: AtomicU64,
 }
 
 impl CommitLog {
@@ -98,6 +108,8 @@ impl CommitLog {
             locked_since: AtomicI64::new(0),
             poisoned: OnceLock::new(),
             appended: Notifier::new(),
+            flushes: AtomicU64::new(0),
+            faults: FlushFaults::default(),
         })
     }
 
@@ -204,9 +216,10 @@ impl CommitLog {
         for (slot, m) in prepared.iter_mut().zip(msgs) {
             let p = PreparedMessage::prepare(m, &host, self.opts.max_message_size, now).map_err(|e| {
                 let (status, why) = match e {
-                    InvalidMessage::Topic => {
-                        (PutStatus::MessageIllegal, "topic empty, over 127 bytes, or has 0x01/0x02")
-                    }
+                    InvalidMessage::Topic => (
+                        PutStatus::MessageIllegal,
+                        "topic empty, over 127 bytes, or has a 0x00, 0x01 or 0x02 byte",
+                    ),
                     InvalidMessage::BodyTooLarge => {
                         (PutStatus::MessageIllegal, "body larger than maxMessageSize")
                     }
@@ -396,20 +409,55 @@ impl CommitLog {
 
     /// Flushes up to the current end; returns the flushed offset, poisoning the log on error.
     pub fn flush(&self, least_pages: usize) -> std::io::Result<u64> {
-        let r = self.queue.flush(least_pages);
-        if let Err(e) = &r {
-            self.poison(format!("flushing {} failed: {e}", self.queue.dir().display()));
-        }
-        r
+        self.flush_with(|q| q.flush(least_pages))
     }
 
     /// Flushes everything written so far.
     pub fn flush_all(&self) -> std::io::Result<u64> {
-        let r = self.queue.flush_all();
-        if let Err(e) = &r {
-            self.poison(format!("flushing {} failed: {e}", self.queue.dir().display()));
+        self.flush_with(MappedFileQueue::flush_all)
+    }
+
+    fn flush_with(&self, f: impl FnOnce(&MappedFileQueue) -> std::io::Result<u64>) -> std::io::Result<u64> {
+        let before = self.queue.flushed_where();
+        let r = self.injected_fault().and_then(|()| f(&self.queue));
+        match &r {
+            Ok(after) if *after > before => {
+                self.flushes.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(_) => {}
+            Err(e) => self.poison(format!("flushing {} failed: {e}", self.queue.dir().display())),
         }
         r
+    }
+
+    /// How many flushes synced new data so far (a measure of group commit).
+    pub fn flush_count(&self) -> u64 {
+        self.flushes.load(Ordering::Relaxed)
+    }
+
+    fn injected_fault(&self) -> std::io::Result<()> {
+        let delay = self.faults.delay_ms.load(Ordering::Relaxed);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(delay));
+        }
+        if self.faults.fail_next.load(Ordering::Relaxed)
+            && self.faults.fail_next.swap(false, Ordering::AcqRel)
+        {
+            return Err(std::io::Error::other("injected flush failure (test hook)"));
+        }
+        Ok(())
+    }
+
+    /// Test hook: the next flush fails with an I/O error, as a failed fsync would.
+    #[doc(hidden)]
+    pub fn inject_flush_failure(&self) {
+        self.faults.fail_next.store(true, Ordering::Release);
+    }
+
+    /// Test hook: every flush first sleeps `ms` milliseconds (0 turns it off), as a slow disk.
+    #[doc(hidden)]
+    pub fn inject_flush_delay(&self, ms: u64) {
+        self.faults.delay_ms.store(ms, Ordering::Release);
     }
 
     /// Walks records from `from` (a record boundary) and returns the end of the last valid

@@ -465,6 +465,11 @@ impl MessageStore {
         if flush_wait {
             let deadline = Instant::now() + Duration::from_millis(self.config.sync_flush_timeout as u64);
             self.flush_waiters.register(end, deadline, &ticket);
+            if self.commit_log.poisoned().is_some() {
+                // The flush failed between our append and our registration: the group commit
+                // thread is gone and will not answer, so answer now rather than at the deadline.
+                self.flush_waiters.fail_all(PutStatus::FlushDiskTimeout);
+            }
         }
         Ok(PutHandle::Pending(ticket))
     }
