@@ -857,10 +857,16 @@ fn recover(
     }
     let cq_max = cqs.max_physic_offset().max(0) as u64;
     let min = cl.min_offset();
+    // RocketMQ re-dispatches only from the recovery start file, so after a crash the keys of a
+    // destroyed index file older than that file were lost from the index for good. Reaching
+    // back to where the destroyed files began re-dispatches more, but the ConsumeQueues skip
+    // what they hold and the index skips what its surviving files hold.
+    let index_from = index.and_then(IndexService::rebuild_from).unwrap_or(u64::MAX);
     let dispatch_from = match dispatch_hint {
         None => cq_max.max(min),
         Some(start) => start.min(cq_max).max(min),
     }
+    .min(index_from.max(min))
     .min(end);
     checkpoint.update(|d| d.confirm_phy_offset = end as i64);
     // On disk at once: until the next thorough flush the file would otherwise still claim an
