@@ -582,6 +582,14 @@ impl MessageStore {
             return res;
         }
         if cq.get(offset).is_none() {
+            let min_now = cq.min_offset_in_queue();
+            if offset < min_now {
+                // Retention deleted the unit's file since `min` was read.
+                res.status = GetMessageStatus::OffsetTooSmall;
+                res.min_offset = min_now;
+                res.next_begin_offset = correct(offset, min_now);
+                return res;
+            }
             res.status = GetMessageStatus::OffsetFoundNull;
             let per_file = (cq.files().file_size() / CQ_UNIT_SIZE) as i64;
             res.next_begin_offset = correct(offset, offset + per_file - offset % per_file);
