@@ -333,8 +333,10 @@ broker_config! {
     redelete_hanged_file_interval: i64 = 120000, "redeleteHangedFileInterval";
     /// Milliseconds the put lock may be held before puts get OS_PAGE_CACHE_BUSY.
     os_page_cache_busy_time_out_mills: i64 = 1000, "osPageCacheBusyTimeOutMills";
-    /// Pre-touch every page of a new CommitLog file (rmqha always pre-touches the next file in
-    /// the background; this also warms the first one synchronously).
+    /// Pre-touch (fault in) every page of each CommitLog file made ahead, in the background,
+    /// and the unwritten part of the current one at start. Off by default as in RocketMQ:
+    /// pre-touching dirties the whole file, so its zeros reach the disk before the data that
+    /// overwrites them, and it takes a core from the writers while it runs.
     warm_maped_file_enable: bool = false, "warmMapedFileEnable";
     /// Delay levels of scheduled messages.
     message_delay_level: String = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".into(), "messageDelayLevel";

@@ -194,8 +194,7 @@ impl<'a> PreparedMessage<'a> {
     ) -> Result<Self, InvalidMessage> {
         if msg.topic.is_empty()
             || msg.topic.len() > MAX_TOPIC_LEN
-            || !properties::is_encodable(&msg.topic)
-            || msg.topic.as_bytes().contains(&0)
+            || msg.topic.bytes().any(|b| b <= properties::PROPERTY_SEPARATOR)
         {
             // A NUL in a topic is what a torn write looks like (see `check_record`); RocketMQ's
             // topic validator refuses it too.

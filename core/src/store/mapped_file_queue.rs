@@ -1,8 +1,9 @@
 //! A log as a sequence of equally sized mapped files named by their start offset (spec 2.2).
 //!
 //! The file list is behind a read-write lock that is held only to clone an `Arc`; files are
-//! read without it. New files come from an [`Allocator`] that creates and pre-touches the next
-//! file in the background, so a roll does not stall the put path.
+//! read without it. New files come from an [`Allocator`] that creates (and with
+//! warmMapedFileEnable pre-touches) the next file in the background, so a roll does not stall
+//! the put path on creating a file.
 
 use std::collections::HashMap;
 use std::io;
@@ -16,6 +17,8 @@ use super::mapped_file::{MappedFile, file_name, sync_dir};
 pub struct Allocator {
     state: Mutex<AllocState>,
     cv: Condvar,
+    /// Fault in every page of each file made ahead (warmMapedFileEnable).
+    warm: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -28,7 +31,19 @@ struct AllocState {
 
 impl Allocator {
     pub fn new() -> Arc<Self> {
-        Arc::new(Allocator { state: Mutex::new(AllocState::default()), cv: Condvar::new() })
+        Arc::new(Allocator {
+            state: Mutex::new(AllocState::default()),
+            cv: Condvar::new(),
+            warm: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// Whether files made ahead are also pre-touched (off by default, as RocketMQ's
+    /// warmMapedFileEnable). Pre-touching dirties the whole file: its zeros go to disk before
+    /// the data that overwrites them, and faulting in a whole file takes a core for a while.
+    /// Without it the writer faults each page in as it first writes it.
+    pub fn set_warm(&self, warm: bool) {
+        self.warm.store(warm, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Asks for the file at `start` in `dir` to be created in the background.
@@ -95,8 +110,11 @@ impl Allocator {
             }
             let (dir, start, size) = s.queue.remove(0);
             drop(s);
+            let warm = self.warm.load(std::sync::atomic::Ordering::Relaxed);
             let made = MappedFile::create(&dir, start, size).map(|f| {
-                f.pretouch();
+                if warm {
+                    f.pretouch();
+                }
                 Arc::new(f)
             });
             if let Err(e) = &made {

@@ -131,6 +131,7 @@ impl MessageStore {
             )))
         })?;
         let allocator = Allocator::new();
+        allocator.set_warm(config.warm_maped_file_enable);
         let cl_dir = config.commit_log_dir();
         let commit_log = Arc::new(
             CommitLog::load(
@@ -225,16 +226,31 @@ impl MessageStore {
         }
         lock::create_abort_file(&self.config.abort_path())
             .map_err(|e| io_err(&self.config.abort_path(), "cannot create abort file", e))?;
-        // The next CommitLog file is prepared ahead of need.
+        let warm = self.config.warm_maped_file_enable;
+        // With warmMapedFileEnable an empty master's first file is made now rather than by the
+        // first put, so that it can be warmed like every later file (a slave's first file must
+        // wait for the master's offset).
+        if warm && self.role() != BrokerRole::Slave && self.commit_log.queue().last().is_none() {
+            let start = self.commit_log.max_offset()
+                - self.commit_log.max_offset() % self.commit_log.file_size() as u64;
+            self.commit_log.queue().create_file(start).map_err(|e| {
+                io_err(self.commit_log.queue().dir(), "cannot create the first CommitLog file in", e)
+            })?;
+        }
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(last) = self.commit_log.queue().last() {
+            // The next CommitLog file is prepared ahead of need; with warmMapedFileEnable the
+            // unwritten part of the current one is faulted in as well.
             self.allocator.request(
                 self.commit_log.queue().dir(),
                 last.end_offset(),
                 self.commit_log.file_size(),
             );
+            if warm {
+                threads.push(spawn("rmqha-warm", move || last.pretouch_unwritten())?);
+            }
         }
 
-        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         let a = self.allocator.clone();
         threads.push(spawn("rmqha-allocate", move || a.run())?);
         let d = self.dispatcher.clone();
