@@ -1,6 +1,7 @@
 //! `rmqha`: run a broker from a RocketMQ-style properties file, run the replication demo,
 //! ask a running broker for its status, and run the benchmarks.
 
+mod bench;
 mod broker_cmd;
 mod demo;
 mod ha_bench;
@@ -32,6 +33,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Store: put throughput (ASYNC and SYNC flush), dispatch and read rates, with baselines.
+    Store(bench::store::StoreBenchArgs),
     /// Replication: catch-up, SYNC vs ASYNC master throughput and latency, cost of slaves.
     Ha(ha_bench::HaBenchArgs),
 }
@@ -57,6 +60,10 @@ fn main() -> ExitCode {
         Command::Status(a) => {
             init_logging("warn");
             status::run(a)
+        }
+        Command::Bench(BenchCommand::Store(a)) => {
+            init_logging("warn");
+            bench::store::run_store(&a)
         }
         Command::Bench(BenchCommand::Ha(a)) => {
             init_logging("warn");

@@ -340,8 +340,10 @@ broker_config! {
     redelete_hanged_file_interval: i64 = 120000, "redeleteHangedFileInterval";
     /// Milliseconds the put lock may be held before puts get OS_PAGE_CACHE_BUSY.
     os_page_cache_busy_time_out_mills: i64 = 1000, "osPageCacheBusyTimeOutMills";
-    /// Pre-touch every page of a new CommitLog file (rmqha always pre-touches the next file in
-    /// the background; this also warms the first one synchronously).
+    /// Pre-touch (fault in) every page of each CommitLog file made ahead, in the background,
+    /// and the unwritten part of the current one at start. Off by default as in RocketMQ:
+    /// pre-touching dirties the whole file, so its zeros reach the disk before the data that
+    /// overwrites them, and it takes a core from the writers while it runs.
     warm_maped_file_enable: bool = false, "warmMapedFileEnable";
     /// Delay levels of scheduled messages.
     message_delay_level: String = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".into(), "messageDelayLevel";
@@ -393,6 +395,7 @@ const UNSUPPORTED_KEYS: &[&str] = &[
     "abortFile",
     "enablePropertyFilter",
     "aclEnable",
+    "enableAcl",
     "enableDLegerCommitLog",
     "enableControllerMode",
     "controllerAddr",
@@ -445,7 +448,20 @@ impl BrokerConfig {
         let key = key.trim();
         if let Some(canonical) = Self::canonical_key(key) {
             self.set_known(canonical, value).map_err(|reason| ConfigError::for_key(key, value, reason))?;
-            self.validate_key(canonical, value)
+            if canonical == "diskMaxUsedSpaceRatio" && !(10..=95).contains(&self.disk_max_used_space_ratio) {
+                // RocketMQ's getter clamps the ratio to 10..95 and sample configs in the wild
+                // say 99: take the file as RocketMQ would, and say so.
+                let clamped = self.disk_max_used_space_ratio.clamp(10, 95);
+                let msg = format!("{key}={value} is outside 10..95; using {clamped} as RocketMQ does");
+                tracing::warn!("{msg}");
+                self.warnings.push(msg);
+                self.disk_max_used_space_ratio = clamped;
+            }
+            // Errors name the key as the file spells it (old spellings included).
+            self.validate_key(canonical, value).map_err(|mut e| {
+                e.key = Some(key.to_string());
+                e
+            })
         } else {
             let msg = if UNSUPPORTED_KEYS.contains(&key) {
                 format!("config key {key} is a RocketMQ setting rmqha does not implement; ignored")
@@ -548,9 +564,6 @@ impl BrokerConfig {
             }
             "haSyncSlaveCount" if self.ha_sync_slave_count < 1 => bad("must be at least 1"),
             "maxMessageSize" if self.max_message_size <= 0 => bad("must be positive"),
-            "diskMaxUsedSpaceRatio" if !(10..=95).contains(&self.disk_max_used_space_ratio) => {
-                bad("must be between 10 and 95")
-            }
             "accessMessageInMemoryMaxRatio"
                 if !(0..=100).contains(&self.access_message_in_memory_max_ratio) =>
             {

@@ -161,7 +161,7 @@ impl Message {
 /// Why a message cannot be stored at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InvalidMessage {
-    /// Topic empty, longer than 127 bytes, or containing separator bytes.
+    /// Topic empty, longer than 127 bytes, or containing separator or NUL bytes.
     Topic,
     /// Body larger than `maxMessageSize`.
     BodyTooLarge,
@@ -192,7 +192,12 @@ impl<'a> PreparedMessage<'a> {
         max_body: usize,
         now_ms: i64,
     ) -> Result<Self, InvalidMessage> {
-        if msg.topic.is_empty() || msg.topic.len() > MAX_TOPIC_LEN || !properties::is_encodable(&msg.topic) {
+        if msg.topic.is_empty()
+            || msg.topic.len() > MAX_TOPIC_LEN
+            || msg.topic.bytes().any(|b| b <= properties::PROPERTY_SEPARATOR)
+        {
+            // A NUL in a topic is what a torn write looks like (see `check_record`); RocketMQ's
+            // topic validator refuses it too.
             return Err(InvalidMessage::Topic);
         }
         if msg.body.len() > max_body {
@@ -523,6 +528,14 @@ pub fn check_record<'a>(buf: &'a [u8], opts: &CheckOptions<'_>) -> CheckResult<'
         }
     };
     if opts.check_crc && crc32_masked(rec.body) as i32 != rec.body_crc {
+        return CheckResult::Invalid { skip: None };
+    }
+    // A torn write leaves zeros where the end of a record should be. The body CRC catches them
+    // in the body and the lengths catch them in the header, but nothing covers the topic and
+    // the properties, which come last: a record cut there would pass as whole, with its tags
+    // and keys gone. Their shape gives it away: no writer puts a NUL in a topic (RocketMQ's
+    // topic validator forbids it) and RocketMQ's encoder ends non-empty properties with 0x02.
+    if rec.topic.contains(&0) || rec.properties.last() == Some(&0) {
         return CheckResult::Invalid { skip: None };
     }
     let Some(topic) = rec.topic_str() else {

@@ -274,7 +274,13 @@ impl ConsumeQueue {
                     return false; // not full
                 }
                 let last = CqUnit::decode(&data[data.len() / CQ_UNIT_SIZE * CQ_UNIT_SIZE - CQ_UNIT_SIZE..]);
-                last.phy_offset + last.size as i64 <= cl_min
+                let expired = last.phy_offset + last.size as i64 <= cl_min;
+                if expired {
+                    // Raise the minimum before the file leaves the list, so a reader never
+                    // finds an offset at or above the minimum without its unit.
+                    self.min_logic_offset.fetch_max(f.end_offset(), Ordering::AcqRel);
+                }
+                expired
             })?;
             if removed.is_none() {
                 break;

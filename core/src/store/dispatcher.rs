@@ -16,6 +16,9 @@ use super::index::IndexService;
 use super::notify::Notifier;
 use crate::message::{CheckResult, DispatchRequest, check_record, sysflag};
 
+/// How long the dispatcher pauses after a round that dispatched something.
+const DISPATCH_PAUSE: Duration = Duration::from_micros(500);
+
 /// The dispatcher's state, shared with readers of its progress.
 pub struct Dispatcher {
     commit_log: Arc<CommitLog>,
@@ -199,7 +202,13 @@ impl Dispatcher {
             if stop.load(Ordering::Acquire) && !progressed {
                 return;
             }
-            if !progressed {
+            if progressed {
+                // Pause before the next round instead of waiting on the signal: a waiting
+                // dispatcher makes every put pay a wake-up syscall and two context switches,
+                // which at high put rates cost more than the put itself. After a pause the
+                // next round takes a whole batch (RocketMQ's reput sleeps 1 ms per round too).
+                std::thread::sleep(DISPATCH_PAUSE);
+            } else {
                 signal.wait(seen, Duration::from_millis(500));
             }
         }

@@ -205,6 +205,9 @@ pub struct IndexService {
     opts: IndexOptions,
     files: RwLock<Vec<Arc<IndexFile>>>,
     checkpoint: Arc<StoreCheckpoint>,
+    /// Lowest CommitLog offset indexed by a file that load destroyed: dispatch must start
+    /// there or the rebuilt index misses what those files held.
+    rebuild_from: Option<u64>,
 }
 
 impl IndexService {
@@ -232,6 +235,7 @@ impl IndexService {
         }
         names.sort();
         let mut files = Vec::new();
+        let mut rebuild_from: Option<u64> = None;
         let index_ts = checkpoint.get().index_msg_timestamp;
         for p in names {
             let f = match IndexFile::open(&p, opts.slot_num, opts.index_num) {
@@ -247,12 +251,20 @@ impl IndexService {
             };
             if !last_exit_ok && f.end_timestamp() > index_ts {
                 tracing::info!("unclean exit: destroying index file {} (rebuilt by dispatch)", p.display());
+                let begin = f.begin_phy_offset().max(0) as u64;
+                rebuild_from = Some(rebuild_from.map_or(begin, |r| r.min(begin)));
                 f.file.destroy()?;
                 continue;
             }
             files.push(Arc::new(f));
         }
-        Ok(IndexService { dir: dir.to_path_buf(), opts, files: RwLock::new(files), checkpoint })
+        Ok(IndexService { dir: dir.to_path_buf(), opts, files: RwLock::new(files), checkpoint, rebuild_from })
+    }
+
+    /// Where dispatch must start at the latest so that the index files destroyed by `load`
+    /// (after an unclean exit) are rebuilt whole; `None` if none were.
+    pub fn rebuild_from(&self) -> Option<u64> {
+        self.rebuild_from
     }
 
     fn last_file(&self) -> io::Result<Arc<IndexFile>> {

@@ -270,11 +270,41 @@ impl MappedFile {
         }
     }
 
+    /// Faults in the pages from the write position on, so that appends to a file that is
+    /// already in use (the first file of a new log, the last one after a restart) do not pay
+    /// a page fault per 4 KiB. Safe while a writer appends: it changes no byte. Where the
+    /// kernel cannot do it without writing (before Linux 5.14) it does nothing.
+    pub fn pretouch_unwritten(&self) {
+        let from = self.wrote_position() / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        self.populate_write(from);
+    }
+
+    fn populate_write(&self, from: usize) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            const MADV_POPULATE_WRITE: i32 = 23;
+            if from >= self.size {
+                return true;
+            }
+            // SAFETY: advice on a page-aligned range of our own mapping; MADV_POPULATE_WRITE
+            // only faults pages in as if written with their current content, changing no byte.
+            let rc = unsafe {
+                libc::madvise(self.map.as_mut_ptr().add(from).cast(), self.size - from, MADV_POPULATE_WRITE)
+            };
+            rc == 0
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = from;
+            false
+        }
+    }
+
     /// Zeroes `[pos, size)` on disk and sets the positions to `pos`: a truncated record must
     /// not come back after a crash (RocketMQ issue 10666). The file is never shrunk while
     /// mapped. Callers guarantee no reader or writer uses the file beyond `pos`.
     pub(crate) fn zero_from(&self, pos: usize) -> io::Result<()> {
-        if pos < self.size {
+        if pos < self.size && !self.is_zero_from(pos) {
             // The partial page by hand; whole pages by FALLOC_FL_ZERO_RANGE, which keeps the
             // blocks allocated (so no later append can fault on a full disk) and does not
             // dirty up to a whole file of page cache. Where it is unsupported, zero only the
@@ -302,6 +332,20 @@ impl MappedFile {
         self.wrote.store(pos, Ordering::Release);
         self.flushed.store(pos, Ordering::Release);
         Ok(())
+    }
+
+    /// Whether `[pos, size)` is known to hold only zeros, so truncating there changes nothing
+    /// and needs no sync: recovery truncates every ConsumeQueue at its end on each open, and
+    /// three syncs per queue made opening a store with many queues take minutes. Only short
+    /// ranges are scanned; a long one (a CommitLog tail) is zeroed and synced regardless.
+    fn is_zero_from(&self, pos: usize) -> bool {
+        const SCAN_LIMIT: usize = 8 << 20;
+        if self.size - pos > SCAN_LIMIT {
+            return false;
+        }
+        // SAFETY: in bounds; by zero_from's caller guarantee nobody writes [pos, size) now.
+        let tail = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos), self.size - pos) };
+        tail.iter().all(|&b| b == 0)
     }
 
     fn zero_range_fallocate(&self, from: usize) -> bool {

@@ -1,8 +1,9 @@
 //! A log as a sequence of equally sized mapped files named by their start offset (spec 2.2).
 //!
 //! The file list is behind a read-write lock that is held only to clone an `Arc`; files are
-//! read without it. New files come from an [`Allocator`] that creates and pre-touches the next
-//! file in the background, so a roll does not stall the put path.
+//! read without it. New files come from an [`Allocator`] that creates (and with
+//! warmMapedFileEnable pre-touches) the next file in the background, so a roll does not stall
+//! the put path on creating a file.
 
 use std::collections::HashMap;
 use std::io;
@@ -355,10 +356,12 @@ impl MappedFileQueue {
     /// empty. Nothing may read or write beyond `offset` meanwhile.
     pub fn truncate(&self, offset: u64) -> io::Result<()> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut removed = false;
         while let Some(last) = files.last() {
             if last.start_offset() > offset {
                 let f = files.pop().expect("last");
                 f.destroy()?;
+                removed = true;
             } else {
                 break;
             }
@@ -373,7 +376,8 @@ impl MappedFileQueue {
         if self.flushed_where() > offset {
             self.set_flushed_where(offset);
         }
-        sync_dir(&self.dir)
+        // Only a deletion changes the directory.
+        if removed { sync_dir(&self.dir) } else { Ok(()) }
     }
 
     /// Deletes every file (an empty log).

@@ -226,16 +226,31 @@ impl MessageStore {
         }
         lock::create_abort_file(&self.config.abort_path())
             .map_err(|e| io_err(&self.config.abort_path(), "cannot create abort file", e))?;
-        // The next CommitLog file is prepared ahead of need.
+        let warm = self.config.warm_maped_file_enable;
+        // With warmMapedFileEnable an empty master's first file is made now rather than by the
+        // first put, so that it can be warmed like every later file (a slave's first file must
+        // wait for the master's offset).
+        if warm && self.role() != BrokerRole::Slave && self.commit_log.queue().last().is_none() {
+            let start = self.commit_log.max_offset()
+                - self.commit_log.max_offset() % self.commit_log.file_size() as u64;
+            self.commit_log.queue().create_file(start).map_err(|e| {
+                io_err(self.commit_log.queue().dir(), "cannot create the first CommitLog file in", e)
+            })?;
+        }
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(last) = self.commit_log.queue().last() {
+            // The next CommitLog file is prepared ahead of need; with warmMapedFileEnable the
+            // unwritten part of the current one is faulted in as well.
             self.allocator.request(
                 self.commit_log.queue().dir(),
                 last.end_offset(),
                 self.commit_log.file_size(),
             );
+            if warm {
+                threads.push(spawn("rmqha-warm", move || last.pretouch_unwritten())?);
+            }
         }
 
-        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         let a = self.allocator.clone();
         threads.push(spawn("rmqha-allocate", move || a.run())?);
         let d = self.dispatcher.clone();
@@ -266,26 +281,48 @@ impl MessageStore {
         }
         let w = self.flush_waiters.clone();
         threads.push(spawn("rmqha-flush-timeout", move || w.run_deadlines())?);
-        let this = self.clone();
+        // Service threads hold the parts they use, never the store itself: a thread holding
+        // an `Arc<MessageStore>` would keep the store alive after its owner drops it, so
+        // `Drop` (and with it shutdown, the lock release and the thread joins) would never run.
+        let (cqs, index, dispatcher, cl, cp, stop) = (
+            self.cqs.clone(),
+            self.index.clone(),
+            self.dispatcher.clone(),
+            self.commit_log.clone(),
+            self.checkpoint.clone(),
+            self.stop.clone(),
+        );
+        let (interval, least, thorough) = (
+            Duration::from_millis(c.flush_interval_consume_queue as u64),
+            c.flush_consume_queue_least_pages.max(0) as usize,
+            Duration::from_millis(c.flush_consume_queue_thorough_interval as u64),
+        );
         threads.push(spawn("rmqha-flush-cq", move || {
-            let c = &this.config;
             flush::run_cq_flush(
-                &this.cqs,
-                this.index.as_deref(),
-                &this.dispatcher,
-                &this.commit_log,
-                &this.checkpoint,
-                &this.stop,
-                Duration::from_millis(c.flush_interval_consume_queue as u64),
-                c.flush_consume_queue_least_pages.max(0) as usize,
-                Duration::from_millis(c.flush_consume_queue_thorough_interval as u64),
+                &cqs,
+                index.as_deref(),
+                &dispatcher,
+                &cl,
+                &cp,
+                &stop,
+                interval,
+                least,
+                thorough,
             )
         })?);
-        let this = self.clone();
+        let (cqs, index, dispatcher, cl, stop, clock) = (
+            self.cqs.clone(),
+            self.index.clone(),
+            self.dispatcher.clone(),
+            self.commit_log.clone(),
+            self.stop.clone(),
+            self.clock.clone(),
+        );
+        let opts = retention_options(c);
+        let interval = Duration::from_millis(c.clean_resource_interval as u64);
         threads.push(spawn("rmqha-retention", move || {
-            let interval = Duration::from_millis(this.config.clean_resource_interval as u64);
-            while this.stop.sleep(interval) {
-                if let Err(e) = this.run_retention() {
+            while stop.sleep(interval) {
+                if let Err(e) = retention::run_pass(&cl, &cqs, index.as_deref(), &dispatcher, &clock, &opts) {
                     tracing::error!("retention failed: {e}");
                 }
             }
@@ -454,6 +491,11 @@ impl MessageStore {
         if flush_wait {
             let deadline = Instant::now() + Duration::from_millis(self.config.sync_flush_timeout as u64);
             self.flush_waiters.register(end, deadline, &ticket);
+            if self.commit_log.poisoned().is_some() {
+                // The flush failed between our append and our registration: the group commit
+                // thread is gone and will not answer, so answer now rather than at the deadline.
+                self.flush_waiters.fail_all(PutStatus::FlushDiskTimeout);
+            }
         }
         Ok(PutHandle::Pending(ticket))
     }
@@ -566,6 +608,14 @@ impl MessageStore {
             return res;
         }
         if cq.get(offset).is_none() {
+            let min_now = cq.min_offset_in_queue();
+            if offset < min_now {
+                // Retention deleted the unit's file since `min` was read.
+                res.status = GetMessageStatus::OffsetTooSmall;
+                res.min_offset = min_now;
+                res.next_begin_offset = correct(offset, min_now);
+                return res;
+            }
             res.status = GetMessageStatus::OffsetFoundNull;
             let per_file = (cq.files().file_size() / CQ_UNIT_SIZE) as i64;
             res.next_begin_offset = correct(offset, offset + per_file - offset % per_file);
@@ -690,13 +740,7 @@ impl MessageStore {
 
     /// One retention pass now (the retention thread runs one every `cleanResourceInterval`).
     pub fn run_retention(&self) -> Result<RetentionReport> {
-        let c = &self.config;
-        let opts = RetentionOptions {
-            file_reserved_ms: c.file_reserved_time * 3_600_000,
-            delete_hours: c.delete_when_hours(),
-            disk_max_used_ratio: c.disk_max_used_space_ratio as f64 / 100.0,
-            max_files_per_pass: 10,
-        };
+        let opts = retention_options(&self.config);
         retention::run_pass(
             &self.commit_log,
             &self.cqs,
@@ -751,6 +795,15 @@ impl MessageStore {
 impl Drop for MessageStore {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+fn retention_options(c: &BrokerConfig) -> RetentionOptions {
+    RetentionOptions {
+        file_reserved_ms: c.file_reserved_time * 3_600_000,
+        delete_hours: c.delete_when_hours(),
+        disk_max_used_ratio: c.disk_max_used_space_ratio as f64 / 100.0,
+        max_files_per_pass: 10,
     }
 }
 
@@ -839,12 +892,21 @@ fn recover(
     }
     let cq_max = cqs.max_physic_offset().max(0) as u64;
     let min = cl.min_offset();
+    // RocketMQ re-dispatches only from the recovery start file, so after a crash the keys of a
+    // destroyed index file older than that file were lost from the index for good. Reaching
+    // back to where the destroyed files began re-dispatches more, but the ConsumeQueues skip
+    // what they hold and the index skips what its surviving files hold.
+    let index_from = index.and_then(IndexService::rebuild_from).unwrap_or(u64::MAX);
     let dispatch_from = match dispatch_hint {
         None => cq_max.max(min),
         Some(start) => start.min(cq_max).max(min),
     }
+    .min(index_from.max(min))
     .min(end);
     checkpoint.update(|d| d.confirm_phy_offset = end as i64);
+    // On disk at once: until the next thorough flush the file would otherwise still claim an
+    // offset that recovery may just have cut away.
+    checkpoint.flush().map_err(|e| store_err("checkpoint", e))?;
     Ok(RecoveryReport { last_exit_ok, recovered_offset: end, torn_tail, dispatch_from })
 }
 

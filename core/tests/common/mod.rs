@@ -177,3 +177,47 @@ impl Drop for Proxy {
         let _ = std::net::TcpStream::connect(self.addr);
     }
 }
+
+/// The CommitLog file holding physical offset `phy`, and `phy`'s position in it.
+pub fn commit_log_file(root: &Path, phy: u64, file_size: u64) -> (std::path::PathBuf, usize) {
+    let start = phy - phy % file_size;
+    (root.join("commitlog").join(format!("{start:020}")), (phy - start) as usize)
+}
+
+/// Reads bytes `[from, to)` of a file.
+pub fn read_range(path: &Path, from: usize, to: usize) -> Vec<u8> {
+    let all = std::fs::read(path).unwrap();
+    all[from..to].to_vec()
+}
+
+/// Overwrites bytes of a file in place (the file keeps its length).
+pub fn patch(path: &Path, at: usize, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, at as u64).unwrap();
+}
+
+/// The big-endian i64 at byte `at` of the store's checkpoint file.
+pub fn checkpoint_field(root: &Path, at: usize) -> i64 {
+    let b = std::fs::read(root.join("checkpoint")).unwrap();
+    i64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Every file under `dir`, recursively, relative paths sorted.
+pub fn list_files(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {
+        let Ok(rd) = std::fs::read_dir(d) else { return };
+        for e in rd {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walk(base, &e.path(), out);
+            } else {
+                out.push(e.path().strip_prefix(base).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}

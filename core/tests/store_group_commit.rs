@@ -1,0 +1,169 @@
+//! SYNC_FLUSH group commit (spec 2.5): many concurrent puts share each flush; a put whose
+//! flush does not finish in `syncFlushTimeout` is stored but answered FLUSH_DISK_TIMEOUT; a
+//! failed flush poisons the store, answering the waiting puts and refusing later ones with
+//! the reason.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{message, store_config, wait_until};
+use rmqha_core::store::PutHandle;
+use rmqha_core::{Error, MessageStore, PutStatus};
+
+fn sync_store(dir: &std::path::Path, extra: &[(&str, &str)]) -> Arc<MessageStore> {
+    let mut kv = vec![("flushDiskType", "SYNC_FLUSH")];
+    kv.extend_from_slice(extra);
+    let store = MessageStore::open(store_config(dir, &kv)).unwrap();
+    store.start().unwrap();
+    store
+}
+
+#[test]
+fn sixty_four_threads_share_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sync_store(dir.path(), &[]);
+    let (threads, per_thread) = (64usize, 40usize);
+    let flushes_before = store.commit_log().flush_count();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                (0..per_thread)
+                    .map(|i| {
+                        let n = t * per_thread + i;
+                        let r = store.put_message_sync(&message("Group", (t % 8) as i32, n, 200)).unwrap();
+                        // The answer comes only once the record is on disk.
+                        assert!(store.flushed_offset() >= r.end_offset());
+                        r
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let puts = results.len() as u64;
+    let flushes = store.commit_log().flush_count() - flushes_before;
+    assert!(results.iter().all(|r| r.status == PutStatus::PutOk));
+    let phys: HashSet<i64> = results.iter().map(|r| r.phy_offset).collect();
+    assert_eq!(phys.len() as u64, puts, "every put has its own place");
+    for q in 0..8 {
+        let mut offs: Vec<i64> = results.iter().filter(|r| r.queue_id == q).map(|r| r.queue_offset).collect();
+        offs.sort_unstable();
+        assert_eq!(offs, (0..offs.len() as i64).collect::<Vec<_>>(), "queue {q} offsets are dense");
+    }
+    eprintln!("{puts} puts, {flushes} flushes, {:.1} puts per flush", puts as f64 / flushes.max(1) as f64);
+    assert!(flushes >= 1);
+    assert!(flushes * 4 <= puts, "group commit should batch: {flushes} flushes for {puts} puts");
+}
+
+#[test]
+fn slow_flush_answers_flush_disk_timeout_but_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sync_store(dir.path(), &[("syncFlushTimeout", "100")]);
+    let ok = store.put_message_sync(&message("Slow", 0, 0, 100)).unwrap();
+    assert_eq!(ok.status, PutStatus::PutOk);
+
+    store.commit_log().inject_flush_delay(600);
+    let t0 = Instant::now();
+    let slow = store.put_message_sync(&message("Slow", 0, 1, 100)).unwrap();
+    let waited = t0.elapsed();
+    assert_eq!(slow.status, PutStatus::FlushDiskTimeout);
+    assert!(slow.status.is_stored());
+    assert!(
+        waited >= Duration::from_millis(90) && waited < Duration::from_millis(550),
+        "answered at the deadline: {waited:?}"
+    );
+    assert_eq!(store.message_at(slow.phy_offset).unwrap().body, message("Slow", 0, 1, 100).body);
+    assert_eq!(slow.queue_offset, 1);
+
+    // A put that does not wait (WAIT=false) is answered at once, even now.
+    let nowait = message("Slow", 0, 2, 100).with_property("WAIT", "false");
+    match store.put_message(&nowait).unwrap() {
+        PutHandle::Ready(r) => assert_eq!(r.status, PutStatus::PutOk),
+        PutHandle::Pending(_) => panic!("WAIT=false must not wait for the flush"),
+    }
+
+    // Once the disk is fast again, puts are PUT_OK and everything is flushed.
+    store.commit_log().inject_flush_delay(0);
+    assert!(wait_until(Duration::from_secs(5), || store.flushed_offset() == store.max_offset()));
+    let again = store.put_message_sync(&message("Slow", 0, 3, 100)).unwrap();
+    assert_eq!(again.status, PutStatus::PutOk);
+    assert!(store.flushed_offset() >= again.end_offset());
+}
+
+#[test]
+fn failed_flush_poisons_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long timeout: FLUSH_DISK_TIMEOUT below must come from the failure, not the deadline.
+    let store = sync_store(dir.path(), &[("syncFlushTimeout", "20000")]);
+    assert_eq!(store.put_message_sync(&message("Poison", 0, 0, 100)).unwrap().status, PutStatus::PutOk);
+
+    store.commit_log().inject_flush_failure();
+    let t0 = Instant::now();
+    let handles: Vec<_> = (1..=8)
+        .map(|i| {
+            let store = store.clone();
+            std::thread::spawn(move || store.put_message_sync(&message("Poison", 0, i, 100)))
+        })
+        .collect();
+    let mut timed_out = 0;
+    for h in handles {
+        match h.join().unwrap() {
+            Ok(r) => {
+                // Appended before the failure: stored, not durable, answered at once.
+                assert_eq!(r.status, PutStatus::FlushDiskTimeout);
+                assert!(store.message_at(r.phy_offset).is_some());
+                timed_out += 1;
+            }
+            Err(Error::PutFailed { status, reason }) => {
+                assert_eq!(status, PutStatus::ServiceNotAvailable);
+                assert!(reason.contains("poisoned"), "{reason}");
+            }
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+    assert!(timed_out >= 1, "the put that met the failed flush waited for it");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "waiting puts are answered when the flush fails, not at their deadline"
+    );
+
+    let why = store.commit_log().poisoned().expect("poisoned").to_string();
+    assert!(why.contains("injected flush failure"), "{why}");
+    // Later puts fail at once and say why.
+    let t1 = Instant::now();
+    match store.put_message_sync(&message("Poison", 0, 99, 100)) {
+        Err(Error::PutFailed { status: PutStatus::ServiceNotAvailable, reason }) => {
+            assert!(reason.contains("poisoned") && reason.contains("injected flush failure"), "{reason}");
+        }
+        other => panic!("a poisoned store must refuse puts, got {other:?}"),
+    }
+    assert!(t1.elapsed() < Duration::from_millis(500));
+    // The store keeps its abort file: the next start recovers rather than trusting it.
+    let cfg = store.config().clone();
+    store.shutdown();
+    drop(store);
+    assert!(dir.path().join("abort").exists());
+    let reopened = MessageStore::open(cfg).unwrap();
+    assert!(!reopened.recovery().last_exit_ok);
+}
+
+#[test]
+fn async_flush_failure_poisons_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(store_config(dir.path(), &[])).unwrap();
+    store.start().unwrap();
+    store.put_message_sync(&message("Poison", 0, 0, 100)).unwrap();
+    store.commit_log().inject_flush_failure();
+    let err = store.flush().unwrap_err().to_string();
+    assert!(err.contains("injected flush failure"), "{err}");
+    match store.put_message_sync(&message("Poison", 0, 1, 100)) {
+        Err(Error::PutFailed { status: PutStatus::ServiceNotAvailable, reason }) => {
+            assert!(reason.contains("injected flush failure"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+}

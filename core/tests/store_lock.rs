@@ -1,0 +1,72 @@
+//! One store per directory: a second open fails, in this process or in another, with an
+//! error that names the lock file; the lock goes with the store that held it.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{store_config, wait_until};
+use rmqha_core::MessageStore;
+
+const CHILD_DIR: &str = "RMQHA_LOCK_TEST_DIR";
+const CHILD_OUT: &str = "RMQHA_LOCK_TEST_OUT";
+
+#[test]
+fn second_open_in_the_same_process_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = store_config(dir.path(), &[]);
+    let first = MessageStore::open(cfg.clone()).unwrap();
+    first.start().unwrap();
+    let err = MessageStore::open(cfg.clone()).err().expect("second open must fail").to_string();
+    let lock = dir.path().join("lock");
+    assert!(err.contains(&lock.display().to_string()), "{err}");
+    assert!(err.contains("locked"), "{err}");
+    // The failed open touched nothing: the first store still works.
+    let r = first.put_message_sync(&common::message("L", 0, 0, 10)).unwrap();
+    assert!(r.status.is_stored());
+    assert_eq!(std::fs::read(&lock).unwrap(), b"lock");
+    drop(first);
+    let again = MessageStore::open(cfg).unwrap();
+    assert_eq!(again.max_offset(), r.end_offset());
+}
+
+/// The child side of `second_open_in_another_process_fails`: does nothing unless started by
+/// that test, which re-runs this test binary with the variables set.
+#[test]
+fn child_opens_the_store() {
+    let (Some(dir), Some(out)) = (std::env::var_os(CHILD_DIR), std::env::var_os(CHILD_OUT)) else { return };
+    let result = match MessageStore::open(store_config(Path::new(&dir), &[])) {
+        Ok(_) => "opened".to_string(),
+        Err(e) => format!("error: {e}"),
+    };
+    std::fs::write(out, result).unwrap();
+}
+
+fn run_child(dir: &Path) -> String {
+    let out = dir.with_extension("child-out");
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_opens_the_store", "--test-threads", "1"])
+        .env(CHILD_DIR, dir)
+        .env(CHILD_OUT, &out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read_to_string(&out).expect("the child reports")
+}
+
+#[test]
+fn second_open_in_another_process_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let store = MessageStore::open(store_config(&dir, &[])).unwrap();
+    store.start().unwrap();
+    let got = run_child(&dir);
+    assert!(got.starts_with("error: "), "{got}");
+    assert!(got.contains(&dir.join("lock").display().to_string()), "{got}");
+    // Released when the store is gone (even without a clean shutdown the kernel drops a
+    // process's locks, which is what makes a crashed broker restartable).
+    drop(store);
+    assert!(wait_until(Duration::from_secs(5), || run_child(&dir) == "opened"));
+}

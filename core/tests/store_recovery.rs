@@ -1,0 +1,253 @@
+//! Recovery from a torn or corrupt CommitLog tail (spec 3.6, 3.7).
+//!
+//! How an unclean exit is made: a store runs, takes puts, is flushed, and its whole directory
+//! is copied *while it is still running*. The copy is what a power cut right after that flush
+//! leaves: every acknowledged byte in the CommitLog files, the `abort` file present, a stale
+//! checkpoint, ConsumeQueues and index as far as they were dispatched. (Dropping a store is no
+//! crash: `Drop` shuts it down cleanly.) The last record of the copy is then damaged the way a
+//! torn write damages it, by zeroing it from some byte on, at every byte of the record, or by
+//! flipping bytes in the fields the format can check. Each damaged copy is opened on its own.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{checkpoint_field, commit_log_file, copy_dir, message, patch, store_config};
+use rmqha_core::store::GetMessageStatus;
+use rmqha_core::{BrokerConfig, Message, MessageStore, PutResult, PutStatus};
+
+const TOPIC: &str = "Rec";
+const FILE: u64 = 65536;
+const QUEUES: i32 = 3;
+
+struct Snapshot {
+    dir: tempfile::TempDir,
+    /// Every put before the last one: result and body.
+    before: Vec<(PutResult, Vec<u8>)>,
+    last: PutResult,
+    last_len: usize,
+}
+
+fn config(dir: &Path) -> BrokerConfig {
+    store_config(dir, &[])
+}
+
+fn record_len(msg: &Message) -> usize {
+    let host: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    rmqha_core::message::PreparedMessage::prepare(msg, &host, 1 << 22, 1).unwrap().total_len
+}
+
+/// The small record that ends every snapshot (tags but no keys: every byte matters).
+fn last_message() -> Message {
+    Message::new(TOPIC, &b"last-record-body"[..]).with_queue(1).with_tags("A")
+}
+
+/// Puts ~1.1 files of messages and a small last record, then copies the running store.
+/// With `last_opens_a_file` the last record is the first one of a new file.
+fn snapshot(last_opens_a_file: bool, clean_exit: bool) -> Snapshot {
+    let src = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(src.path())).unwrap();
+    store.start().unwrap();
+    let mut before = Vec::new();
+    let last_len = record_len(&last_message());
+    let mut i = 0usize;
+    while store.max_offset() < (FILE + 8_000) as i64 {
+        let m = message(TOPIC, (i % QUEUES as usize) as i32, i, 300);
+        let r = store.put_message_sync(&m).unwrap();
+        assert_eq!(r.status, PutStatus::PutOk);
+        before.push((r, m.body));
+        i += 1;
+    }
+    if last_opens_a_file {
+        // Fill the file so that exactly last_len + 4 bytes remain: the last record then needs
+        // a BLANK and a new file.
+        let remaining = FILE - store.max_offset() as u64 % FILE;
+        let overhead = record_len(&Message::new(TOPIC, Vec::new()));
+        let body = remaining as usize - (last_len + 4) - overhead;
+        let m = Message::new(TOPIC, vec![b'f'; body]).with_queue(2);
+        let r = store.put_message_sync(&m).unwrap();
+        assert_eq!(r.end_offset() as u64 % FILE, FILE - (last_len + 4) as u64);
+        before.push((r, m.body));
+    }
+    let last = store.put_message_sync(&last_message()).unwrap();
+    assert_eq!(last.size as usize, last_len);
+    if last_opens_a_file {
+        assert_eq!(last.phy_offset as u64 % FILE, 0, "the last record opens a file");
+    } else {
+        assert_ne!(last.phy_offset as u64 % FILE, 0);
+    }
+    store.flush().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.queue_max_offset(TOPIC, 1), last.queue_offset + 1);
+    let dir = tempfile::tempdir().unwrap();
+    if clean_exit {
+        store.shutdown();
+        drop(store);
+        copy_dir(src.path(), dir.path());
+        assert!(!dir.path().join("abort").exists());
+    } else {
+        copy_dir(src.path(), dir.path()); // the store is running: a crash image
+        assert!(dir.path().join("abort").exists());
+        drop(store);
+    }
+    Snapshot { dir, before, last, last_len }
+}
+
+fn expected_queue_len(s: &Snapshot, q: i32) -> i64 {
+    s.before.iter().filter(|(r, _)| r.queue_id == q).count() as i64
+}
+
+/// Copies the snapshot, lets `damage` change the last record (given the CommitLog file and the
+/// record's position in it), opens the copy and checks what recovery did.
+fn recover_damaged(s: &Snapshot, what: &str, full: bool, damage: impl FnOnce(&Path, usize)) {
+    let work = tempfile::tempdir().unwrap();
+    copy_dir(s.dir.path(), work.path());
+    let last = &s.last;
+    let (file, pos) = commit_log_file(work.path(), last.phy_offset as u64, FILE);
+    damage(&file, pos);
+    let damaged_tail = std::fs::read(&file).unwrap()[pos..].iter().any(|&b| b != 0);
+
+    let store = MessageStore::open(config(work.path())).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let rec = store.recovery().clone();
+    assert_eq!(rec.last_exit_ok, !s.dir.path().join("abort").exists(), "{what}");
+    assert_eq!(
+        rec.recovered_offset, last.phy_offset as u64,
+        "{what}: the log ends after the last good record"
+    );
+    assert_eq!(rec.torn_tail, damaged_tail, "{what}");
+    assert_eq!(store.max_offset(), last.phy_offset, "{what}");
+    // The damaged bytes are gone from the disk, not just from memory.
+    let on_disk = std::fs::read(&file).unwrap();
+    assert_eq!(on_disk.len() as u64, FILE, "{what}: files keep their size");
+    assert!(on_disk[pos..].iter().all(|&b| b == 0), "{what}: bytes after the last good record are zeroed");
+    assert_eq!(checkpoint_field(work.path(), 32), last.phy_offset, "{what}: checkpoint confirm offset");
+    // The ConsumeQueue that held the damaged record shrinks; the others keep every unit.
+    for q in 0..QUEUES {
+        assert_eq!(store.queue_max_offset(TOPIC, q), expected_queue_len(s, q), "{what}: queue {q}");
+    }
+    if !full {
+        return;
+    }
+    store.start().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    // Every record before the damaged one is intact, by offset and through its queue.
+    for (r, body) in &s.before {
+        let m =
+            store.message_at(r.phy_offset).unwrap_or_else(|| panic!("{what}: record at {}", r.phy_offset));
+        assert_eq!((&m.body, m.queue_offset), (body, r.queue_offset), "{what}");
+    }
+    for q in 0..QUEUES {
+        let want: Vec<&(PutResult, Vec<u8>)> = s.before.iter().filter(|(r, _)| r.queue_id == q).collect();
+        let mut off = 0i64;
+        while (off as usize) < want.len() {
+            let got = store.get_messages(TOPIC, q, off, 32);
+            assert_eq!(got.status, GetMessageStatus::Found, "{what}: queue {q} at {off}");
+            for m in got.messages() {
+                assert_eq!(m.body, want[off as usize].1, "{what}: queue {q} at {off}");
+                off += 1;
+            }
+        }
+        assert_eq!(store.get_messages(TOPIC, q, off, 32).status, GetMessageStatus::OffsetOverflowOne);
+    }
+    // The index was rebuilt for what survived.
+    let k = s.before.len() / 2;
+    let found = store.query_by_key(TOPIC, &format!("key-{k}"), 10, 0, i64::MAX);
+    assert_eq!(found.len(), 1, "{what}: query by key after recovery");
+    assert_eq!(found[0].phy_offset, s.before[k].0.phy_offset);
+    // New puts continue where the good data ends, in the log and in the queue.
+    let again = store.put_message_sync(&last_message()).unwrap();
+    assert_eq!(again.status, PutStatus::PutOk);
+    assert_eq!((again.phy_offset, again.queue_offset), (last.phy_offset, last.queue_offset), "{what}");
+    let cfg = store.config().clone();
+    store.shutdown();
+    drop(store);
+    let reopened = MessageStore::open(cfg).unwrap();
+    assert!(reopened.recovery().last_exit_ok);
+    assert_eq!(reopened.max_offset(), again.end_offset(), "{what}: the new record survives a restart");
+}
+
+/// Zeroes the last record from each of `cuts` on.
+fn cut_at(s: &Snapshot, label: &str, cuts: impl IntoIterator<Item = usize>) {
+    for cut in cuts {
+        let what = format!("{label}: zeroed from byte {cut} of {}", s.last_len);
+        // A full restart-and-put check on a sample, the on-disk checks at every byte.
+        let full = cut % 17 == 0 || cut + 1 == s.last_len;
+        recover_damaged(s, &what, full, |file, pos| {
+            patch(file, pos + cut, &vec![0u8; s.last_len - cut]);
+        });
+    }
+}
+
+#[test]
+fn torn_last_record_is_cut_at_every_byte_of_its_tail() {
+    // Every byte from the body length on (body, topic, properties: where a cut is hardest to
+    // see), and every 8th byte of the fixed header (a cut there zeroes the body length too).
+    let s = snapshot(false, false);
+    cut_at(&s, "crash", (0..84).step_by(8).chain(84..s.last_len));
+}
+
+#[test]
+fn torn_first_record_of_a_file_is_cut() {
+    // The damaged record is alone in the newest file, after the previous file's BLANK.
+    let s = snapshot(true, false);
+    cut_at(&s, "crash, record opening a file", (0..s.last_len).step_by(6).chain([s.last_len - 1]));
+}
+
+#[test]
+fn corrupt_checked_fields_of_the_last_record_are_cut() {
+    let s = snapshot(false, false);
+    let body_len = b"last-record-body".len();
+    let topic_at = 84 + 4 + body_len + 1;
+    let mut positions: Vec<(usize, &str)> = Vec::new();
+    positions.extend((0..4).map(|i| (i, "TOTALSIZE")));
+    positions.extend((4..8).map(|i| (i, "MAGICCODE")));
+    positions.extend((8..12).map(|i| (i, "BODYCRC")));
+    positions.extend((28..36).map(|i| (i, "PHYSICALOFFSET")));
+    positions.extend((84..88).map(|i| (i, "BODYLENGTH")));
+    positions.extend((88..88 + body_len).map(|i| (i, "BODY")));
+    positions.push((88 + body_len, "TOPICLENGTH"));
+    positions.extend((topic_at..topic_at + TOPIC.len()).map(|i| (i, "TOPIC")));
+    positions.extend((topic_at + TOPIC.len()..topic_at + TOPIC.len() + 2).map(|i| (i, "PROPERTIESLENGTH")));
+    // Fields outside the CRC and the lengths (timestamps, hosts, flags, queue id, property
+    // text) cannot be checked by RocketMQ's format: a flipped byte there goes unnoticed, with
+    // or without rmqha. (Zeros there, a torn write's signature, are caught: see above.)
+    for (n, (at, field)) in positions.into_iter().enumerate() {
+        let what = format!("byte {at} ({field}) flipped");
+        recover_damaged(&s, &what, n % 9 == 0, |file, pos| {
+            let mut b = common::read_range(file, pos + at, pos + at + 1);
+            b[0] ^= 0xFF;
+            patch(file, pos + at, &b);
+        });
+    }
+}
+
+#[test]
+fn clean_exit_with_a_damaged_tail_is_cut_too() {
+    // No abort file: normal recovery walks the last files with the same checks.
+    let s = snapshot(false, true);
+    for cut in [0, 3, 40, 90, s.last_len - 1] {
+        recover_damaged(&s, &format!("clean exit, zeroed from byte {cut}"), true, |file, pos| {
+            patch(file, pos + cut, &vec![0u8; s.last_len - cut]);
+        });
+    }
+}
+
+#[test]
+fn crash_image_without_damage_keeps_everything() {
+    let s = snapshot(false, false);
+    let work = tempfile::tempdir().unwrap();
+    copy_dir(s.dir.path(), work.path());
+    let store: Arc<MessageStore> = MessageStore::open(config(work.path())).unwrap();
+    let rec = store.recovery().clone();
+    assert!(!rec.last_exit_ok && !rec.torn_tail);
+    assert_eq!(rec.recovered_offset as i64, s.last.end_offset());
+    store.start().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.queue_max_offset(TOPIC, 1), s.last.queue_offset + 1);
+    assert_eq!(store.message_at(s.last.phy_offset).unwrap().body, b"last-record-body");
+    let r = store.put_message_sync(&last_message()).unwrap();
+    assert_eq!((r.phy_offset, r.queue_offset), (s.last.end_offset(), s.last.queue_offset + 1));
+}

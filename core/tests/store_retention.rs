@@ -1,0 +1,242 @@
+//! Retention (spec 11: fileReservedTime, deleteWhen, diskMaxUsedSpaceRatio) with a manual
+//! clock and disk gauge: expired CommitLog files go only at a delete hour, or at once when the
+//! disk is too full; ConsumeQueue and index files follow; reads of deleted offsets answer
+//! OFFSET_TOO_SMALL or MESSAGE_WAS_REMOVING, and a reader holding records keeps their bytes.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{list_files, message, store_config, wait_until};
+use rmqha_core::store::GetMessageStatus;
+use rmqha_core::store::retention::ManualClock;
+use rmqha_core::{MessageStore, PutResult};
+
+const HOUR: i64 = 3_600_000;
+const FILE: i64 = 8192;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    clock: Arc<ManualClock>,
+    store: Arc<MessageStore>,
+    puts: Vec<(PutResult, Vec<u8>)>,
+}
+
+fn setup(messages: usize) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = store_config(
+        dir.path(),
+        &[
+            ("mappedFileSizeCommitLog", "8192"),
+            ("mappedFileSizeConsumeQueue", "200"),
+            ("maxIndexNum", "16"),
+            ("fileReservedTime", "1"),
+            ("deleteWhen", "04"),
+            ("diskMaxUsedSpaceRatio", "75"),
+            // The background pass would use the manual clock too: keep it out of the way.
+            ("cleanResourceInterval", "3600000"),
+        ],
+    );
+    let clock = ManualClock::new(10, 0.10);
+    let store = MessageStore::open_with_clock(cfg, clock.clone()).unwrap();
+    store.start().unwrap();
+    let puts = (0..messages)
+        .map(|i| {
+            let m = message("Ret", (i % 2) as i32, i, 150);
+            (store.put_message_sync(&m).unwrap(), m.body)
+        })
+        .collect();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    Fixture { dir, clock, store, puts }
+}
+
+/// Retention passes until one deletes nothing; the CommitLog files deleted in all.
+fn retain(store: &MessageStore) -> usize {
+    let mut n = 0;
+    loop {
+        let r = store.run_retention().unwrap();
+        if r.commit_log_files == 0 {
+            return n;
+        }
+        n += r.commit_log_files;
+    }
+}
+
+fn counts(f: &Fixture) -> (usize, usize, usize) {
+    let d = f.dir.path();
+    (
+        list_files(&d.join("commitlog")).len(),
+        list_files(&d.join("consumequeue")).len(),
+        list_files(&d.join("index")).len(),
+    )
+}
+
+/// The checks every deletion must pass: offsets moved, queues and index followed, reads of
+/// deleted offsets answer without crashing, the survivors read back.
+fn check_after_deletion(f: &Fixture) {
+    let store = &f.store;
+    let cl_min = store.min_offset();
+    assert_eq!(cl_min % FILE, 0);
+    assert!(cl_min > 0);
+    for q in 0..2 {
+        let ours: Vec<&(PutResult, Vec<u8>)> = f.puts.iter().filter(|(r, _)| r.queue_id == q).collect();
+        let first_alive = ours.iter().position(|(r, _)| r.phy_offset >= cl_min).unwrap() as i64;
+        assert_eq!(store.queue_min_offset("Ret", q), first_alive, "queue {q} min follows the CommitLog");
+        let got = store.get_messages("Ret", q, 0, 4);
+        assert_eq!((got.status, got.next_begin_offset), (GetMessageStatus::OffsetTooSmall, first_alive));
+        let got = store.get_messages("Ret", q, first_alive, 4);
+        assert_eq!(got.status, GetMessageStatus::Found);
+        assert_eq!(got.messages()[0].body, ours[first_alive as usize].1);
+    }
+    // Deleted messages are gone by offset and by key; survivors are found both ways.
+    let (gone, _) = &f.puts[0];
+    assert!(store.message_at(gone.phy_offset).is_none());
+    assert!(store.query_by_key("Ret", "key-0", 4, 0, i64::MAX).is_empty());
+    let last = f.puts.len() - 1;
+    let found = store.query_by_key("Ret", &format!("key-{last}"), 4, 0, i64::MAX);
+    assert_eq!(found.len(), 1);
+    // ConsumeQueue files wholly below the CommitLog's start are gone, and so are index files.
+    for q in 0..2 {
+        let cq = f.dir.path().join(format!("consumequeue/Ret/{q}"));
+        for name in list_files(&cq) {
+            let bytes = std::fs::read(cq.join(&name)).unwrap();
+            let last_unit = rmqha_core::store::consume_queue::CqUnit::decode(&bytes[bytes.len() - 20..]);
+            let full = last_unit.size > 0;
+            assert!(
+                !full || last_unit.phy_offset + last_unit.size as i64 > cl_min,
+                "{name} should be deleted"
+            );
+        }
+    }
+    for name in list_files(&f.dir.path().join("index")) {
+        let b = std::fs::read(f.dir.path().join("index").join(&name)).unwrap();
+        let end_phy = i64::from_be_bytes(b[24..32].try_into().unwrap());
+        assert!(end_phy >= cl_min, "index file {name} ends at {end_phy}, below {cl_min}");
+    }
+}
+
+#[test]
+fn expired_files_go_only_at_the_delete_hour() {
+    let f = setup(400);
+    let before = counts(&f);
+    let cl_files = f.store.commit_log().queue().file_count();
+    assert!(before.0 >= 8 && before.1 >= 8 && before.2 >= 8, "{before:?}");
+    // Fresh files, not the delete hour: nothing.
+    assert_eq!(retain(&f.store), 0);
+    // The delete hour, but nothing is older than fileReservedTime: nothing.
+    f.clock.set_hour(4);
+    assert_eq!(retain(&f.store), 0);
+    // Old enough, but not the delete hour: nothing.
+    f.clock.set_hour(10);
+    f.clock.advance_ms(2 * HOUR);
+    assert_eq!(retain(&f.store), 0);
+    assert_eq!(counts(&f), before);
+    assert_eq!(f.store.min_offset(), 0);
+    // Old enough at the delete hour: every file but the one being written.
+    f.clock.set_hour(4);
+    let deleted = retain(&f.store);
+    assert_eq!(deleted, cl_files - 1);
+    assert_eq!(f.store.commit_log().queue().file_count(), 1);
+    let after = counts(&f);
+    assert!(after.0 <= 2, "the active file and perhaps the one pre-allocated after it: {after:?}");
+    assert!(after.1 < before.1 && after.2 < before.2, "{before:?} -> {after:?}");
+    check_after_deletion(&f);
+    // New puts go on; a restart keeps the new minimums.
+    let r = f.store.put_message_sync(&message("Ret", 0, 10_000, 150)).unwrap();
+    assert!(r.status.is_stored());
+    let cfg = f.store.config().clone();
+    let mins: Vec<i64> = (0..2).map(|q| f.store.queue_min_offset("Ret", q)).collect();
+    let cl_min = f.store.min_offset();
+    f.store.shutdown();
+    let Fixture { store, dir: _dir, .. } = f;
+    drop(store);
+    let store = MessageStore::open(cfg).unwrap();
+    store.start().unwrap();
+    assert_eq!(store.min_offset(), cl_min);
+    assert_eq!((0..2).map(|q| store.queue_min_offset("Ret", q)).collect::<Vec<_>>(), mins);
+}
+
+#[test]
+fn a_full_disk_deletes_at_once() {
+    let f = setup(300);
+    let cl_files = f.store.commit_log().queue().file_count();
+    // Not expired, not the delete hour, but the disk is above diskMaxUsedSpaceRatio.
+    f.clock.set_used_ratio(0.80);
+    let deleted = retain(&f.store);
+    assert_eq!(deleted, cl_files - 1);
+    check_after_deletion(&f);
+    // Below the ratio again: new files stay.
+    f.clock.set_used_ratio(0.50);
+    for i in 0..100 {
+        f.store.put_message_sync(&message("Ret", 0, 20_000 + i, 150)).unwrap();
+    }
+    assert!(f.store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(retain(&f.store), 0);
+}
+
+#[test]
+fn readers_survive_deletion_under_their_feet() {
+    let f = setup(400);
+    // A reader holds a batch of records from the oldest file.
+    let held = f.store.get_messages("Ret", 0, 0, 16);
+    assert_eq!(held.status, GetMessageStatus::Found);
+    let held_bodies: Vec<Vec<u8>> = f
+        .puts
+        .iter()
+        .filter(|(r, _)| r.queue_id == 0)
+        .take(held.records.len())
+        .map(|(_, b)| b.clone())
+        .collect();
+    // Other readers keep reading every offset while files are deleted.
+    let stop = Arc::new(AtomicBool::new(false));
+    let too_small = Arc::new(AtomicUsize::new(0));
+    let readers: Vec<_> = (0..2)
+        .map(|q| {
+            let (store, stop, too_small) = (f.store.clone(), stop.clone(), too_small.clone());
+            let bodies: Vec<Vec<u8>> =
+                f.puts.iter().filter(|(r, _)| r.queue_id == q).map(|(_, b)| b.clone()).collect();
+            std::thread::spawn(move || {
+                let mut statuses = std::collections::HashSet::new();
+                let mut off = 0i64;
+                while !stop.load(Ordering::Acquire) {
+                    let got = store.get_messages("Ret", q, off, 8);
+                    statuses.insert(got.status);
+                    match got.status {
+                        GetMessageStatus::Found => {
+                            for m in got.messages() {
+                                assert_eq!(m.body, bodies[m.queue_offset as usize]);
+                            }
+                        }
+                        GetMessageStatus::OffsetTooSmall => {
+                            too_small.fetch_add(1, Ordering::AcqRel);
+                        }
+                        GetMessageStatus::MessageWasRemoving => {}
+                        other => panic!("unexpected {other} at {off}"),
+                    }
+                    off = (off + 7) % (bodies.len() as i64);
+                }
+                statuses
+            })
+        })
+        .collect();
+    f.clock.set_used_ratio(0.9);
+    let deleted = retain(&f.store);
+    assert!(deleted > 0);
+    assert!(f.store.message_at(held.records[0].phy_offset).is_none(), "its file is gone");
+    // The held records still read back whole: the mapping outlives the deleted file.
+    let msgs = held.messages();
+    assert_eq!(msgs.len(), held.records.len());
+    for (m, b) in msgs.iter().zip(&held_bodies) {
+        assert_eq!(&m.body, b);
+    }
+    // Let the readers meet the new minimum before they stop.
+    assert!(wait_until(Duration::from_secs(5), || too_small.load(Ordering::Acquire) >= 4));
+    stop.store(true, Ordering::Release);
+    for r in readers {
+        let statuses = r.join().expect("a reader panicked");
+        assert!(statuses.contains(&GetMessageStatus::OffsetTooSmall), "{statuses:?}");
+    }
+    check_after_deletion(&f);
+}
