@@ -170,6 +170,11 @@ impl Broker {
                 slave_timeout: Duration::from_millis(config.slave_timeout as u64),
                 sync_slave_count: config.ha_sync_slave_count as usize,
                 sync_from_last_file: config.sync_from_last_file,
+                linger: if config.broker_role == BrokerRole::SyncMaster {
+                    Duration::ZERO
+                } else {
+                    Duration::from_micros(500)
+                },
             };
             let addr = SocketAddr::new(bind_ip, ha_configured);
             match HaMaster::start(addr, store.commit_log().clone(), opts) {

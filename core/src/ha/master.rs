@@ -33,6 +33,10 @@ pub struct HaMasterOptions {
     pub sync_slave_count: usize,
     /// An empty slave gets only the last file (RocketMQ) instead of the whole log.
     pub sync_from_last_file: bool,
+    /// After sending less than a full batch, wait this long for more before the next frame
+    /// (0 sends at once). An ASYNC_MASTER's puts wait for no ack, so a short linger turns a
+    /// frame, a wake-up and an ack per put into one per batch; a SYNC_MASTER uses 0.
+    pub linger: Duration,
 }
 
 /// A slave as the master sees it.
@@ -212,7 +216,7 @@ impl HaMaster {
         for c in self.shared.conns.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             c.close("master shutting down");
         }
-        self.shared.cl.appended().notify();
+        self.shared.cl.replicate_signal().notify();
         let threads: Vec<_> =
             std::mem::take(&mut *self.shared.threads.lock().unwrap_or_else(|e| e.into_inner()));
         for t in threads {
@@ -476,7 +480,7 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
     };
     let mut last_write = Instant::now();
     loop {
-        let seen = cl.appended().seq();
+        let seen = cl.replicate_signal().seq();
         if conn.closed.load(Ordering::Acquire) || shared.stopping.load(Ordering::Acquire) {
             return "closing".into();
         }
@@ -491,6 +495,9 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
                 next += body.len() as u64;
                 last_write = Instant::now();
                 sent = true;
+                if body.len() < batch && !shared.opts.linger.is_zero() {
+                    std::thread::sleep(shared.opts.linger);
+                }
             } else if file.is_full() {
                 next = file.end_offset();
                 continue;
@@ -507,7 +514,7 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
         }
         let wait =
             shared.opts.heartbeat_interval.saturating_sub(last_write.elapsed()).max(Duration::from_millis(1));
-        cl.appended().wait(seen, wait.min(Duration::from_secs(1)));
+        cl.replicate_signal().wait(seen, wait.min(Duration::from_secs(1)));
     }
 }
 

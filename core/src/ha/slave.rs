@@ -227,7 +227,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         return format!("master sent offset {offset} but this slave's log ends at {local}");
                     }
                     if !body.is_empty() {
-                        if let Err(e) = store.append_replicated(offset as u64, body) {
+                        if let Err(e) = store.commit_log().append_raw(offset as u64, body) {
                             return format!("cannot apply frame at {offset}: {e}");
                         }
                     }
@@ -241,7 +241,8 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         }
         let max = store.max_offset();
         let due = last_write.elapsed() >= hb;
-        if max > reported || due {
+        let grew = max > reported;
+        if grew || due {
             // Recorded before it is sent, so the slave never shows less than the master may
             // already have counted.
             shared.acked.store(max, Ordering::Release);
@@ -250,6 +251,10 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
             }
             reported = max;
             last_write = Instant::now();
+        }
+        if grew {
+            // After the ack: the dispatcher's wake-up must not delay it.
+            store.commit_log().appended().notify();
         }
         if last_read.elapsed() > shared.opts.housekeeping_interval {
             return format!(

@@ -121,8 +121,11 @@ pub struct CommitLog {
     /// When the current holder took the put lock (ms), 0 when free.
     locked_since: AtomicI64,
     poisoned: OnceLock<String>,
-    /// Signalled after every append (dispatcher, HA writers, flushers wait on it).
+    /// Signalled after every append (the dispatcher and the flushers wait on it).
     appended: Notifier,
+    /// Signalled after every append before `appended`: the HA writers, which a SYNC_MASTER put
+    /// waits on, are woken first.
+    replicate: Notifier,
     /// Flush calls that synced new data (group commit batches many puts into one).
     flushes: AtomicU64,
     faults: FlushFaults,
@@ -152,6 +155,7 @@ impl CommitLog {
             locked_since: AtomicI64::new(0),
             poisoned: OnceLock::new(),
             appended: Notifier::new(),
+            replicate: Notifier::new(),
             flushes: AtomicU64::new(0),
             faults: FlushFaults::default(),
         })
@@ -171,6 +175,10 @@ impl CommitLog {
     }
     pub fn appended(&self) -> &Notifier {
         &self.appended
+    }
+    /// The signal HA writers wait on (see `replicate`).
+    pub fn replicate_signal(&self) -> &Notifier {
+        &self.replicate
     }
 
     /// End of the last byte written (what readers, the dispatcher and HA may see).
@@ -306,6 +314,7 @@ impl CommitLog {
         self.locked_since.store(0, Ordering::Relaxed);
         drop(state);
         if result.is_ok() {
+            self.replicate.notify();
             self.appended.notify();
         }
         result
@@ -466,7 +475,8 @@ impl CommitLog {
         file.set_wrote_position(pos + data.len());
         self.max_offset.store(offset + data.len() as u64, Ordering::Release);
         drop(_state);
-        self.appended.notify();
+        // The caller (the slave's HA client) acks first and then wakes the dispatcher with
+        // `appended().notify()`, so the ack is not queued behind the dispatcher's wake-up.
         Ok(())
     }
 

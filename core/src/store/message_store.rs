@@ -507,7 +507,9 @@ impl MessageStore {
 
     /// Appends replicated CommitLog bytes at exactly `offset` (slave side of HA).
     pub fn append_replicated(&self, offset: u64, data: &[u8]) -> std::result::Result<(), String> {
-        self.commit_log.append_raw(offset, data)
+        self.commit_log.append_raw(offset, data)?;
+        self.commit_log.appended().notify();
+        Ok(())
     }
 
     // ---- offsets ----
