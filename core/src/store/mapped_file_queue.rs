@@ -100,6 +100,23 @@ impl Allocator {
         }
     }
 
+    /// Waits until no file is queued or being made (benchmarks start their clock only once
+    /// the next file is ready). False on timeout.
+    pub fn wait_idle(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if s.closed || (s.queue.is_empty() && s.slots.values().all(|v| v.is_some())) {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            s = self.cv.wait_timeout(s, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
     /// The allocation loop; run on its own thread until `close`.
     pub fn run(&self) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
