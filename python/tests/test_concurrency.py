@@ -122,7 +122,8 @@ def test_ctrl_c_interrupts_a_put_waiting_for_a_slave(tmp_path: Path) -> None:
 
             def interrupt() -> None:
                 # Once the message is stored the put is waiting for the ack.
-                if wait_until(lambda: master.max_offset() > 0, timeout=10):
+                # A generous deadline: on a loaded machine this thread may wait long for the GIL.
+                if wait_until(lambda: master.max_offset() > 0, timeout=50):
                     sent.set()
                     os.kill(os.getpid(), signal.SIGINT)
 
