@@ -78,6 +78,8 @@ pub struct Broker {
     ha_slave: Option<HaSlave>,
     synchronizer: Option<SlaveSynchronizer>,
     remoting: RemotingServer,
+    /// Long polling and a slave's registration with its master (`crate::processor`).
+    client_services: OnceLock<crate::processor::ClientServices>,
     listen_port: u16,
     ha_port: u16,
     stop: Arc<StopSignal>,
@@ -215,6 +217,7 @@ impl Broker {
             ha_slave,
             synchronizer,
             remoting,
+            client_services: OnceLock::new(),
             listen_port,
             ha_port,
             stop: StopSignal::new(),
@@ -226,6 +229,7 @@ impl Broker {
         let provider: crate::broker_admin::RuntimeInfoProvider =
             Arc::new(move || weak.upgrade().map(|b| b.runtime_info()).unwrap_or_default());
         Arc::new(AdminProcessor::new(broker.tables.clone(), provider)).register(&mut dispatch);
+        let _ = broker.client_services.set(crate::processor::install(&broker, &mut dispatch)?);
         let _ = handler.0.set(Arc::new(dispatch));
         broker.start_persist_thread()?;
         if let Some(s) = &broker.synchronizer {
@@ -582,6 +586,9 @@ impl Broker {
             return;
         }
         if let Some(s) = &self.synchronizer {
+            s.shutdown();
+        }
+        if let Some(s) = self.client_services.get() {
             s.shutdown();
         }
         self.remoting.shutdown();

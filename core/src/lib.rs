@@ -19,6 +19,7 @@ pub mod ha;
 pub mod message;
 pub mod metadata;
 pub mod net;
+pub mod processor;
 pub mod remoting;
 pub mod store;
 pub mod sync;
