@@ -194,6 +194,13 @@ impl PullProcessor {
         let max_bytes = h.max_msg_bytes.filter(|&m| m > 0).map_or(DEFAULT_MAX_BYTES, |m| m as usize);
         let mut r =
             b.store().get_messages_limited(&h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, max_bytes);
+        if let Some(last) = r.records.last() {
+            // RocketMQ corrects nextBeginOffset on a slave only for the error statuses; the
+            // store also keeps a FOUND read's offset there, which would have a consumer of a
+            // slave read the same messages forever. Past the last record returned is where
+            // the next read starts.
+            r.next_begin_offset = r.next_begin_offset.max(last.queue_offset + 1);
+        }
         if !filter.is_all() && r.status == GetMessageStatus::Found {
             r.records.retain(|rec| rec.view().is_some_and(|v| filter.matches(v.property(keys::TAGS))));
             if r.records.is_empty() {
