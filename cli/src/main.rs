@@ -2,8 +2,10 @@
 //! ask a running broker for its status, and run the benchmarks.
 
 mod broker_cmd;
+mod client_cmd;
 mod demo;
 mod ha_bench;
+mod remote_bench;
 mod status;
 
 use std::process::ExitCode;
@@ -25,6 +27,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Print a running broker's role, offsets and slaves.
     Status(status::StatusArgs),
+    /// Send a message (or one per line) to a running broker over RocketMQ's protocol.
+    Put(client_cmd::PutArgs),
+    /// Pull messages of one queue from a running broker over RocketMQ's protocol.
+    Get(client_cmd::GetArgs),
     /// Benchmarks (results in BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -34,6 +40,8 @@ enum Command {
 enum BenchCommand {
     /// Replication: catch-up, SYNC vs ASYNC master throughput and latency, cost of slaves.
     Ha(ha_bench::HaBenchArgs),
+    /// Remote produce over the remoting protocol vs embedded puts, 64 threads, 128-byte bodies.
+    Remote(remote_bench::RemoteBenchArgs),
 }
 
 fn init_logging(default: &str) {
@@ -57,6 +65,18 @@ fn main() -> ExitCode {
         Command::Status(a) => {
             init_logging("warn");
             status::run(a)
+        }
+        Command::Put(a) => {
+            init_logging("warn");
+            client_cmd::run_put(a)
+        }
+        Command::Get(a) => {
+            init_logging("warn");
+            client_cmd::run_get(a)
+        }
+        Command::Bench(BenchCommand::Remote(a)) => {
+            init_logging("warn");
+            remote_bench::run(a)
         }
         Command::Bench(BenchCommand::Ha(a)) => {
             init_logging("warn");
