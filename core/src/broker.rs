@@ -588,10 +588,10 @@ impl Broker {
         if let Some(s) = &self.synchronizer {
             s.shutdown();
         }
+        self.remoting.shutdown();
         if let Some(s) = self.client_services.get() {
             s.shutdown();
         }
-        self.remoting.shutdown();
         if let Some(s) = &self.ha_slave {
             s.shutdown();
         }
