@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use rmqha_core::Broker;
 use rmqha_core::processor::{
-    ClientManageProcessor, ConsumerManageProcessor, PullProcessor, QueryProcessor, RouteProcessor,
-    SendProcessor, TopicProcessor,
+    ClientManageProcessor, ConsumerManageProcessor, LockProcessor, PullProcessor, QueryProcessor,
+    RouteProcessor, SendProcessor, TopicProcessor,
 };
 use rmqha_core::remoting::{RemotingCommand, request_code};
 
@@ -77,6 +77,7 @@ fn missing_and_unparsable_fields_are_system_errors_naming_the_field() {
         PullProcessor::CODES,
         ConsumerManageProcessor::CODES,
         ClientManageProcessor::CODES,
+        LockProcessor::CODES,
         QueryProcessor::CODES,
         TopicProcessor::CODES,
         RouteProcessor::CODES,

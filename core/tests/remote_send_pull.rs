@@ -391,3 +391,37 @@ fn heartbeats_offsets_and_consumer_lists() {
     assert_eq!(b.consumer_offset("cg", "T", 0), 4);
     b.shutdown();
 }
+
+#[test]
+fn orderly_consumers_lock_and_unlock_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let c = client(addr(&b));
+    let body = |client: &str, queues: &[i32]| {
+        let mqs: Vec<Value> = queues
+            .iter()
+            .map(|q| serde_json::json!({"brokerName": "broker-a", "queueId": q, "topic": "T"}))
+            .collect();
+        serde_json::json!({"clientId": client, "consumerGroup": "og", "mqSet": mqs, "onlyThisBroker": false})
+            .to_string()
+            .into_bytes()
+    };
+    let lock = |client: &str, queues: &[i32]| -> Vec<i64> {
+        let r =
+            call(&c, RemotingCommand::request(request_code::LOCK_BATCH_MQ).with_body(body(client, queues)));
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        let mut ids: Vec<i64> =
+            v["lockOKMQSet"].as_array().unwrap().iter().map(|q| q["queueId"].as_i64().unwrap()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(lock("c1", &[0, 1]), vec![0, 1]);
+    assert_eq!(lock("c2", &[1, 2]), vec![2], "queue 1 is c1's");
+    let r = call(&c, RemotingCommand::request(request_code::UNLOCK_BATCH_MQ).with_body(body("c1", &[1])));
+    assert_eq!(r.code, code::SUCCESS);
+    assert_eq!(lock("c2", &[1]), vec![1]);
+    let r = call(&c, RemotingCommand::request(request_code::LOCK_BATCH_MQ).with_body(b"nope".to_vec()));
+    assert_eq!(r.code, code::SYSTEM_ERROR);
+    b.shutdown();
+}

@@ -13,6 +13,7 @@
 //! | `pull` (+ `long_poll`) | PULL_MESSAGE 11, LITE_PULL_MESSAGE 361 |
 //! | `consumer_manage` | QUERY_CONSUMER_OFFSET 14, UPDATE_CONSUMER_OFFSET 15, GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_CONSUMER_LIST_BY_GROUP 38 |
 //! | `client_manage` (+ `clients`) | HEART_BEAT 34, UNREGISTER_CLIENT 35 |
+//! | `lock` | LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42 (orderly consumers) |
 //! | `query` | QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 |
 //! | `topic` | UPDATE_AND_CREATE_TOPIC 17 (and the auto-creation rules used by send and pull) |
 //! | `route` (+ `registrar` on a slave) | GET_ROUTEINFO_BY_TOPIC 105, GET_BROKER_CLUSTER_INFO 106, REGISTER_BROKER 103, UNREGISTER_BROKER 104 |
@@ -41,6 +42,7 @@
 mod client_manage;
 mod clients;
 mod consumer_manage;
+mod lock;
 mod long_poll;
 mod pull;
 mod query;
@@ -62,6 +64,7 @@ use crate::store::flush::StopSignal;
 
 pub use client_manage::ClientManageProcessor;
 pub use consumer_manage::ConsumerManageProcessor;
+pub use lock::LockProcessor;
 pub use pull::{PullProcessor, sys_flag as pull_sys_flag};
 pub use query::QueryProcessor;
 pub use route::RouteProcessor;
@@ -81,6 +84,7 @@ pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
 pub(crate) struct Shared {
     broker: Weak<Broker>,
     clients: clients::ClientTable,
+    locks: lock::LockTable,
     group: route::GroupTable,
     long_poll: long_poll::LongPoll,
     stop: Arc<StopSignal>,
@@ -95,7 +99,7 @@ impl Shared {
 
 /// The threads behind the client-facing processors: the long-poll service on every broker,
 /// and on a slave with a `masterAddress` the registration with its master. Stopped by
-/// [`shutdown`](Self::shutdown), which the broker calls before it closes its remoting server.
+/// [`shutdown`](Self::shutdown).
 pub struct ClientServices {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -105,6 +109,9 @@ pub struct ClientServices {
 impl ClientServices {
     /// Stops the threads and joins them (a held pull is dropped; its connection is about to
     /// close). A slave tells its master it is leaving. Idempotent.
+    ///
+    /// The broker calls this after closing its remoting server, so a long-poll answer blocked
+    /// on a client that stopped reading fails at once instead of delaying the stop.
     pub fn shutdown(&self) {
         if self.shut.swap(true, Ordering::AcqRel) {
             return;
@@ -142,6 +149,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
     let shared = Arc::new(Shared {
         broker: Arc::downgrade(broker),
         clients: clients::ClientTable::default(),
+        locks: lock::LockTable::default(),
         group: route::GroupTable::default(),
         long_poll: long_poll::LongPoll::new(broker.store().clone()),
         stop: StopSignal::new(),
@@ -153,6 +161,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
     dispatch
         .register_all(ConsumerManageProcessor::CODES, Arc::new(ConsumerManageProcessor::new(shared.clone())));
     dispatch.register_all(ClientManageProcessor::CODES, Arc::new(ClientManageProcessor::new(shared.clone())));
+    dispatch.register_all(LockProcessor::CODES, Arc::new(LockProcessor::new(shared.clone())));
     dispatch.register_all(QueryProcessor::CODES, Arc::new(QueryProcessor::new(shared.clone())));
     dispatch.register_all(TopicProcessor::CODES, Arc::new(TopicProcessor::new(shared.clone())));
     dispatch.register_all(RouteProcessor::CODES, Arc::new(RouteProcessor::new(shared.clone())));

@@ -9,9 +9,10 @@
 //! UNREGISTER_BROKER when it stops), and a RocketMQ slave whose `namesrvAddr` names the
 //! master does the same every 30 s. The master lists a registered slave while (a) its last
 //! registration is less than 40 s old and (b) an HA connection comes from the host its
-//! registration came from (so a slave that stopped replicating drops out of the routes at
-//! once; two slaves on one host are told apart by their registrations, not their
-//! connections). The answer to a slave's registration names the master's HA address and
+//! registration came from. A slave that stops replicating thus leaves the routes at once,
+//! unless another slave on the same host still replicates (connections are matched by host,
+//! since the HA protocol carries no broker id); then its registration lapsing removes it,
+//! and an rmqha slave that stops cleanly unregisters anyway. The answer to a slave's registration names the master's HA address and
 //! remoting address (`haServerAddr`, `masterAddr`), which a RocketMQ slave without a fixed
 //! `haMasterAddress` follows.
 //!
