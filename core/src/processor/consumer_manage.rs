@@ -14,7 +14,7 @@ use crate::remoting::{
     Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
 };
 
-use super::{Shared, bad_header, broker_gone, reply};
+use super::{Shared, bad_header, broker_gone, java_bool, reply};
 
 /// The consumer-offset, queue-offset and consumer-list requests.
 pub struct ConsumerManageProcessor {
@@ -50,7 +50,7 @@ impl ConsumerManageProcessor {
         let group = req.ext_str("consumerGroup").map_err(h)?;
         let topic = req.ext_str("topic").map_err(h)?;
         let queue_id = req.ext_i32("queueId").map_err(h)?;
-        let set_zero = req.ext_opt_bool("setZeroIfNotFound").map_err(h)?.unwrap_or(true);
+        let set_zero = java_bool(req, "setZeroIfNotFound").unwrap_or(true);
         let offset = b.consumer_offset(group, topic, queue_id);
         if offset >= 0 {
             return Ok(Self::offset_answer(req, offset));

@@ -193,6 +193,13 @@ fn bad_header(request: &RemotingCommand, e: RemotingError) -> RemotingCommand {
     RemotingCommand::response_to(request, response_code::SYSTEM_ERROR, Some(&e.to_string()))
 }
 
+/// A boolean header field read as Java's `decodeCommandCustomHeader` reads it
+/// (`Boolean.parseBoolean`): "true" in any case is true, anything else false; absent is `None`.
+/// Clients differ (the C++ client sends `unitMode=0`), and RocketMQ accepts them all.
+fn java_bool(request: &RemotingCommand, key: &str) -> Option<bool> {
+    request.ext(key).map(|v| v.eq_ignore_ascii_case("true"))
+}
+
 /// The answer when the broker is being dropped under a request.
 fn broker_gone(request: &RemotingCommand) -> RemotingCommand {
     reply(request, response_code::SERVICE_NOT_AVAILABLE, "broker shutting down")

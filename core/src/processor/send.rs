@@ -25,7 +25,9 @@ use crate::remoting::{
 use crate::store::{MessageStore, PutHandle, PutResult, PutStatus};
 
 use super::topic::{create_in_send, create_retry_topic, effective_topic, topic_name_error};
-use super::{AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX, Shared, bad_header, broker_gone, reply};
+use super::{
+    AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX, Shared, bad_header, broker_gone, java_bool, reply,
+};
 
 /// Java `MessageConst.PROPERTY_CLUSTER`: the broker adds its cluster name to every message.
 const PROPERTY_CLUSTER: &str = "CLUSTER";
@@ -88,8 +90,8 @@ impl SendHeader {
             flag: req.ext_i32(n[7])?,
             properties: req.ext(n[8]).map(str::to_owned),
             reconsume_times: req.ext_opt_i32(n[9])?.unwrap_or(0),
-            unit_mode: req.ext_opt_bool(n[10])?.unwrap_or(false),
-            batch: req.ext_opt_bool(n[12])?.unwrap_or(false),
+            unit_mode: java_bool(req, n[10]).unwrap_or(false),
+            batch: java_bool(req, n[12]).unwrap_or(false),
         })
     }
 }
@@ -506,7 +508,8 @@ mod tests {
             .with_ext("flag", 0)
             .with_ext("properties", "TAGS\u{1}a\u{2}")
             .with_ext("reconsumeTimes", 0)
-            .with_ext("unitMode", false);
+            // The C++ client's spelling of false; Java reads anything but "true" as false.
+            .with_ext("unitMode", 0);
         let v2 = RemotingCommand::request(310)
             .with_ext("a", "pg")
             .with_ext("b", "T")

@@ -16,7 +16,7 @@ use crate::remoting::{
     Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
 };
 
-use super::{AUTO_CREATE_TOPIC_KEY_TOPIC, Shared, bad_header, broker_gone, reply};
+use super::{AUTO_CREATE_TOPIC_KEY_TOPIC, Shared, bad_header, broker_gone, java_bool, reply};
 
 /// Java `TopicValidator.TOPIC_MAX_LENGTH`.
 const TOPIC_MAX_LENGTH: usize = 127;
@@ -196,7 +196,7 @@ impl TopicProcessor {
             }
         };
         let sys_flag = req.ext_opt_i32("topicSysFlag").map_err(h)?.unwrap_or(0);
-        let order = req.ext_opt_bool("order").map_err(h)?.unwrap_or(false);
+        let order = java_bool(req, "order").unwrap_or(false);
         if topic == broker.config().broker_cluster_name {
             return Err(reply(
                 req,
