@@ -4,7 +4,7 @@
 //! `ClientManageProcessor`, `QueryMessageProcessor`, part of `AdminBrokerProcessor`, and the
 //! two name-server requests a client needs to find a broker group.
 //!
-//! **Files.** One per request family, each a [`RequestHandler`] registered into the broker's
+//! **Files.** One per request family, each a [`RequestHandler`](crate::remoting::RequestHandler) registered into the broker's
 //! [`Dispatch`] for its codes:
 //!
 //! | file | codes |
@@ -24,7 +24,8 @@
 //! **Headers.** Request fields are read from the command's ext fields under RocketMQ's names
 //! (`SendMessageRequestHeaderV2`'s `a`..`n` included); a missing or unparsable required field
 //! is answered SYSTEM_ERROR naming the field, as RocketMQ's `decodeCommandCustomHeader`
-//! exception is. Responses carry RocketMQ's response-header fields as ext fields.
+//! exception is; booleans read as Java reads them (anything but "true" is false: the C++
+//! client sends `0`). Responses carry RocketMQ's response-header fields as ext fields.
 //!
 //! **Waiting without blocking a connection.** A put on a SYNC_MASTER (or SYNC_FLUSH) answers
 //! from the [`PutHandle`](crate::store::PutHandle)'s completion, and a pull with the suspend
@@ -38,6 +39,14 @@
 //! RocketMQ slave whose `namesrvAddr` is the master) while that slave's registration is fresh
 //! and an HA connection comes from the same host; a slave lists its master (`masterAddress`,
 //! while the HA connection is up) and itself. See `route`.
+//!
+//! **Not served.** CONSUMER_SEND_MSG_BACK (36) is answered REQUEST_CODE_NOT_SUPPORTED, so a
+//! push consumer whose listener fails retries the message itself (the Java and C++ clients do,
+//! after their own delay). Delayed messages (a DELAY property) are refused MESSAGE_ILLEGAL and
+//! transactional half messages NO_PERMISSION: the store has no schedule or half-message
+//! topics. Filters are tags only (no SQL92). The broker never sends requests to clients, so
+//! NOTIFY_CONSUMER_IDS_CHANGED is not pushed and consumers see group changes at their next
+//! periodic rebalance.
 
 mod client_manage;
 mod clients;
