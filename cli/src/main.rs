@@ -3,8 +3,10 @@
 
 mod bench;
 mod broker_cmd;
+mod client_cmd;
 mod demo;
 mod ha_bench;
+mod remote_bench;
 mod status;
 
 use std::process::ExitCode;
@@ -26,6 +28,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Print a running broker's role, offsets and slaves.
     Status(status::StatusArgs),
+    /// Send a message (or one per line) to a running broker over RocketMQ's protocol.
+    Put(client_cmd::PutArgs),
+    /// Pull messages of one queue from a running broker over RocketMQ's protocol.
+    Get(client_cmd::GetArgs),
     /// Benchmarks (results in BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -37,6 +43,8 @@ enum BenchCommand {
     Store(bench::store::StoreBenchArgs),
     /// Replication: catch-up, SYNC vs ASYNC master throughput and latency, cost of slaves.
     Ha(ha_bench::HaBenchArgs),
+    /// Remote produce over the remoting protocol vs embedded puts, 64 threads, 128-byte bodies.
+    Remote(remote_bench::RemoteBenchArgs),
 }
 
 fn init_logging(default: &str) {
@@ -64,6 +72,18 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Store(a)) => {
             init_logging("warn");
             bench::store::run_store(&a)
+        }
+        Command::Put(a) => {
+            init_logging("warn");
+            client_cmd::run_put(a)
+        }
+        Command::Get(a) => {
+            init_logging("warn");
+            client_cmd::run_get(a)
+        }
+        Command::Bench(BenchCommand::Remote(a)) => {
+            init_logging("warn");
+            remote_bench::run(a)
         }
         Command::Bench(BenchCommand::Ha(a)) => {
             init_logging("warn");

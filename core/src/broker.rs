@@ -78,6 +78,8 @@ pub struct Broker {
     ha_slave: Option<HaSlave>,
     synchronizer: Option<SlaveSynchronizer>,
     remoting: RemotingServer,
+    /// Long polling and a slave's registration with its master (`crate::processor`).
+    client_services: OnceLock<crate::processor::ClientServices>,
     listen_port: u16,
     ha_port: u16,
     stop: Arc<StopSignal>,
@@ -220,6 +222,7 @@ impl Broker {
             ha_slave,
             synchronizer,
             remoting,
+            client_services: OnceLock::new(),
             listen_port,
             ha_port,
             stop: StopSignal::new(),
@@ -231,6 +234,7 @@ impl Broker {
         let provider: crate::broker_admin::RuntimeInfoProvider =
             Arc::new(move || weak.upgrade().map(|b| b.runtime_info()).unwrap_or_default());
         Arc::new(AdminProcessor::new(broker.tables.clone(), provider)).register(&mut dispatch);
+        let _ = broker.client_services.set(crate::processor::install(&broker, &mut dispatch)?);
         let _ = handler.0.set(Arc::new(dispatch));
         broker.start_persist_thread()?;
         if let Some(s) = &broker.synchronizer {
@@ -590,6 +594,9 @@ impl Broker {
             s.shutdown();
         }
         self.remoting.shutdown();
+        if let Some(s) = self.client_services.get() {
+            s.shutdown();
+        }
         if let Some(s) = &self.ha_slave {
             s.shutdown();
         }

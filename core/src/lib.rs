@@ -6,8 +6,9 @@
 //! from it by a dispatcher thread. A master streams CommitLog bytes to its slaves over
 //! RocketMQ's HA wire protocol (`ha`); a SYNC_MASTER put waits for a slave ack. A slave
 //! mirrors the master's configuration tables (`metadata`) over the remoting protocol
-//! (`remoting`, `sync`), answered by the master's `broker_admin` processor. `Broker` wires
-//! the parts for a role.
+//! (`remoting`, `sync`), answered by the master's `broker_admin` processor. Producers and
+//! consumers in other processes send and pull over the same protocol (`processor`), and find
+//! the broker group by asking a broker for routes. `Broker` wires the parts for a role.
 //!
 //! Threads, not an async runtime: the library embeds into C, Python and Node hosts.
 
@@ -19,6 +20,7 @@ pub mod ha;
 pub mod message;
 pub mod metadata;
 pub mod net;
+pub mod processor;
 pub mod remoting;
 pub mod store;
 pub mod sync;

@@ -1,0 +1,318 @@
+//! `rmqha put` and `rmqha get`: produce to and consume from a running broker over RocketMQ's
+//! remoting protocol, the requests a RocketMQ producer and pull consumer send
+//! (SEND_MESSAGE_V2 and PULL_MESSAGE), so scripts can drive any broker that speaks it.
+//!
+//! ```text
+//! rmqha put 127.0.0.1:10911 --topic T --tags TagA --keys order-1 message.txt
+//! printf 'a\nb\n' | rmqha put 127.0.0.1:10911 --topic T --lines
+//! rmqha get 127.0.0.1:10911 --topic T --queue 0 --offset 0 --max 10
+//! ```
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+use rmqha_core::message::{decode_record, offset_msg_id, properties};
+use rmqha_core::processor::pull_sys_flag;
+use rmqha_core::remoting::{ClientConfig, RemotingClient, RemotingCommand, request_code, response_code};
+
+/// Producer group the commands send as.
+const PRODUCER_GROUP: &str = "rmqha_cli_producer";
+
+#[derive(Args)]
+pub struct PutArgs {
+    /// The broker's remoting address (its listenPort), a master.
+    addr: String,
+    /// Topic; created on first send if the broker has autoCreateTopicEnable.
+    #[arg(long)]
+    topic: String,
+    /// The message's tag (TAGS).
+    #[arg(long)]
+    tags: Option<String>,
+    /// Keys, comma- or space-separated (KEYS, indexed for QUERY_MESSAGE).
+    #[arg(long)]
+    keys: Option<String>,
+    /// Queue id; by default the broker picks one.
+    #[arg(long, default_value_t = -1)]
+    queue: i32,
+    /// One message per input line instead of one message of the whole input.
+    #[arg(long)]
+    lines: bool,
+    /// Extra property KEY=VALUE (repeatable).
+    #[arg(long = "property", value_name = "KEY=VALUE")]
+    properties: Vec<String>,
+    /// Seconds to wait for each answer (a SYNC_MASTER answers after its slave's ack).
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// The body: a file, or - (the default) for standard input.
+    #[arg(default_value = "-")]
+    file: String,
+}
+
+#[derive(Args)]
+pub struct GetArgs {
+    /// The broker's remoting address (a master, or a slave with slaveReadEnable).
+    addr: String,
+    #[arg(long)]
+    topic: String,
+    #[arg(long)]
+    queue: i32,
+    /// Queue offset of the first message.
+    #[arg(long)]
+    offset: i64,
+    /// Most messages to print (several pulls if needed).
+    #[arg(long, default_value_t = 32)]
+    max: usize,
+    /// Consumer group (created on first use if the broker has autoCreateSubscriptionGroup).
+    #[arg(long, default_value = "rmqha_cli_consumer")]
+    group: String,
+    /// Tag expression, e.g. "TagA || TagB"; * is everything.
+    #[arg(long, default_value = "*")]
+    tags: String,
+    /// If the queue has nothing at the offset, wait this many milliseconds for a message
+    /// (long polling).
+    #[arg(long, default_value_t = 0)]
+    wait_ms: u64,
+    /// Print only the bodies, each followed by a newline.
+    #[arg(long)]
+    body_only: bool,
+}
+
+/// Java `SendStatus`'s name for a send response code, or `None` if the message was not stored.
+pub fn send_status(code: i32) -> Option<&'static str> {
+    match code {
+        response_code::SUCCESS => Some("SEND_OK"),
+        response_code::FLUSH_DISK_TIMEOUT => Some("FLUSH_DISK_TIMEOUT"),
+        response_code::FLUSH_SLAVE_TIMEOUT => Some("FLUSH_SLAVE_TIMEOUT"),
+        response_code::SLAVE_NOT_AVAILABLE => Some("SLAVE_NOT_AVAILABLE"),
+        _ => None,
+    }
+}
+
+/// A message id unique to this process, in the layout of RocketMQ's client-side UNIQ_KEY
+/// (`MessageClientIDSetter`: IPv4, pid, a per-process value, time, counter; 32 hex digits).
+pub fn uniq_key() -> String {
+    static COUNTER: AtomicU16 = AtomicU16::new(0);
+    use std::hash::{BuildHasher, Hasher};
+    let ip = match rmqha_core::net::local_ip() {
+        std::net::IpAddr::V4(v4) => v4.octets(),
+        std::net::IpAddr::V6(_) => [127, 0, 0, 1],
+    };
+    let salt = std::collections::hash_map::RandomState::new().build_hasher().finish() as u32;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u32).unwrap_or(0);
+    let mut b = Vec::with_capacity(16);
+    b.extend_from_slice(&ip);
+    b.extend_from_slice(&(std::process::id() as u16).to_be_bytes());
+    b.extend_from_slice(&salt.to_be_bytes());
+    b.extend_from_slice(&now.to_be_bytes());
+    b.extend_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    b.iter().map(|x| format!("{x:02X}")).collect()
+}
+
+/// A SEND_MESSAGE_V2 request as a Java producer builds it (SendMessageRequestHeaderV2).
+pub fn send_request(
+    topic: &str,
+    queue_id: i32,
+    body: Vec<u8>,
+    props: &[(String, String)],
+) -> RemotingCommand {
+    let born = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    RemotingCommand::request(request_code::SEND_MESSAGE_V2)
+        .with_ext("a", PRODUCER_GROUP)
+        .with_ext("b", topic)
+        .with_ext("c", "TBW102")
+        .with_ext("d", 4)
+        .with_ext("e", queue_id)
+        .with_ext("f", 0)
+        .with_ext("g", born)
+        .with_ext("h", 0)
+        .with_ext("i", String::from_utf8_lossy(&properties::encode(props)))
+        .with_ext("j", 0)
+        .with_ext("k", false)
+        .with_ext("m", false)
+        .with_body(body)
+}
+
+fn secs(s: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(s).map_err(|_| format!("--timeout {s}: not a duration"))
+}
+
+pub fn run_put(a: PutArgs) -> Result<(), String> {
+    let mut input = Vec::new();
+    if a.file == "-" {
+        std::io::stdin().read_to_end(&mut input).map_err(|e| format!("cannot read standard input: {e}"))?;
+    } else {
+        input = std::fs::read(&a.file).map_err(|e| format!("cannot read {}: {e}", a.file))?;
+    }
+    let bodies: Vec<Vec<u8>> = if a.lines {
+        input
+            .split(|&b| b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+            .filter(|l| !l.is_empty())
+            .collect()
+    } else {
+        vec![input]
+    };
+    let mut base = Vec::new();
+    if let Some(t) = &a.tags {
+        base.push(("TAGS".to_string(), t.clone()));
+    }
+    if let Some(k) = &a.keys {
+        let keys: Vec<&str> = k.split([',', ' ']).filter(|s| !s.is_empty()).collect();
+        base.push(("KEYS".to_string(), keys.join(" ")));
+    }
+    for p in &a.properties {
+        let (k, v) = p.split_once('=').ok_or_else(|| format!("--property {p:?}: expected KEY=VALUE"))?;
+        base.push((k.to_string(), v.to_string()));
+    }
+    base.push(("WAIT".to_string(), "true".to_string()));
+    let timeout = secs(a.timeout)?;
+    let client = RemotingClient::connect(&a.addr, ClientConfig::default()).map_err(|e| e.to_string())?;
+    let mut not_ok = 0;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    for body in bodies {
+        let uniq = uniq_key();
+        let mut props = base.clone();
+        props.push(("UNIQ_KEY".to_string(), uniq.clone()));
+        let resp = client
+            .invoke_sync(send_request(&a.topic, a.queue, body, &props), timeout)
+            .map_err(|e| format!("send to {}: {e}", a.addr))?;
+        let Some(status) = send_status(resp.code) else {
+            return Err(format!(
+                "send to {} failed: code {} ({}): {}",
+                a.addr,
+                resp.code,
+                response_code::name(resp.code).unwrap_or("?"),
+                resp.remark.unwrap_or_default()
+            ));
+        };
+        if resp.code != response_code::SUCCESS {
+            not_ok += 1;
+        }
+        writeln!(
+            out,
+            "{status} msgId={} uniqId={uniq} queueId={} queueOffset={}",
+            resp.ext("msgId").unwrap_or(""),
+            resp.ext("queueId").unwrap_or(""),
+            resp.ext("queueOffset").unwrap_or("")
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    if not_ok > 0 {
+        return Err(format!("{not_ok} message(s) stored without the durability asked for (see above)"));
+    }
+    Ok(())
+}
+
+/// A PULL_MESSAGE request as a pull consumer sends it, with the subscription in the header.
+pub fn pull_request(
+    group: &str,
+    topic: &str,
+    queue: i32,
+    offset: i64,
+    max: i32,
+    tags: &str,
+    suspend_ms: u64,
+) -> RemotingCommand {
+    let mut flag = pull_sys_flag::SUBSCRIPTION;
+    if suspend_ms > 0 {
+        flag |= pull_sys_flag::SUSPEND;
+    }
+    RemotingCommand::request(request_code::PULL_MESSAGE)
+        .with_ext("consumerGroup", group)
+        .with_ext("topic", topic)
+        .with_ext("queueId", queue)
+        .with_ext("queueOffset", offset)
+        .with_ext("maxMsgNums", max)
+        .with_ext("sysFlag", flag)
+        .with_ext("commitOffset", 0)
+        .with_ext("suspendTimeoutMillis", suspend_ms)
+        .with_ext("subscription", tags)
+        .with_ext("subVersion", 0)
+        .with_ext("expressionType", "TAG")
+}
+
+pub fn run_get(a: GetArgs) -> Result<(), String> {
+    let client = RemotingClient::connect(&a.addr, ClientConfig::default()).map_err(|e| e.to_string())?;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    let mut offset = a.offset;
+    let mut printed = 0usize;
+    let mut wait_ms = a.wait_ms;
+    let summary = loop {
+        let max = (a.max - printed).min(32) as i32;
+        let req = pull_request(&a.group, &a.topic, a.queue, offset, max, &a.tags, wait_ms);
+        let resp = client
+            .invoke_sync(req, Duration::from_millis(wait_ms) + Duration::from_secs(10))
+            .map_err(|e| format!("pull from {}: {e}", a.addr))?;
+        wait_ms = 0;
+        let next: i64 = resp.ext("nextBeginOffset").and_then(|v| v.parse().ok()).unwrap_or(offset);
+        let summary = format!(
+            "# {} nextBeginOffset={next} minOffset={} maxOffset={} suggestWhichBrokerId={}",
+            response_code::name(resp.code).unwrap_or("?"),
+            resp.ext("minOffset").unwrap_or("?"),
+            resp.ext("maxOffset").unwrap_or("?"),
+            resp.ext("suggestWhichBrokerId").unwrap_or("?"),
+        );
+        match resp.code {
+            response_code::SUCCESS => {
+                print_records(&mut out, &resp.body, a.body_only).map(|n| printed += n)?;
+            }
+            response_code::PULL_RETRY_IMMEDIATELY if next > offset => {}
+            response_code::PULL_NOT_FOUND
+            | response_code::PULL_OFFSET_MOVED
+            | response_code::PULL_RETRY_IMMEDIATELY => {
+                break summary;
+            }
+            code => {
+                return Err(format!(
+                    "pull from {} failed: code {code} ({}): {}",
+                    a.addr,
+                    response_code::name(code).unwrap_or("?"),
+                    resp.remark.unwrap_or_default()
+                ));
+            }
+        }
+        if printed >= a.max || next <= offset {
+            break summary;
+        }
+        offset = next;
+    };
+    out.flush().map_err(|e| e.to_string())?;
+    eprintln!("{summary}");
+    Ok(())
+}
+
+/// Prints the records of a pull body; returns how many.
+fn print_records(out: &mut impl Write, mut body: &[u8], body_only: bool) -> Result<usize, String> {
+    let mut n = 0;
+    while !body.is_empty() {
+        let v = decode_record(body)
+            .map_err(|e| format!("the broker sent a record that does not decode: {e:?}"))?;
+        let io = |e: std::io::Error| e.to_string();
+        if body_only {
+            out.write_all(v.body).map_err(io)?;
+            out.write_all(b"\n").map_err(io)?;
+        } else {
+            let prop =
+                |k: &str| v.property(k).map(|p| String::from_utf8_lossy(p).into_owned()).unwrap_or_default();
+            writeln!(
+                out,
+                "queueOffset={} msgId={} uniqId={} tags={} keys={:?} storeTimestamp={} body={:?}",
+                v.queue_offset,
+                offset_msg_id(&v.store_host, v.physical_offset),
+                prop("UNIQ_KEY"),
+                prop("TAGS"),
+                prop("KEYS"),
+                v.store_timestamp,
+                String::from_utf8_lossy(v.body)
+            )
+            .map_err(io)?;
+        }
+        body = &body[v.total_size as usize..];
+        n += 1;
+    }
+    Ok(n)
+}

@@ -1,0 +1,176 @@
+//! A stock RocketMQ client against `rmqha broker` processes: Apache rocketmq-client-cpp, as
+//! bundled by the `rocketmq` Python package (0.4.4 ships `librocketmq.so` in its wheel). Its
+//! producer sends to a SYNC_MASTER found through the master's listen port as name server, its
+//! push and pull consumers read the messages back, and with the master stopped its pull
+//! consumer reads them from the slave.
+//!
+//! Opt-in, since it needs that package: set `RMQHA_ROCKETMQ_PYTHON` to a Python that has it
+//! (`python3 -m venv v && v/bin/pip install rocketmq==0.4.4`). Without it the test says so and
+//! passes.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmqha_core::remoting::{ClientConfig, RemotingClient, RemotingCommand};
+
+const RMQHA: &str = env!("CARGO_BIN_EXE_rmqha");
+
+const PRODUCE: &str = r#"
+import sys
+from rocketmq.client import Producer, Message
+p = Producer('PID_RMQHA_TEST')
+p.set_namesrv_addr(sys.argv[1])
+p.start()
+for i in range(int(sys.argv[2])):
+    m = Message('CppTopic'); m.set_keys('key-%d' % i); m.set_tags('TagA'); m.set_body('cpp-%03d' % i)
+    r = p.send_sync(m)
+    print(int(r.status), r.msg_id, r.offset)
+p.shutdown()
+"#;
+
+const PUSH: &str = r#"
+import sys, time
+from rocketmq.client import PushConsumer
+got = set()
+def cb(msg):
+    got.add(msg.body.decode())
+c = PushConsumer('CID_RMQHA_PUSH')
+c.set_namesrv_addr(sys.argv[1])
+c.subscribe('CppTopic', cb)
+c.start()
+deadline = time.time() + 60
+while len(got) < int(sys.argv[2]) and time.time() < deadline:
+    time.sleep(0.1)
+c.shutdown()
+for b in sorted(got):
+    print(b)
+"#;
+
+const PULL: &str = r#"
+import sys
+from rocketmq.client import PullConsumer
+c = PullConsumer('CID_RMQHA_PULL')
+c.set_namesrv_addr(sys.argv[1])
+c.start()
+for msg in c.pull('CppTopic'):
+    print(msg.body.decode())
+c.shutdown()
+"#;
+
+struct Broker(Child);
+
+impl Broker {
+    fn start(props: &str) -> (Broker, u16, u16) {
+        let mut child = Command::new(RMQHA)
+            .args(["broker", "-c", props])
+            .env("RMQHA_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let field = |k: &str| -> u16 {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("{line}"))
+                .parse()
+                .unwrap()
+        };
+        let ports = (field("listenPort"), field("haPort"));
+        (Broker(child), ports.0, ports.1)
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn python(py: &str, script: &str, args: &[&str], home: &Path) -> Vec<String> {
+    let out = Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .env("HOME", home) // the C++ client logs under $HOME/logs
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
+}
+
+fn write_props(dir: &Path, name: &str, lines: &[String]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn the_stock_cpp_client_produces_to_a_sync_master_and_consumes_from_it_and_its_slave() {
+    let Ok(py) = std::env::var("RMQHA_ROCKETMQ_PYTHON") else {
+        eprintln!("skipped: set RMQHA_ROCKETMQ_PYTHON to a Python with `pip install rocketmq==0.4.4`");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let common = |root: &str| {
+        vec![
+            "brokerClusterName=DefaultCluster".to_string(),
+            "brokerName=broker-a".into(),
+            "listenPort=0".into(),
+            "haListenPort=0".into(),
+            "bindAddress=127.0.0.1".into(),
+            "brokerIP1=127.0.0.1".into(),
+            "mappedFileSizeCommitLog=4194304".into(),
+            "slaveReadEnable=true".into(),
+            format!("storePathRootDir={}", dir.path().join(root).display()),
+        ]
+    };
+    let mut m = common("m");
+    m.extend(["brokerId=0".to_string(), "brokerRole=SYNC_MASTER".into()]);
+    let (master, mport, mha) = Broker::start(&write_props(dir.path(), "m.properties", &m));
+    let mut s = common("s");
+    s.extend([
+        "brokerId=1".to_string(),
+        "brokerRole=SLAVE".into(),
+        format!("haMasterAddress=127.0.0.1:{mha}"),
+        format!("masterAddress=127.0.0.1:{mport}"),
+    ]);
+    let (_slave, sport, _) = Broker::start(&write_props(dir.path(), "s.properties", &s));
+    let (maddr, saddr) = (format!("127.0.0.1:{mport}"), format!("127.0.0.1:{sport}"));
+    let home = dir.path();
+
+    let sent = python(&py, PRODUCE, &[&maddr, "20"], home);
+    assert_eq!(sent.len(), 20, "{sent:?}");
+    for l in &sent {
+        assert!(l.starts_with("0 "), "SendStatus SEND_OK (0) expected: {l}");
+    }
+    let want: Vec<String> = (0..20).map(|i| format!("cpp-{i:03}")).collect();
+    let mut pushed = python(&py, PUSH, &[&maddr, "20"], home);
+    pushed.sort();
+    assert_eq!(pushed, want, "push consumer");
+    let mut pulled = python(&py, PULL, &[&maddr], home);
+    pulled.sort();
+    assert_eq!(pulled, want, "pull consumer from the master");
+
+    // With the master gone, the slave's route names only the slave, which serves the reads.
+    drop(master);
+    let slave_routes_master = || {
+        let c = RemotingClient::new(saddr.clone(), ClientConfig::default());
+        let r = c
+            .invoke_sync(RemotingCommand::request(105).with_ext("topic", "CppTopic"), Duration::from_secs(5))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        v["brokerDatas"][0]["brokerAddrs"].get("0").is_some()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while slave_routes_master() {
+        assert!(Instant::now() < deadline, "the slave still routes to its stopped master");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut from_slave = python(&py, PULL, &[&saddr], home);
+    from_slave.sort();
+    assert_eq!(from_slave, want, "pull consumer from the slave");
+}

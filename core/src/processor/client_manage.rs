@@ -1,0 +1,129 @@
+//! HEART_BEAT (34) and UNREGISTER_CLIENT (35): RocketMQ's `ClientManageProcessor`.
+//!
+//! A heartbeat's body is `HeartbeatData` JSON (`clientID`, `producerDataSet`,
+//! `consumerDataSet` with each group's `subscriptionDataSet`). For each consumer group the
+//! broker finds (or, with `autoCreateSubscriptionGroup`, creates) the subscription group,
+//! creates the group's retry topic `%RETRY%<group>` on a master, and records the member and
+//! its subscriptions, which pulls without a subscription in their header and
+//! GET_CONSUMER_LIST_BY_GROUP read. RocketMQ also pushes NOTIFY_CONSUMER_IDS_CHANGED to the
+//! group's members; rmqha sends no requests to clients, so members learn of a change at their
+//! next rebalance (every 20 s in the Java client).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::broker::Broker;
+use crate::remoting::{
+    Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
+};
+
+use super::clients::{Channel, Subscription, TagFilter};
+use super::topic::{create_retry_topic, find_subscription_group};
+use super::{RETRY_GROUP_TOPIC_PREFIX, Shared, bad_header, broker_gone, reply};
+
+/// HEART_BEAT and UNREGISTER_CLIENT.
+pub struct ClientManageProcessor {
+    shared: Arc<Shared>,
+}
+
+impl ClientManageProcessor {
+    /// The request codes this processor answers.
+    pub const CODES: &'static [i32] = &[request_code::HEART_BEAT, request_code::UNREGISTER_CLIENT];
+
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        ClientManageProcessor { shared }
+    }
+
+    fn heartbeat(&self, broker: &Broker, req: &RemotingCommand, ctx: &RequestContext) -> RemotingCommand {
+        let data: Value = match std::str::from_utf8(&req.body).map_err(|e| e.to_string()).and_then(|t| {
+            crate::metadata::json::from_str_lenient(t, "heartbeat body").map_err(|e| e.to_string())
+        }) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return reply(
+                    req,
+                    response_code::SYSTEM_ERROR,
+                    "heartbeat body is not a HeartbeatData object",
+                );
+            }
+            Err(e) => {
+                return reply(
+                    req,
+                    response_code::SYSTEM_ERROR,
+                    format!("heartbeat body is not HeartbeatData JSON: {e}"),
+                );
+            }
+        };
+        let Some(client_id) = data.get("clientID").and_then(Value::as_str).filter(|s| !s.is_empty()) else {
+            return reply(req, response_code::SYSTEM_ERROR, "heartbeat without clientID");
+        };
+        let channel = Channel { responder: ctx.responder(), peer: ctx.peer(), last_update: Instant::now() };
+        for c in data.get("consumerDataSet").and_then(Value::as_array).into_iter().flatten() {
+            let Some(group) = c.get("groupName").and_then(Value::as_str).filter(|g| !g.is_empty()) else {
+                continue;
+            };
+            let unit_mode = c.get("unitMode").and_then(Value::as_bool).unwrap_or(false);
+            if let Some(g) = find_subscription_group(broker, group) {
+                let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{group}");
+                create_retry_topic(broker, &retry, g.retry_queue_nums.max(1), if unit_mode { 2 } else { 0 });
+            }
+            let subs = c
+                .get("subscriptionDataSet")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|s| {
+                    let topic = s.get("topic").and_then(Value::as_str)?;
+                    let sub_string = s.get("subString").and_then(Value::as_str).unwrap_or("*");
+                    Some(Subscription {
+                        topic: topic.to_owned(),
+                        sub_string: sub_string.to_owned(),
+                        sub_version: s.get("subVersion").and_then(Value::as_i64).unwrap_or(0),
+                        expression_type: s
+                            .get("expressionType")
+                            .and_then(Value::as_str)
+                            .unwrap_or("TAG")
+                            .to_owned(),
+                        filter: TagFilter::parse(Some(sub_string)),
+                    })
+                })
+                .collect();
+            let model = c.get("messageModel").and_then(Value::as_str).unwrap_or("CLUSTERING");
+            self.shared.clients.register_consumer(group, client_id, channel.clone(), model, subs);
+        }
+        for p in data.get("producerDataSet").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(group) = p.get("groupName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+                self.shared.clients.register_producer(group, client_id, channel.clone());
+            }
+        }
+        RemotingCommand::response_to(req, response_code::SUCCESS, None)
+    }
+
+    fn unregister(&self, req: &RemotingCommand) -> RemotingCommand {
+        let client_id = match req.ext_str("clientID") {
+            Ok(id) => id,
+            Err(e) => return bad_header(req, e),
+        };
+        self.shared.clients.unregister(client_id, req.ext("producerGroup"), req.ext("consumerGroup"));
+        RemotingCommand::response_to(req, response_code::SUCCESS, None)
+    }
+}
+
+impl RequestHandler for ClientManageProcessor {
+    fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
+        let Some(broker) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
+        Handled::Respond(match request.code {
+            request_code::HEART_BEAT => self.heartbeat(&broker, &request, ctx),
+            request_code::UNREGISTER_CLIENT => self.unregister(&request),
+            _ => RemotingCommand::not_supported(&request),
+        })
+    }
+}
+
+impl std::fmt::Debug for ClientManageProcessor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientManageProcessor").finish_non_exhaustive()
+    }
+}

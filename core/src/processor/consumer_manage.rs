@@ -1,0 +1,134 @@
+//! Offsets and group membership as consumers ask for them: QUERY_CONSUMER_OFFSET (14),
+//! UPDATE_CONSUMER_OFFSET (15), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
+//! SEARCH_OFFSET_BY_TIMESTAMP (29) and GET_CONSUMER_LIST_BY_GROUP (38) (RocketMQ's
+//! `ConsumerManageProcessor` and the offset part of `AdminBrokerProcessor`).
+//!
+//! Every offset request carries `topic` and `queueId`; each response carries `offset`.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::broker::Broker;
+use crate::remoting::{
+    Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
+};
+
+use super::{Shared, bad_header, broker_gone, java_bool, reply};
+
+/// The consumer-offset, queue-offset and consumer-list requests.
+pub struct ConsumerManageProcessor {
+    shared: Arc<Shared>,
+}
+
+type Answer = Result<RemotingCommand, RemotingCommand>;
+
+impl ConsumerManageProcessor {
+    /// The request codes this processor answers.
+    pub const CODES: &'static [i32] = &[
+        request_code::QUERY_CONSUMER_OFFSET,
+        request_code::UPDATE_CONSUMER_OFFSET,
+        request_code::SEARCH_OFFSET_BY_TIMESTAMP,
+        request_code::GET_MAX_OFFSET,
+        request_code::GET_MIN_OFFSET,
+        request_code::GET_CONSUMER_LIST_BY_GROUP,
+    ];
+
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        ConsumerManageProcessor { shared }
+    }
+
+    fn offset_answer(req: &RemotingCommand, offset: i64) -> RemotingCommand {
+        RemotingCommand::response_to(req, response_code::SUCCESS, None).with_ext("offset", offset)
+    }
+
+    /// The committed offset; with none, 0 if the queue still starts at offset 0 in memory
+    /// (a new group reads from the beginning), else QUERY_NOT_FOUND so the client applies its
+    /// `consumeFromWhere` (RocketMQ 4.9's rule).
+    fn query_consumer_offset(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let h = |e| bad_header(req, e);
+        let group = req.ext_str("consumerGroup").map_err(h)?;
+        let topic = req.ext_str("topic").map_err(h)?;
+        let queue_id = req.ext_i32("queueId").map_err(h)?;
+        let set_zero = java_bool(req, "setZeroIfNotFound").unwrap_or(true);
+        let offset = b.consumer_offset(group, topic, queue_id);
+        if offset >= 0 {
+            return Ok(Self::offset_answer(req, offset));
+        }
+        if set_zero && b.queue_min_offset(topic, queue_id) <= 0 {
+            let in_disk = b.store().get_messages(topic, queue_id, 0, 1).suggest_pulling_from_slave;
+            if !in_disk {
+                return Ok(Self::offset_answer(req, 0));
+            }
+        }
+        Err(reply(
+            req,
+            response_code::QUERY_NOT_FOUND,
+            format!(
+                "Not found, maybe this group consumer boot first (group {group}, topic {topic}, queue {queue_id})"
+            ),
+        ))
+    }
+
+    fn update_consumer_offset(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let h = |e| bad_header(req, e);
+        let group = req.ext_str("consumerGroup").map_err(h)?;
+        let topic = req.ext_str("topic").map_err(h)?;
+        let queue_id = req.ext_i32("queueId").map_err(h)?;
+        let offset = req.ext_i64("commitOffset").map_err(h)?;
+        b.commit_consumer_offset(group, topic, queue_id, offset)
+            .map_err(|e| reply(req, response_code::SYSTEM_ERROR, e.to_string()))?;
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
+    }
+
+    fn queue_offset(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let h = |e| bad_header(req, e);
+        let topic = req.ext_str("topic").map_err(h)?;
+        let queue_id = req.ext_i32("queueId").map_err(h)?;
+        let offset = match req.code {
+            request_code::GET_MAX_OFFSET => b.queue_max_offset(topic, queue_id),
+            request_code::GET_MIN_OFFSET => b.queue_min_offset(topic, queue_id),
+            _ => {
+                let ts = req.ext_i64("timestamp").map_err(h)?;
+                b.store().queue_offset_by_time(topic, queue_id, ts)
+            }
+        };
+        Ok(Self::offset_answer(req, offset))
+    }
+
+    fn consumer_list(&self, req: &RemotingCommand) -> Answer {
+        let group = req.ext_str("consumerGroup").map_err(|e| bad_header(req, e))?;
+        let ids = self.shared.clients.consumer_ids(group);
+        if ids.is_empty() {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("no consumer for this group, {group}"),
+            ));
+        }
+        let body = json!({ "consumerIdList": ids }).to_string();
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
+    }
+}
+
+impl RequestHandler for ConsumerManageProcessor {
+    fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
+        let Some(b) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
+        let answer = match request.code {
+            request_code::QUERY_CONSUMER_OFFSET => self.query_consumer_offset(&b, &request),
+            request_code::UPDATE_CONSUMER_OFFSET => self.update_consumer_offset(&b, &request),
+            request_code::GET_MAX_OFFSET
+            | request_code::GET_MIN_OFFSET
+            | request_code::SEARCH_OFFSET_BY_TIMESTAMP => self.queue_offset(&b, &request),
+            request_code::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request),
+            _ => Ok(RemotingCommand::not_supported(&request)),
+        };
+        Handled::Respond(answer.unwrap_or_else(|e| e))
+    }
+}
+
+impl std::fmt::Debug for ConsumerManageProcessor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsumerManageProcessor").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,249 @@
+//! What producers, consumers and tools send a broker over the remoting protocol (spec
+//! sections 9, 10 and 14): the broker side of RocketMQ's `SendMessageProcessor`,
+//! `PullMessageProcessor` (with long polling), `ConsumerManageProcessor`,
+//! `ClientManageProcessor`, `QueryMessageProcessor`, part of `AdminBrokerProcessor`, and the
+//! two name-server requests a client needs to find a broker group.
+//!
+//! **Files.** One per request family, each a [`RequestHandler`](crate::remoting::RequestHandler) registered into the broker's
+//! [`Dispatch`] for its codes:
+//!
+//! | file | codes |
+//! |---|---|
+//! | `send` | SEND_MESSAGE 10, SEND_MESSAGE_V2 310, SEND_BATCH_MESSAGE 320 |
+//! | `pull` (+ `long_poll`) | PULL_MESSAGE 11, LITE_PULL_MESSAGE 361 |
+//! | `consumer_manage` | QUERY_CONSUMER_OFFSET 14, UPDATE_CONSUMER_OFFSET 15, GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_CONSUMER_LIST_BY_GROUP 38 |
+//! | `client_manage` (+ `clients`) | HEART_BEAT 34, UNREGISTER_CLIENT 35 |
+//! | `lock` | LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42 (orderly consumers) |
+//! | `query` | QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 |
+//! | `topic` | UPDATE_AND_CREATE_TOPIC 17 (and the auto-creation rules used by send and pull) |
+//! | `route` (+ `registrar` on a slave) | GET_ROUTEINFO_BY_TOPIC 105, GET_BROKER_CLUSTER_INFO 106, REGISTER_BROKER 103, UNREGISTER_BROKER 104 |
+//!
+//! GET_BROKER_RUNTIME_INFO (28) and the config-sync codes stay with the
+//! [`AdminProcessor`](crate::broker_admin::AdminProcessor).
+//!
+//! **Headers.** Request fields are read from the command's ext fields under RocketMQ's names
+//! (`SendMessageRequestHeaderV2`'s `a`..`n` included); a missing or unparsable required field
+//! is answered SYSTEM_ERROR naming the field, as RocketMQ's `decodeCommandCustomHeader`
+//! exception is; booleans read as Java reads them (anything but "true" is false: the C++
+//! client sends `0`). Responses carry RocketMQ's response-header fields as ext fields.
+//!
+//! **Waiting without blocking a connection.** A put on a SYNC_MASTER (or SYNC_FLUSH) answers
+//! from the [`PutHandle`](crate::store::PutHandle)'s completion, and a pull with the suspend
+//! flag that finds nothing is parked in the long-poll service: both return
+//! [`Handled::Deferred`](crate::remoting::Handled::Deferred), so the connection's thread goes
+//! on reading the client's next requests.
+//!
+//! **Routing without a name server.** A client whose `namesrvAddr` is a broker's listen port
+//! finds that broker's group: the master lists itself (id 0) and each slave that registered
+//! with it (REGISTER_BROKER, sent by an rmqha slave to its `masterAddress` every 10 s, or by a
+//! RocketMQ slave whose `namesrvAddr` is the master) while that slave's registration is fresh
+//! and an HA connection comes from the same host; a slave lists its master (`masterAddress`,
+//! while the HA connection is up) and itself. See `route`.
+//!
+//! **Not served.** CONSUMER_SEND_MSG_BACK (36) is answered REQUEST_CODE_NOT_SUPPORTED, so a
+//! push consumer whose listener fails retries the message itself (the Java and C++ clients do,
+//! after their own delay). Delayed messages (a DELAY property) are refused MESSAGE_ILLEGAL and
+//! transactional half messages NO_PERMISSION: the store has no schedule or half-message
+//! topics. Filters are tags only (no SQL92). The broker never sends requests to clients, so
+//! NOTIFY_CONSUMER_IDS_CHANGED is not pushed and consumers see group changes at their next
+//! periodic rebalance.
+
+mod client_manage;
+mod clients;
+mod consumer_manage;
+mod lock;
+mod long_poll;
+mod pull;
+mod query;
+mod registrar;
+mod route;
+mod send;
+mod topic;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+
+use crate::broker::Broker;
+use crate::config::BrokerRole;
+use crate::error::{Error, Result};
+use crate::remoting::{Dispatch, RemotingCommand, RemotingError, response_code};
+use crate::store::flush::StopSignal;
+
+pub use client_manage::ClientManageProcessor;
+pub use consumer_manage::ConsumerManageProcessor;
+pub use lock::LockProcessor;
+pub use pull::{PullProcessor, sys_flag as pull_sys_flag};
+pub use query::QueryProcessor;
+pub use route::RouteProcessor;
+pub use send::SendProcessor;
+pub use topic::TopicProcessor;
+
+/// Java `MixAll.MASTER_ID`.
+pub const MASTER_ID: i64 = 0;
+/// Java `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`: the template topic producers name as
+/// `defaultTopic` when they send to a topic that does not exist yet.
+pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+/// Java `MixAll.RETRY_GROUP_TOPIC_PREFIX`.
+pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+
+/// State the processors share: the broker (weakly: the broker owns the processors through its
+/// remoting server), the client table, the slave registrations and the long-poll service.
+pub(crate) struct Shared {
+    broker: Weak<Broker>,
+    clients: clients::ClientTable,
+    locks: lock::LockTable,
+    group: route::GroupTable,
+    long_poll: long_poll::LongPoll,
+    stop: Arc<StopSignal>,
+}
+
+impl Shared {
+    /// The broker, unless it is being dropped.
+    fn broker(&self) -> Option<Arc<Broker>> {
+        self.broker.upgrade()
+    }
+}
+
+/// The threads behind the client-facing processors: the long-poll service on every broker,
+/// and on a slave with a `masterAddress` the registration with its master. Stopped by
+/// [`shutdown`](Self::shutdown).
+pub struct ClientServices {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    shut: AtomicBool,
+}
+
+impl ClientServices {
+    /// Stops the threads and joins them (a held pull is dropped; its connection is about to
+    /// close). A slave tells its master it is leaving. Idempotent.
+    ///
+    /// The broker calls this after closing its remoting server, so a long-poll answer blocked
+    /// on a client that stopped reading fails at once instead of delaying the stop.
+    pub fn shutdown(&self) {
+        if self.shut.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.shared.stop.stop();
+        self.shared.long_poll.stop();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            // The last reference to the broker may be dropped on one of these threads, whose
+            // drop then calls this: it must not wait for itself.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for ClientServices {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for ClientServices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientServices").field("shut", &self.shut.load(Ordering::Relaxed)).finish()
+    }
+}
+
+/// Registers the send, pull, consumer-management, client-management, query, topic and route
+/// processors of `broker` into `dispatch`, seeds the auto-create template topic on a master
+/// with `autoCreateTopicEnable`, and starts the long-poll thread (and, on a slave with a
+/// `masterAddress`, its registration with the master).
+pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientServices> {
+    let shared = Arc::new(Shared {
+        broker: Arc::downgrade(broker),
+        clients: clients::ClientTable::default(),
+        locks: lock::LockTable::default(),
+        group: route::GroupTable::default(),
+        long_poll: long_poll::LongPoll::new(broker.store().clone()),
+        stop: StopSignal::new(),
+    });
+    topic::seed_system_topics(broker);
+    let pull = Arc::new(PullProcessor::new(shared.clone()));
+    dispatch.register_all(SendProcessor::CODES, Arc::new(SendProcessor::new(shared.clone())));
+    dispatch.register_all(PullProcessor::CODES, pull.clone());
+    dispatch
+        .register_all(ConsumerManageProcessor::CODES, Arc::new(ConsumerManageProcessor::new(shared.clone())));
+    dispatch.register_all(ClientManageProcessor::CODES, Arc::new(ClientManageProcessor::new(shared.clone())));
+    dispatch.register_all(LockProcessor::CODES, Arc::new(LockProcessor::new(shared.clone())));
+    dispatch.register_all(QueryProcessor::CODES, Arc::new(QueryProcessor::new(shared.clone())));
+    dispatch.register_all(TopicProcessor::CODES, Arc::new(TopicProcessor::new(shared.clone())));
+    dispatch.register_all(RouteProcessor::CODES, Arc::new(RouteProcessor::new(shared.clone())));
+
+    let services =
+        ClientServices { shared: shared.clone(), threads: Mutex::new(Vec::new()), shut: false.into() };
+    let store = broker.store().clone();
+    let t = std::thread::Builder::new()
+        .name("rmqha-long-poll".into())
+        .spawn(move || long_poll::run(&pull, &store))
+        .map_err(|e| Error::Store(format!("cannot start thread rmqha-long-poll: {e}")))?;
+    services.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    if broker.role() == BrokerRole::Slave && !broker.config().master_address.is_empty() {
+        let t = registrar::start(shared)?;
+        services.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    }
+    Ok(services)
+}
+
+/// A response to `request` with `code` and `remark`.
+fn reply(request: &RemotingCommand, code: i32, remark: impl Into<String>) -> RemotingCommand {
+    RemotingCommand::response_to(request, code, Some(&remark.into()))
+}
+
+/// The answer to a request whose header does not decode: SYSTEM_ERROR with the reason, as
+/// RocketMQ answers a `RemotingCommandException` from `decodeCommandCustomHeader`.
+fn bad_header(request: &RemotingCommand, e: RemotingError) -> RemotingCommand {
+    tracing::debug!(code = request.code, error = %e, "bad request header");
+    RemotingCommand::response_to(request, response_code::SYSTEM_ERROR, Some(&e.to_string()))
+}
+
+/// A boolean header field read as Java's `decodeCommandCustomHeader` reads it
+/// (`Boolean.parseBoolean`): "true" in any case is true, anything else false; absent is `None`.
+/// Clients differ (the C++ client sends `unitMode=0`), and RocketMQ accepts them all.
+fn java_bool(request: &RemotingCommand, key: &str) -> Option<bool> {
+    request.ext(key).map(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// The answer when the broker is being dropped under a request.
+fn broker_gone(request: &RemotingCommand) -> RemotingCommand {
+    reply(request, response_code::SERVICE_NOT_AVAILABLE, "broker shutting down")
+}
+
+/// This broker's remoting address as clients reach it: the store host (`brokerIP1` and the
+/// bound listen port), the address also encoded in every message id.
+fn broker_addr(broker: &Broker) -> String {
+    broker.store().commit_log().store_host().to_string()
+}
+
+/// The address published to slaves for HA: `brokerIP2` (else the store host's IP) and the
+/// bound HA port.
+fn ha_addr(broker: &Broker) -> String {
+    let ip2 = &broker.config().broker_ip2;
+    let host =
+        if ip2.is_empty() { broker.store().commit_log().store_host().ip().to_string() } else { ip2.clone() };
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, broker.ha_port()).to_string(),
+        Err(_) => format!("{host}:{}", broker.ha_port()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_header_is_system_error_naming_the_field() {
+        let mut req = RemotingCommand::request(10);
+        req.opaque = 7;
+        let e = req.ext_str("topic").unwrap_err();
+        let resp = bad_header(&req, e);
+        assert_eq!(resp.code, response_code::SYSTEM_ERROR);
+        assert_eq!(resp.opaque, 7);
+        assert!(resp.remark.unwrap().contains("\"topic\""));
+    }
+}

@@ -1,0 +1,90 @@
+//! A slave's registration with its master (`route` explains why): REGISTER_BROKER to
+//! `masterAddress` at start and every 10 s, UNREGISTER_BROKER when the slave stops.
+//!
+//! The request is RocketMQ's `RegisterBrokerRequestHeader` (`brokerName`, `brokerAddr`,
+//! `clusterName`, `haServerAddr`, `brokerId`, `compressed`, `bodyCrc32`) with a
+//! `RegisterBrokerBody` (`topicConfigSerializeWrapper`, `filterServerList`), so the same
+//! request also registers the slave with a RocketMQ name server at that address.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::message::crc32_masked;
+use crate::metadata::JsonStyle;
+use crate::remoting::{ClientConfig, RemotingClient, RemotingCommand, request_code, response_code};
+
+use super::route::REGISTER_INTERVAL;
+use super::{Shared, broker_addr};
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Starts the registration thread of a slave.
+pub(crate) fn start(shared: Arc<Shared>) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("rmqha-register".into())
+        .spawn(move || run(&shared))
+        .map_err(|e| Error::Store(format!("cannot start thread rmqha-register: {e}")))
+}
+
+fn run(shared: &Shared) {
+    let Some(master) = shared.broker().map(|b| b.config().master_address.clone()) else { return };
+    let client = RemotingClient::new(
+        master.clone(),
+        ClientConfig { connect_timeout: CALL_TIMEOUT, ..ClientConfig::default() },
+    );
+    let mut failing = false;
+    loop {
+        let Some(request) = shared.broker().map(|b| register_request(&b)) else { return };
+        match client.invoke_sync(request, CALL_TIMEOUT) {
+            Ok(resp) if resp.code == response_code::SUCCESS => {
+                if failing {
+                    tracing::info!(%master, "registered with the master again");
+                }
+                failing = false;
+            }
+            Ok(resp) => {
+                if !failing {
+                    tracing::warn!(%master, code = resp.code, remark = ?resp.remark,
+                        "the master refused this slave's registration; clients will not find this slave through it");
+                }
+                failing = true;
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::info!(%master, error = %e, "cannot register with the master; retrying every 10 s");
+                }
+                failing = true;
+            }
+        }
+        if !shared.stop.sleep(REGISTER_INTERVAL) {
+            break;
+        }
+    }
+    if let Some(b) = shared.broker() {
+        let req = RemotingCommand::request(request_code::UNREGISTER_BROKER)
+            .with_ext("brokerName", &b.config().broker_name)
+            .with_ext("brokerAddr", broker_addr(&b))
+            .with_ext("clusterName", &b.config().broker_cluster_name)
+            .with_ext("brokerId", b.config().effective_broker_id());
+        if let Err(e) = client.invoke_sync(req, Duration::from_millis(500)) {
+            tracing::debug!(%master, error = %e, "unregister from the master failed");
+        }
+    }
+}
+
+fn register_request(b: &crate::broker::Broker) -> RemotingCommand {
+    let c = b.config();
+    let topics = b.tables().topics().encode(JsonStyle::Compact).unwrap_or_else(|_| "{}".into());
+    let body = format!("{{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{topics}}}").into_bytes();
+    RemotingCommand::request(request_code::REGISTER_BROKER)
+        .with_ext("brokerName", &c.broker_name)
+        .with_ext("brokerAddr", broker_addr(b))
+        .with_ext("clusterName", &c.broker_cluster_name)
+        .with_ext("haServerAddr", broker_addr(b))
+        .with_ext("brokerId", c.effective_broker_id())
+        .with_ext("compressed", false)
+        .with_ext("bodyCrc32", crc32_masked(&body))
+        .with_body(body)
+}

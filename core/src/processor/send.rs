@@ -1,0 +1,529 @@
+//! SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): RocketMQ's
+//! `SendMessageProcessor`.
+//!
+//! A put goes through [`Broker::put_messages`], the path of the embedded `put_message_sync`:
+//! on a SYNC_MASTER the answer is sent when a slave has acked the record (or
+//! `slaveTimeout` passed), from the put's completion callback, so the connection's thread
+//! is free meanwhile. The response code is the put status's RocketMQ code
+//! ([`PutStatus::response_code`]) and a stored message's response carries
+//! `SendMessageResponseHeader`: `msgId` (the offset message id; comma-separated ids for a
+//! batch), `queueId`, `queueOffset`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::Error;
+use crate::broker::Broker;
+use crate::config::BrokerRole;
+use crate::message::properties::{self, keys};
+use crate::message::{Message, offset_msg_id, sysflag};
+use crate::metadata::TopicConfig;
+use crate::remoting::{
+    Handled, RemotingCommand, RemotingError, RequestContext, RequestHandler, SerializeType, request_code,
+    response_code,
+};
+use crate::store::{MessageStore, PutHandle, PutResult, PutStatus};
+
+use super::topic::{create_in_send, create_retry_topic, effective_topic, topic_name_error};
+use super::{
+    AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX, Shared, bad_header, broker_gone, java_bool, reply,
+};
+
+/// Java `MessageConst.PROPERTY_CLUSTER`: the broker adds its cluster name to every message.
+const PROPERTY_CLUSTER: &str = "CLUSTER";
+/// Java `MessageConst.PROPERTY_TRANSACTION_PREPARED`.
+const PROPERTY_TRANSACTION_PREPARED: &str = "TRAN_MSG";
+/// Java `MessageConst.PROPERTY_MSG_REGION` / `PROPERTY_TRACE_SWITCH`: response ext fields.
+const PROPERTY_MSG_REGION: &str = "MSG_REGION";
+const PROPERTY_TRACE_SWITCH: &str = "TRACE_ON";
+/// Java `MixAll.DEFAULT_TRACE_REGION_ID` (BrokerConfig.regionId's default).
+const DEFAULT_REGION: &str = "DefaultRegion";
+
+/// `SendMessageRequestHeader`, read from either spelling: the V1 names, or V2's one-letter
+/// names (`a` producerGroup … `n` brokerName). RocketMQ decodes V2 for codes 310 and 320;
+/// clients differ in what they send with 320, so the spelling is taken from the fields present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SendHeader {
+    pub producer_group: String,
+    pub topic: String,
+    pub default_topic: String,
+    pub default_topic_queue_nums: i32,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub flag: i32,
+    pub properties: Option<String>,
+    pub reconsume_times: i32,
+    pub unit_mode: bool,
+    pub batch: bool,
+}
+
+impl SendHeader {
+    const V1: [&'static str; 13] = [
+        "producerGroup",
+        "topic",
+        "defaultTopic",
+        "defaultTopicQueueNums",
+        "queueId",
+        "sysFlag",
+        "bornTimestamp",
+        "flag",
+        "properties",
+        "reconsumeTimes",
+        "unitMode",
+        "maxReconsumeTimes",
+        "batch",
+    ];
+    const V2: [&'static str; 13] = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"];
+
+    pub(crate) fn parse(req: &RemotingCommand) -> Result<Self, RemotingError> {
+        let v2 = req.ext("b").is_some() && req.ext("topic").is_none();
+        let n = if v2 { Self::V2 } else { Self::V1 };
+        Ok(SendHeader {
+            producer_group: req.ext_str(n[0])?.to_owned(),
+            topic: req.ext_str(n[1])?.to_owned(),
+            default_topic: req.ext_str(n[2])?.to_owned(),
+            default_topic_queue_nums: req.ext_i32(n[3])?,
+            queue_id: req.ext_i32(n[4])?,
+            sys_flag: req.ext_i32(n[5])?,
+            born_timestamp: req.ext_i64(n[6])?,
+            flag: req.ext_i32(n[7])?,
+            properties: req.ext(n[8]).map(str::to_owned),
+            reconsume_times: req.ext_opt_i32(n[9])?.unwrap_or(0),
+            unit_mode: java_bool(req, n[10]).unwrap_or(false),
+            batch: java_bool(req, n[12]).unwrap_or(false),
+        })
+    }
+}
+
+/// One message of a SEND_BATCH_MESSAGE body (Java `MessageDecoder.encodeMessage`):
+/// `[i32 totalSize][i32 magic = 0][i32 bodyCRC = 0][i32 flag][i32 bodyLen][body]
+/// [i16 propertiesLen][properties]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BatchItem {
+    pub flag: i32,
+    pub body: Vec<u8>,
+    pub properties: Vec<(String, String)>,
+}
+
+/// Decodes a batch body into its messages; never panics. An empty body, a size that does not
+/// add up, or trailing bytes is an error naming the message and its position.
+pub(crate) fn decode_batch(mut buf: &[u8]) -> Result<Vec<BatchItem>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while !buf.is_empty() {
+        let i = out.len();
+        let err = |what: &str| format!("batch message {i} at byte {pos}: {what}");
+        let be_i32 =
+            |b: &[u8], at: usize| b.get(at..at + 4).map(|s| i32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+        let total = be_i32(buf, 0).ok_or_else(|| err("truncated size"))?;
+        if total < 22 || total as usize > buf.len() {
+            return Err(err(&format!("size {total} does not fit the {} bytes left", buf.len())));
+        }
+        let rec = &buf[..total as usize];
+        let flag = be_i32(rec, 12).ok_or_else(|| err("truncated flag"))?;
+        let body_len = be_i32(rec, 16).ok_or_else(|| err("truncated body length"))?;
+        let body_end = usize::try_from(body_len)
+            .ok()
+            .and_then(|l| 20usize.checked_add(l))
+            .filter(|&e| e + 2 <= rec.len())
+            .ok_or_else(|| err(&format!("body length {body_len} does not fit size {total}")))?;
+        let props_len = i16::from_be_bytes([rec[body_end], rec[body_end + 1]]);
+        let props_end = usize::try_from(props_len)
+            .ok()
+            .map(|l| body_end + 2 + l)
+            .filter(|&e| e == rec.len())
+            .ok_or_else(|| err(&format!("properties length {props_len} does not match size {total}")))?;
+        out.push(BatchItem {
+            flag,
+            body: rec[20..body_end].to_vec(),
+            properties: properties::decode(&rec[body_end + 2..props_end]),
+        });
+        pos += total as usize;
+        buf = &buf[total as usize..];
+    }
+    if out.is_empty() {
+        return Err("empty batch".into());
+    }
+    Ok(out)
+}
+
+/// SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
+pub struct SendProcessor {
+    shared: Arc<Shared>,
+}
+
+impl SendProcessor {
+    /// The request codes this processor answers.
+    pub const CODES: &'static [i32] =
+        &[request_code::SEND_MESSAGE, request_code::SEND_MESSAGE_V2, request_code::SEND_BATCH_MESSAGE];
+
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        SendProcessor { shared }
+    }
+
+    fn process(
+        &self,
+        broker: &Broker,
+        req: &RemotingCommand,
+        ctx: &RequestContext,
+    ) -> Result<Handled, RemotingCommand> {
+        let peer = ctx.peer();
+        let h = SendHeader::parse(req).map_err(|e| bad_header(req, e))?;
+        let batch = req.code == request_code::SEND_BATCH_MESSAGE;
+        if broker.role() == BrokerRole::Slave {
+            return Err(reply(
+                req,
+                response_code::SERVICE_NOT_AVAILABLE,
+                "this broker is a SLAVE and does not accept messages; send to its master",
+            ));
+        }
+        self.content_check(broker, req, &h, batch)?;
+        let topic_config = self.topic_check(broker, req, &h, peer)?;
+        if !topic_config.is_writeable() {
+            return Err(reply(
+                req,
+                response_code::NO_PERMISSION,
+                format!("the topic[{}] sending message is forbidden", h.topic),
+            ));
+        }
+        let queue_id = if h.queue_id < 0 { random_queue(topic_config.write_queue_nums) } else { h.queue_id };
+
+        let mut header_props =
+            h.properties.as_deref().map(|p| properties::decode(p.as_bytes())).unwrap_or_default();
+        set_prop(&mut header_props, PROPERTY_CLUSTER, &broker.config().broker_cluster_name);
+        if prop(&header_props, PROPERTY_TRANSACTION_PREPARED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        {
+            return Err(reply(
+                req,
+                response_code::NO_PERMISSION,
+                "transaction messages are not supported by rmqha (TRAN_MSG)",
+            ));
+        }
+        let base = Message {
+            topic: h.topic.clone(),
+            queue_id,
+            body: Vec::new(),
+            flag: h.flag,
+            properties: Vec::new(),
+            born_timestamp: h.born_timestamp,
+            born_host: Some(peer),
+            sys_flag: h.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOSTADDRESS_V6),
+            reconsume_times: h.reconsume_times,
+            prepared_transaction_offset: 0,
+        };
+        let msgs = if batch {
+            let items = decode_batch(&req.body).map_err(|e| reply(req, response_code::MESSAGE_ILLEGAL, e))?;
+            items
+                .into_iter()
+                .map(|it| {
+                    let mut props = it.properties;
+                    for (k, v) in &header_props {
+                        if prop(&props, k).is_none() {
+                            props.push((k.clone(), v.clone()));
+                        }
+                    }
+                    Message { body: it.body, flag: it.flag, properties: props, ..base.clone() }
+                })
+                .collect::<Vec<_>>()
+        } else {
+            vec![Message { body: req.body.clone(), properties: header_props, ..base }]
+        };
+        for m in &msgs {
+            if m.property(keys::DELAY).and_then(|d| d.trim().parse::<i64>().ok()).is_some_and(|d| d > 0) {
+                return Err(reply(
+                    req,
+                    response_code::MESSAGE_ILLEGAL,
+                    "delayed messages (DELAY property) are not supported by rmqha",
+                ));
+            }
+        }
+        let handle = match broker.put_messages(&msgs) {
+            Ok(handle) => handle,
+            Err(Error::PutFailed { status, reason }) => {
+                return Err(reply(req, status.response_code(), format!("{status}: {reason}")));
+            }
+            Err(e) => return Err(reply(req, response_code::SYSTEM_ERROR, e.to_string())),
+        };
+        let st = req.serialize_type;
+        let store = broker.store().clone();
+        match handle {
+            PutHandle::Ready(result) => Ok(Handled::Respond(put_response(st, &store, &result, batch))),
+            pending @ PutHandle::Pending(_) => {
+                let responder = ctx.responder();
+                pending.on_complete(move |result| {
+                    if let Err(e) = responder.send(put_response(st, &store, &result, batch)) {
+                        tracing::debug!(error = %e, "send response not delivered");
+                    }
+                });
+                Ok(Handled::Deferred)
+            }
+        }
+    }
+
+    /// Java `msgContentCheck` (before the store's own checks, so the client gets RocketMQ's
+    /// early answers).
+    fn content_check(
+        &self,
+        broker: &Broker,
+        req: &RemotingCommand,
+        h: &SendHeader,
+        batch: bool,
+    ) -> Result<(), RemotingCommand> {
+        if h.topic.len() > i8::MAX as usize {
+            return Err(reply(
+                req,
+                response_code::MESSAGE_ILLEGAL,
+                format!("topic length {} exceeds 127", h.topic.len()),
+            ));
+        }
+        if h.properties.as_ref().is_some_and(|p| p.len() > i16::MAX as usize) {
+            return Err(reply(req, response_code::MESSAGE_ILLEGAL, "properties longer than 32767 bytes"));
+        }
+        let max = broker.config().max_message_size.max(0) as usize;
+        if req.body.len() > max && !batch {
+            return Err(reply(
+                req,
+                response_code::MESSAGE_ILLEGAL,
+                format!("the message body size {} exceeds maxMessageSize {max}", req.body.len()),
+            ));
+        }
+        if batch && h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+            return Err(reply(
+                req,
+                response_code::MESSAGE_ILLEGAL,
+                format!("batch request does not support retry group {}", h.topic),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Java `msgCheck`: the topic exists or is created from the template, and the queue id is
+    /// within its queues.
+    fn topic_check(
+        &self,
+        broker: &Broker,
+        req: &RemotingCommand,
+        h: &SendHeader,
+        peer: SocketAddr,
+    ) -> Result<TopicConfig, RemotingCommand> {
+        if h.topic == AUTO_CREATE_TOPIC_KEY_TOPIC {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("the topic[{}] is conflict with system reserved words.", h.topic),
+            ));
+        }
+        if let Some(reason) = topic_name_error(&h.topic) {
+            return Err(reply(req, response_code::SYSTEM_ERROR, reason));
+        }
+        let config = match effective_topic(broker, &h.topic) {
+            Some(c) => c,
+            None => {
+                let retry = h.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX);
+                // Java `TopicSysFlag.buildSysFlag(unit, unitSub)`: unit = 1, unitSub = 2.
+                let sys_flag = match (h.unit_mode, retry) {
+                    (false, _) => 0,
+                    (true, true) => 2,
+                    (true, false) => 1,
+                };
+                tracing::info!(topic = %h.topic, %peer, "send to a topic that does not exist");
+                create_in_send(broker, &h.topic, &h.default_topic, h.default_topic_queue_nums, sys_flag)
+                    .or_else(|| retry.then(|| create_retry_topic(broker, &h.topic, 1, sys_flag)).flatten())
+                    .ok_or_else(|| {
+                        reply(
+                            req,
+                            response_code::TOPIC_NOT_EXIST,
+                            format!("topic[{}] not exist, apply first please!", h.topic),
+                        )
+                    })?
+            }
+        };
+        let valid = config.write_queue_nums.max(config.read_queue_nums);
+        if h.queue_id >= valid {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "request queueId[{}] is illegal, topic {} has {valid} queues, Producer: {peer}",
+                    h.queue_id, h.topic
+                ),
+            ));
+        }
+        Ok(config)
+    }
+}
+
+impl RequestHandler for SendProcessor {
+    fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
+        let Some(broker) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
+        self.process(&broker, &request, ctx).unwrap_or_else(Handled::Respond)
+    }
+}
+
+impl std::fmt::Debug for SendProcessor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendProcessor").finish_non_exhaustive()
+    }
+}
+
+/// The response to a put: the status's code, and for a stored message the
+/// `SendMessageResponseHeader` fields.
+fn put_response(st: SerializeType, store: &MessageStore, r: &PutResult, batch: bool) -> RemotingCommand {
+    let code = r.status.response_code();
+    if !r.status.is_stored() {
+        return RemotingCommand::response(code, Some(&failure_remark(r.status))).with_serialize_type(st);
+    }
+    let msg_id = if batch && r.msg_num > 1 { batch_msg_ids(store, r) } else { r.msg_id() };
+    let remark = (r.status != PutStatus::PutOk).then(|| r.status.as_str());
+    RemotingCommand::response(code, remark)
+        .with_serialize_type(st)
+        .with_ext("msgId", msg_id)
+        .with_ext("queueId", r.queue_id)
+        .with_ext("queueOffset", r.queue_offset)
+        .with_ext(PROPERTY_MSG_REGION, DEFAULT_REGION)
+        .with_ext(PROPERTY_TRACE_SWITCH, true)
+}
+
+/// The offset message ids of a batch's records, comma-separated as RocketMQ's
+/// `AppendMessageResult.msgId` for a batch.
+fn batch_msg_ids(store: &MessageStore, r: &PutResult) -> String {
+    let mut ids = Vec::with_capacity(r.msg_num.max(0) as usize);
+    let mut phy = r.phy_offset;
+    let end = r.end_offset();
+    while phy < end && ids.len() < r.msg_num as usize {
+        let Some(rec) = store.record_at(phy) else { break };
+        ids.push(offset_msg_id(&r.store_host, phy));
+        phy += rec.bytes().len().max(1) as i64;
+    }
+    if ids.is_empty() {
+        return r.msg_id();
+    }
+    ids.join(",")
+}
+
+/// RocketMQ's remark for a put that stored nothing.
+fn failure_remark(status: PutStatus) -> String {
+    match status {
+        PutStatus::ServiceNotAvailable => {
+            "service not available now: the store is shut down, poisoned, or this broker is a slave".into()
+        }
+        PutStatus::MessageIllegal | PutStatus::PropertiesSizeExceeded => format!(
+            "the message is illegal ({status}): check the body size against maxMessageSize and the properties (at most 32767 bytes)"
+        ),
+        PutStatus::OsPageCacheBusy => "[PC_SYNCHRONIZED]broker busy, start flow control for a while".into(),
+        PutStatus::CreateMappedFileFailed => "create mapped file failed, server is busy or broken.".into(),
+        other => other.as_str().into(),
+    }
+}
+
+fn prop<'a>(props: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    props.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+fn set_prop(props: &mut Vec<(String, String)>, key: &str, value: &str) {
+    match props.iter_mut().find(|(k, _)| k == key) {
+        Some(slot) => slot.1 = value.to_owned(),
+        None => props.push((key.to_owned(), value.to_owned())),
+    }
+}
+
+/// A queue for a send with queueId < 0 (RocketMQ's `randomQueueId`).
+fn random_queue(write_queue_nums: i32) -> i32 {
+    if write_queue_nums <= 0 {
+        return 0;
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    );
+    (h.finish() % write_queue_nums as u64) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode_item(flag: i32, body: &[u8], props: &str) -> Vec<u8> {
+        let total = 4 + 4 + 4 + 4 + 4 + body.len() + 2 + props.len();
+        let mut v = Vec::new();
+        v.extend_from_slice(&(total as i32).to_be_bytes());
+        v.extend_from_slice(&0i32.to_be_bytes());
+        v.extend_from_slice(&0i32.to_be_bytes());
+        v.extend_from_slice(&flag.to_be_bytes());
+        v.extend_from_slice(&(body.len() as i32).to_be_bytes());
+        v.extend_from_slice(body);
+        v.extend_from_slice(&(props.len() as i16).to_be_bytes());
+        v.extend_from_slice(props.as_bytes());
+        v
+    }
+
+    #[test]
+    fn batch_bodies_decode_as_java_encodes_them() {
+        let mut body = encode_item(3, b"first", "KEYS\u{1}k1\u{2}UNIQ_KEY\u{1}u1\u{2}");
+        body.extend(encode_item(0, b"", ""));
+        let items = decode_batch(&body).unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0].flag, 3);
+        assert_eq!(items[0].body, b"first");
+        assert_eq!(items[0].properties, vec![("KEYS".into(), "k1".into()), ("UNIQ_KEY".into(), "u1".into())]);
+        assert!(items[1].body.is_empty() && items[1].properties.is_empty());
+    }
+
+    #[test]
+    fn malformed_batches_are_errors_not_panics() {
+        assert!(decode_batch(b"").unwrap_err().contains("empty"));
+        let good = encode_item(0, b"abc", "A\u{1}B\u{2}");
+        for cut in 0..good.len() {
+            assert!(decode_batch(&good[..cut]).is_err() || cut == 0, "cut {cut}");
+        }
+        let mut bad = good.clone();
+        bad[16..20].copy_from_slice(&(-1i32).to_be_bytes());
+        assert!(decode_batch(&bad).unwrap_err().contains("body length -1"));
+        let mut bad = good.clone();
+        bad[16..20].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(decode_batch(&bad).is_err());
+        let mut bad = good.clone();
+        bad[0..4].copy_from_slice(&1000i32.to_be_bytes());
+        assert!(decode_batch(&bad).unwrap_err().contains("size 1000"));
+        let mut bad = good;
+        bad.push(0);
+        assert!(decode_batch(&bad).is_err());
+    }
+
+    #[test]
+    fn v1_and_v2_headers_read_the_same() {
+        let v1 = RemotingCommand::request(10)
+            .with_ext("producerGroup", "pg")
+            .with_ext("topic", "T")
+            .with_ext("defaultTopic", "TBW102")
+            .with_ext("defaultTopicQueueNums", 4)
+            .with_ext("queueId", 2)
+            .with_ext("sysFlag", 0)
+            .with_ext("bornTimestamp", 123)
+            .with_ext("flag", 0)
+            .with_ext("properties", "TAGS\u{1}a\u{2}")
+            .with_ext("reconsumeTimes", 0)
+            // The C++ client's spelling of false; Java reads anything but "true" as false.
+            .with_ext("unitMode", 0);
+        let v2 = RemotingCommand::request(310)
+            .with_ext("a", "pg")
+            .with_ext("b", "T")
+            .with_ext("c", "TBW102")
+            .with_ext("d", 4)
+            .with_ext("e", 2)
+            .with_ext("f", 0)
+            .with_ext("g", 123)
+            .with_ext("h", 0)
+            .with_ext("i", "TAGS\u{1}a\u{2}")
+            .with_ext("j", 0)
+            .with_ext("k", false);
+        assert_eq!(SendHeader::parse(&v1).unwrap(), SendHeader::parse(&v2).unwrap());
+        let missing = RemotingCommand::request(310).with_ext("b", "T");
+        assert!(SendHeader::parse(&missing).unwrap_err().to_string().contains("\"a\""));
+    }
+}

@@ -1,0 +1,262 @@
+//! Topics and subscription groups as clients meet them: UPDATE_AND_CREATE_TOPIC, and the
+//! rules RocketMQ's `TopicConfigManager` and `SubscriptionGroupManager` apply when a send,
+//! pull or heartbeat names a topic or group that does not exist yet
+//! (`autoCreateTopicEnable`, `autoCreateSubscriptionGroup`).
+//!
+//! Topics created here go through the broker's [`ConfigTables`](crate::metadata::ConfigTables),
+//! so they are persisted before the request is answered and a slave mirrors them at its next
+//! config sync. A slave never creates anything: its tables are its master's.
+
+use std::sync::Arc;
+
+use crate::broker::Broker;
+use crate::config::BrokerRole;
+use crate::metadata::{SubscriptionGroupConfig, TopicConfig, TopicFilterType};
+use crate::remoting::{
+    Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
+};
+
+use super::{AUTO_CREATE_TOPIC_KEY_TOPIC, Shared, bad_header, broker_gone, java_bool, reply};
+
+/// Java `TopicValidator.TOPIC_MAX_LENGTH`.
+const TOPIC_MAX_LENGTH: usize = 127;
+
+/// Puts the template topic TBW102 in the table of a master with `autoCreateTopicEnable`, as
+/// RocketMQ's `TopicConfigManager` does at start (`defaultTopicQueueNums` queues, inherit +
+/// read + write): producers ask for its route when their topic has none, and the broker
+/// creates their topic from it on the first send. An existing entry (from `topics.json`) wins.
+pub(crate) fn seed_system_topics(broker: &Broker) {
+    let config = broker.config();
+    if broker.role() == BrokerRole::Slave || !config.auto_create_topic_enable {
+        return;
+    }
+    let queues = config.default_topic_queue_nums.max(1);
+    let perm = TopicConfig::PERM_INHERIT | TopicConfig::PERM_READ | TopicConfig::PERM_WRITE;
+    broker.tables().topics().seed_if_absent([TopicConfig::with_queues(
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        queues,
+        queues,
+        perm,
+    )]);
+}
+
+/// Why a topic name is refused (Java `TopicValidator.validateTopic`), or `None` if it is valid.
+pub(crate) fn topic_name_error(topic: &str) -> Option<String> {
+    if topic.trim().is_empty() {
+        return Some("The specified topic is blank.".into());
+    }
+    if !topic.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-')) {
+        return Some(format!(
+            "The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        ));
+    }
+    if topic.len() > TOPIC_MAX_LENGTH {
+        return Some("The specified topic is longer than topic max length.".into());
+    }
+    None
+}
+
+/// The config a request for `topic` is judged by: the table's entry, or, for a topic that has
+/// ConsumeQueues but no entry (written through the embedded API, which needs no topic
+/// config), a read/write config with as many queues as it has. Not persisted.
+pub(crate) fn effective_topic(broker: &Broker, topic: &str) -> Option<TopicConfig> {
+    if let Some(c) = broker.tables().topics().get(topic) {
+        return Some(c);
+    }
+    let ids = broker.store().queue_ids(topic);
+    let queues = ids.iter().copied().max()? + 1;
+    Some(TopicConfig::with_queues(topic, queues, queues, TopicConfig::PERM_READ | TopicConfig::PERM_WRITE))
+}
+
+/// Java `createTopicInSendMessageMethod`: `topic` created from the template `default_topic`
+/// if the template exists and may be inherited (TBW102 only while `autoCreateTopicEnable`),
+/// with `min(client_queue_nums, template write queues)` queues and the template's perm minus
+/// inherit. Persisted. `None` if no topic could be created.
+pub(crate) fn create_in_send(
+    broker: &Broker,
+    topic: &str,
+    default_topic: &str,
+    client_queue_nums: i32,
+    topic_sys_flag: i32,
+) -> Option<TopicConfig> {
+    if broker.role() == BrokerRole::Slave {
+        return None;
+    }
+    let template = broker.tables().topics().get(default_topic)?;
+    let mut perm = template.perm;
+    if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !broker.config().auto_create_topic_enable {
+        perm = TopicConfig::PERM_READ | TopicConfig::PERM_WRITE;
+    }
+    if perm & TopicConfig::PERM_INHERIT == 0 {
+        tracing::warn!(topic, default_topic, "cannot create topic: the default topic may not be inherited");
+        return None;
+    }
+    let queues = client_queue_nums.min(template.write_queue_nums).max(0);
+    let mut config = TopicConfig::with_queues(topic, queues, queues, perm & !TopicConfig::PERM_INHERIT);
+    config.topic_sys_flag = topic_sys_flag;
+    config.topic_filter_type = template.topic_filter_type;
+    create(broker, config)
+}
+
+/// Java `createTopicInSendMessageBackMethod`: a retry topic with `queues` queues and `perm`.
+pub(crate) fn create_retry_topic(
+    broker: &Broker,
+    topic: &str,
+    queues: i32,
+    topic_sys_flag: i32,
+) -> Option<TopicConfig> {
+    if broker.role() == BrokerRole::Slave {
+        return broker.tables().topics().get(topic);
+    }
+    let mut config =
+        TopicConfig::with_queues(topic, queues, queues, TopicConfig::PERM_READ | TopicConfig::PERM_WRITE);
+    config.topic_sys_flag = topic_sys_flag;
+    create(broker, config)
+}
+
+fn create(broker: &Broker, config: TopicConfig) -> Option<TopicConfig> {
+    let name = config.topic_name.clone();
+    match broker.tables().topics().create_if_absent(config) {
+        Ok((config, created)) => {
+            if created {
+                tracing::info!(topic = %name, queues = config.write_queue_nums, perm = config.perm,
+                    "topic created on first use");
+            }
+            Some(config)
+        }
+        Err(e) => {
+            tracing::error!(topic = %name, error = %e, "cannot create topic");
+            None
+        }
+    }
+}
+
+/// Java `findSubscriptionGroupConfig`: the group's config; if absent and
+/// `autoCreateSubscriptionGroup` is on, one with RocketMQ's defaults, persisted on a master and
+/// kept in memory only on a slave (whose table is its master's).
+pub(crate) fn find_subscription_group(broker: &Broker, group: &str) -> Option<SubscriptionGroupConfig> {
+    let groups = broker.tables().subscription_groups();
+    if let Some(g) = groups.get(group) {
+        return Some(g);
+    }
+    if !broker.config().auto_create_subscription_group || group.is_empty() {
+        return None;
+    }
+    if broker.role() == BrokerRole::Slave {
+        return Some(SubscriptionGroupConfig::new(group));
+    }
+    match groups.create_if_absent(SubscriptionGroupConfig::new(group)) {
+        Ok((g, created)) => {
+            if created {
+                tracing::info!(group, "subscription group created on first use");
+            }
+            Some(g)
+        }
+        Err(e) => {
+            tracing::error!(group, error = %e, "cannot create subscription group");
+            None
+        }
+    }
+}
+
+/// UPDATE_AND_CREATE_TOPIC (17), as `mqadmin updateTopic` sends it to a broker: creates or
+/// replaces the topic's config (RocketMQ's `AdminBrokerProcessor.updateAndCreateTopic`).
+/// Masters only: a slave's topics are its master's.
+pub struct TopicProcessor {
+    shared: Arc<Shared>,
+}
+
+impl TopicProcessor {
+    /// The request codes this processor answers.
+    pub const CODES: &'static [i32] = &[request_code::UPDATE_AND_CREATE_TOPIC];
+
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        TopicProcessor { shared }
+    }
+
+    fn update_and_create(
+        &self,
+        broker: &Broker,
+        req: &RemotingCommand,
+    ) -> Result<RemotingCommand, RemotingCommand> {
+        let h = |e| bad_header(req, e);
+        let topic = req.ext_str("topic").map_err(h)?;
+        let read = req.ext_i32("readQueueNums").map_err(h)?;
+        let write = req.ext_i32("writeQueueNums").map_err(h)?;
+        let perm = req.ext_i32("perm").map_err(h)?;
+        let filter = match req.ext("topicFilterType") {
+            None | Some("SINGLE_TAG") => TopicFilterType::SingleTag,
+            Some("MULTI_TAG") => TopicFilterType::MultiTag,
+            Some(other) => {
+                return Err(reply(
+                    req,
+                    response_code::SYSTEM_ERROR,
+                    format!("unknown topicFilterType {other:?}"),
+                ));
+            }
+        };
+        let sys_flag = req.ext_opt_i32("topicSysFlag").map_err(h)?.unwrap_or(0);
+        let order = java_bool(req, "order").unwrap_or(false);
+        if topic == broker.config().broker_cluster_name {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("the topic[{topic}] is conflict with system reserved words."),
+            ));
+        }
+        if let Some(reason) = topic_name_error(topic) {
+            return Err(reply(req, response_code::SYSTEM_ERROR, reason));
+        }
+        if !(0..=1024).contains(&read) || !(0..=1024).contains(&write) {
+            return Err(reply(
+                req,
+                response_code::INVALID_PARAMETER,
+                format!("queue counts read={read} write={write} must be within 0..=1024"),
+            ));
+        }
+        let mut config = TopicConfig::with_queues(topic, read, write, perm);
+        config.topic_filter_type = filter;
+        config.topic_sys_flag = sys_flag;
+        config.order = order;
+        match broker.put_topic(config) {
+            Ok(()) => {
+                tracing::info!(topic, read, write, perm, "topic updated by request");
+                Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
+            }
+            Err(e) => Err(reply(req, response_code::SYSTEM_ERROR, e.to_string())),
+        }
+    }
+}
+
+impl RequestHandler for TopicProcessor {
+    fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
+        let Some(broker) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
+        let resp = match request.code {
+            request_code::UPDATE_AND_CREATE_TOPIC => self.update_and_create(&broker, &request),
+            _ => Ok(RemotingCommand::not_supported(&request)),
+        };
+        Handled::Respond(resp.unwrap_or_else(|e| e))
+    }
+}
+
+impl std::fmt::Debug for TopicProcessor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopicProcessor").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_as_rocketmq_validates_them() {
+        assert!(topic_name_error("TopicTest").is_none());
+        assert!(topic_name_error("%RETRY%group_1-a|b").is_none());
+        assert!(topic_name_error("").unwrap().contains("blank"));
+        assert!(topic_name_error("a b").unwrap().contains("illegal characters"));
+        assert!(topic_name_error("t\u{1}").unwrap().contains("illegal characters"));
+        assert!(topic_name_error(&"x".repeat(128)).unwrap().contains("longer"));
+        assert!(topic_name_error(&"x".repeat(127)).is_none());
+    }
+}

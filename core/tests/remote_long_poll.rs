@@ -1,0 +1,115 @@
+//! Long polling: a pull with the suspend flag that finds nothing is held, answered as soon as
+//! a message reaches its queue, or PULL_NOT_FOUND when its suspend timeout passes, and never
+//! holds up the other requests of its connection.
+
+mod common;
+mod remote_common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmqha_core::remoting::{RemotingCommand, request_code};
+use rmqha_core::{Broker, Message};
+
+use remote_common::*;
+
+fn master(dir: &std::path::Path) -> Arc<Broker> {
+    let b = Broker::start_master(common::broker_config(dir, "ASYNC_MASTER", &[])).unwrap();
+    b.create_topic("T", 4).unwrap();
+    b
+}
+
+fn suspended_pull(queue: i32, offset: i64, suspend_ms: i64) -> RemotingCommand {
+    pull_req("cg", "T", queue, offset, 32, FLAG_SUBSCRIPTION | FLAG_SUSPEND, suspend_ms, "*")
+}
+
+#[test]
+fn a_held_pull_returns_as_soon_as_a_message_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    let mut raw = Raw::connect(b.remoting_addrs()[0]);
+    raw.send(suspended_pull(0, 0, 20_000), 1);
+    // Held: no answer while the queue is empty.
+    assert!(raw.try_recv(Duration::from_millis(300)).is_none(), "answered before any message");
+    let put_at = Instant::now();
+    b.put_message_sync(&Message::new("T", b"late".to_vec())).unwrap();
+    let resp = raw.recv();
+    let waited = put_at.elapsed();
+    assert_eq!((resp.opaque, resp.code), (1, code::SUCCESS), "{resp:?}");
+    assert_eq!(decode_records(&resp.body)[0].body, b"late");
+    assert_eq!(ext_i64(&resp, "nextBeginOffset"), 1);
+    // Woken by the dispatch of the message, not by the 20 s timeout.
+    assert!(waited < Duration::from_secs(5), "answered {waited:?} after the put");
+    b.shutdown();
+}
+
+#[test]
+fn a_held_pull_times_out_with_pull_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    let c = client(b.remoting_addrs()[0]);
+    let t0 = Instant::now();
+    let resp = call(&c, suspended_pull(0, 0, 400));
+    let took = t0.elapsed();
+    assert_eq!(resp.code, code::PULL_NOT_FOUND, "{resp:?}");
+    assert_eq!(ext_i64(&resp, "nextBeginOffset"), 0);
+    assert!(took >= Duration::from_millis(400), "returned after {took:?}, before its suspend timeout");
+    assert!(took < Duration::from_secs(5), "returned after {took:?}");
+    // Without the suspend flag the same pull is answered at once.
+    let t0 = Instant::now();
+    let resp = call(&c, pull_req("cg", "T", 0, 0, 32, FLAG_SUBSCRIPTION, 10_000, "*"));
+    assert_eq!(resp.code, code::PULL_NOT_FOUND);
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    b.shutdown();
+}
+
+#[test]
+fn held_pulls_do_not_block_their_connection_and_wake_per_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    let mut raw = Raw::connect(b.remoting_addrs()[0]);
+    // Three held pulls on three queues, then a plain request on the same connection.
+    for q in 0..3 {
+        raw.send(suspended_pull(q, 0, 20_000), 10 + q);
+    }
+    raw.send(
+        RemotingCommand::request(request_code::GET_MAX_OFFSET).with_ext("topic", "T").with_ext("queueId", 0),
+        99,
+    );
+    let resp = raw.recv();
+    assert_eq!(resp.opaque, 99, "the held pulls must not delay the next request");
+    // A message on queue 1 wakes only the pull of queue 1.
+    b.put_message_sync(&Message::new("T", b"q1".to_vec()).with_queue(1)).unwrap();
+    let resp = raw.recv();
+    assert_eq!((resp.opaque, resp.code), (11, code::SUCCESS));
+    assert!(raw.try_recv(Duration::from_millis(200)).is_none(), "the other queues' pulls stay held");
+    b.put_message_sync(&Message::new("T", b"q2".to_vec()).with_queue(2)).unwrap();
+    b.put_message_sync(&Message::new("T", b"q0".to_vec()).with_queue(0)).unwrap();
+    let mut got: Vec<i32> = (0..2).map(|_| raw.recv().opaque).collect();
+    got.sort();
+    assert_eq!(got, vec![10, 12]);
+    b.shutdown();
+}
+
+#[test]
+fn a_closed_connection_drops_its_held_pull_and_shutdown_is_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    let mut raw = Raw::connect(b.remoting_addrs()[0]);
+    raw.send(suspended_pull(0, 0, 60_000), 1);
+    assert!(raw.try_recv(Duration::from_millis(100)).is_none());
+    drop(raw);
+    // The broker keeps serving; a message for the dropped pull goes nowhere.
+    b.put_message_sync(&Message::new("T", b"x".to_vec())).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    assert_eq!(call(&c, pull_req("cg", "T", 0, 0, 32, FLAG_SUBSCRIPTION, 0, "*")).code, code::SUCCESS);
+    // A pull still held when the broker stops does not delay the stop.
+    let mut raw = Raw::connect(b.remoting_addrs()[0]);
+    raw.send(suspended_pull(1, 0, 60_000), 2);
+    assert!(raw.try_recv(Duration::from_millis(100)).is_none());
+    let t0 = Instant::now();
+    b.shutdown();
+    assert!(t0.elapsed() < Duration::from_secs(5), "shutdown took {:?}", t0.elapsed());
+    assert!(raw.closed_by_server());
+}

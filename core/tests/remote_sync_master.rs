@@ -1,0 +1,238 @@
+//! A SYNC_MASTER and its slave seen by remote clients: a remote put is answered SUCCESS only
+//! once the slave holds the record, and with FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE when
+//! it cannot; waiting for the slave does not hold up the producer's connection; consumers read
+//! from the master and from the slave (slaveReadEnable), are pointed at the slave when the
+//! master suggests it, and find both through either broker's routes.
+
+mod common;
+mod remote_common;
+
+use std::sync::Arc;
+
+use rmqha_core::Broker;
+use rmqha_core::remoting::{RemotingClient, RemotingCommand, request_code};
+use serde_json::Value;
+
+use remote_common::*;
+
+fn sync_master(dir: &std::path::Path, extra: &[(&str, &str)]) -> Arc<Broker> {
+    let b = Broker::start_master(common::broker_config(dir, "SYNC_MASTER", extra)).unwrap();
+    b.create_topic("T", 2).unwrap();
+    b
+}
+
+fn slave(
+    dir: &std::path::Path,
+    master: &Broker,
+    ha: std::net::SocketAddr,
+    extra: &[(&str, &str)],
+) -> Arc<Broker> {
+    let ha = ha.to_string();
+    let remoting = master.remoting_addrs()[0].to_string();
+    let mut cfg = vec![("haMasterAddress", ha.as_str()), ("masterAddress", remoting.as_str())];
+    cfg.extend_from_slice(extra);
+    Broker::start_slave(common::broker_config(dir, "SLAVE", &cfg)).unwrap()
+}
+
+fn ha_addr(m: &Broker) -> std::net::SocketAddr {
+    format!("127.0.0.1:{}", m.ha_port()).parse().unwrap()
+}
+
+fn wait_slave_connected(m: &Broker) {
+    assert!(common::wait_until(TIMEOUT, || !m.offsets().slaves.is_empty()), "the slave never connected");
+}
+
+fn route(c: &RemotingClient, topic: &str) -> Value {
+    let r = call(c, RemotingCommand::request(request_code::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", topic));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+#[test]
+fn a_remote_sync_put_is_answered_only_once_the_slave_holds_it_and_both_serve_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = sync_master(&dir.path().join("m"), &[]);
+    let s = slave(&dir.path().join("s"), &m, ha_addr(&m), &[("slaveReadEnable", "true")]);
+    wait_slave_connected(&m);
+    let c = client(m.remoting_addrs()[0]);
+    let mut sent = Vec::new();
+    for i in 0..50 {
+        let body = format!("sync-{i}");
+        let r = call(&c, send_v2(&Msg::new("T", body.as_bytes()).queue(i % 2).keys(&format!("k{i}"))));
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        let phy = msg_id_offset(r.ext("msgId").unwrap());
+        let end = phy + m.store().record_at(phy).unwrap().bytes().len() as i64;
+        // The answer came after the slave's ack: the slave already has every byte.
+        assert!(s.max_offset() >= end, "put {i} answered with the slave at {} < {end}", s.max_offset());
+        sent.push((i % 2, body));
+    }
+    // Consumed from the master and from the slave.
+    assert!(m.store().wait_dispatched(TIMEOUT));
+    assert!(
+        common::wait_until(TIMEOUT, || s.queue_max_offset("T", 0) == 25 && s.queue_max_offset("T", 1) == 25)
+    );
+    for broker in [&m, &s] {
+        let c = client(broker.remoting_addrs()[0]);
+        for q in 0..2 {
+            let mut got = Vec::new();
+            let mut offset = 0;
+            for _ in 0..25 {
+                if offset >= 25 {
+                    break;
+                }
+                let p = pull(&c, "T", q, offset, 32);
+                assert_eq!(p.code, code::SUCCESS, "{p:?}");
+                got.extend(decode_records(&p.body).into_iter().map(|r| String::from_utf8(r.body).unwrap()));
+                offset = ext_i64(&p, "nextBeginOffset");
+            }
+            let want: Vec<String> = sent.iter().filter(|(qq, _)| *qq == q).map(|(_, b)| b.clone()).collect();
+            assert_eq!(got, want, "queue {q} read from {:?}", broker.role());
+        }
+    }
+    // The slave refuses writes.
+    let cs = client(s.remoting_addrs()[0]);
+    assert_eq!(call(&cs, send_v2(&Msg::new("T", b"x"))).code, code::SERVICE_NOT_AVAILABLE);
+    s.shutdown();
+    m.shutdown();
+}
+
+#[test]
+fn a_slow_slave_delays_the_answer_not_the_connection_and_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = sync_master(&dir.path().join("m"), &[("slaveTimeout", "1500")]);
+    let proxy = common::Proxy::start(ha_addr(&m));
+    let s = slave(&dir.path().join("s"), &m, proxy.addr, &[]);
+    wait_slave_connected(&m);
+    let mut raw = Raw::connect(m.remoting_addrs()[0]);
+    raw.send(send_v2(&Msg::new("T", b"warm")), 1);
+    assert_eq!(raw.recv().code, code::SUCCESS);
+
+    // The slave stalls: the put waits, and the next request on the connection is answered
+    // meanwhile.
+    proxy.stall(true);
+    raw.send(send_v2(&Msg::new("T", b"waits")), 2);
+    raw.send(
+        RemotingCommand::request(request_code::GET_MAX_OFFSET).with_ext("topic", "T").with_ext("queueId", 0),
+        3,
+    );
+    let first = raw.recv();
+    assert_eq!(first.opaque, 3, "the put waiting for the slave held up the connection: {first:?}");
+    // Stalled past slaveTimeout: stored, but FLUSH_SLAVE_TIMEOUT, with the header.
+    let put = raw.recv();
+    assert_eq!((put.opaque, put.code), (2, code::FLUSH_SLAVE_TIMEOUT), "{put:?}");
+    assert!(put.ext("msgId").is_some() && put.ext("queueOffset").is_some());
+    proxy.stall(false);
+    raw.send(send_v2(&Msg::new("T", b"again")), 4);
+    assert_eq!(raw.recv().code, code::SUCCESS);
+
+    // No slave at all: SLAVE_NOT_AVAILABLE at once.
+    s.shutdown();
+    drop(s);
+    proxy.cut();
+    assert!(common::wait_until(TIMEOUT, || m.offsets().slaves.is_empty()));
+    raw.send(send_v2(&Msg::new("T", b"alone")), 5);
+    let r = raw.recv();
+    assert_eq!((r.opaque, r.code), (5, code::SLAVE_NOT_AVAILABLE), "{r:?}");
+    // A oneway send is stored without an answer.
+    let before = m.queue_max_offset("T", 0);
+    let c = client(m.remoting_addrs()[0]);
+    c.invoke_oneway(send_v2(&Msg::new("T", b"oneway")), TIMEOUT).unwrap();
+    assert!(common::wait_until(TIMEOUT, || m.queue_max_offset("T", 0) > before));
+    m.shutdown();
+}
+
+#[test]
+fn routes_name_the_group_and_pulls_follow_slave_read_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every message counts as "not in memory" (ratio 0), so the master suggests the slave.
+    let m = sync_master(
+        &dir.path().join("m"),
+        &[("slaveReadEnable", "true"), ("accessMessageInMemoryMaxRatio", "0")],
+    );
+    let s = slave(&dir.path().join("s"), &m, ha_addr(&m), &[("slaveReadEnable", "true")]);
+    wait_slave_connected(&m);
+    let cm = client(m.remoting_addrs()[0]);
+    let cs = client(s.remoting_addrs()[0]);
+    let (maddr, saddr) = (m.remoting_addrs()[0].to_string(), s.remoting_addrs()[0].to_string());
+
+    // The master's routes list the slave once it has registered.
+    assert!(
+        common::wait_until(TIMEOUT, || route(&cm, "T")["brokerDatas"][0]["brokerAddrs"]["1"]
+            == saddr.as_str()),
+        "the master's route never named the slave: {}",
+        route(&cm, "T")
+    );
+    let r = route(&cm, "T");
+    assert_eq!(r["brokerDatas"][0]["brokerAddrs"]["0"], maddr.as_str());
+    assert_eq!(r["queueDatas"][0]["writeQueueNums"], 2);
+    let ci = call(&cm, RemotingCommand::request(request_code::GET_BROKER_CLUSTER_INFO));
+    let ci: Value = serde_json::from_slice(&ci.body).unwrap();
+    assert_eq!(ci["brokerAddrTable"]["broker-a"]["brokerAddrs"]["1"], saddr.as_str());
+    // The slave's routes name the master and itself (its topics are the master's, mirrored).
+    s.sync_config_now().unwrap();
+    let r = route(&cs, "T");
+    assert_eq!(r["brokerDatas"][0]["brokerAddrs"]["0"], maddr.as_str());
+    assert_eq!(r["brokerDatas"][0]["brokerAddrs"]["1"], saddr.as_str());
+
+    for i in 0..4 {
+        assert_eq!(call(&cm, send_v2(&Msg::new("T", format!("m{i}").as_bytes()))).code, code::SUCCESS);
+    }
+    assert!(m.store().wait_dispatched(TIMEOUT));
+    assert!(common::wait_until(TIMEOUT, || s.queue_max_offset("T", 0) == 4));
+    // The master serves, and suggests the slave (whichBrokerWhenConsumeSlowly = 1).
+    let p = pull(&cm, "T", 0, 0, 32);
+    assert_eq!((p.code, ext_i64(&p, "suggestWhichBrokerId")), (code::SUCCESS, 1), "{p:?}");
+    // The slave serves.
+    let p = pull(&cs, "T", 0, 0, 32);
+    assert_eq!(p.code, code::SUCCESS, "{p:?}");
+    assert_eq!(decode_records(&p.body).len(), 4);
+    // At the end of the queue, with its master alive, the slave sends the consumer back to it.
+    let p = pull(&cs, "T", 0, 4, 32);
+    assert_eq!((p.code, ext_i64(&p, "suggestWhichBrokerId")), (code::PULL_RETRY_IMMEDIATELY, 0), "{p:?}");
+
+    // A topic created on the master by request reaches the slave by config sync.
+    let create = RemotingCommand::request(request_code::UPDATE_AND_CREATE_TOPIC)
+        .with_ext("topic", "Created")
+        .with_ext("readQueueNums", 3)
+        .with_ext("writeQueueNums", 3)
+        .with_ext("perm", 6);
+    assert_eq!(call(&cm, create.clone()).code, code::SUCCESS);
+    assert_eq!(call(&cs, create).code, code::SYSTEM_ERROR, "a slave's topics are its master's");
+    s.sync_config_now().unwrap();
+    assert_eq!(s.topic_config("Created").unwrap().read_queue_nums, 3);
+    assert_eq!(route(&cs, "Created")["queueDatas"][0]["readQueueNums"], 3);
+
+    // A stopped slave unregisters and leaves the master's routes at once.
+    s.shutdown();
+    drop(s);
+    let r = route(&cm, "T");
+    assert!(r["brokerDatas"][0]["brokerAddrs"].get("1").is_none(), "{r}");
+    m.shutdown();
+}
+
+#[test]
+fn a_slave_without_slave_read_sends_consumers_to_the_master() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = sync_master(&dir.path().join("m"), &[]);
+    let s = slave(&dir.path().join("s"), &m, ha_addr(&m), &[]);
+    wait_slave_connected(&m);
+    let cm = client(m.remoting_addrs()[0]);
+    assert_eq!(call(&cm, send_v2(&Msg::new("T", b"x"))).code, code::SUCCESS);
+    assert!(common::wait_until(TIMEOUT, || s.queue_max_offset("T", 0) == 1));
+    let cs = client(s.remoting_addrs()[0]);
+    let p = pull(&cs, "T", 0, 0, 32);
+    assert_eq!((p.code, ext_i64(&p, "suggestWhichBrokerId")), (code::PULL_RETRY_IMMEDIATELY, 0), "{p:?}");
+    assert!(p.body.is_empty());
+    // The master does not suggest the slave either.
+    let p = pull(&cm, "T", 0, 0, 32);
+    assert_eq!((p.code, ext_i64(&p, "suggestWhichBrokerId")), (code::SUCCESS, 0));
+    // A slave accepts offset commits, as RocketMQ's does.
+    let u = RemotingCommand::request(request_code::UPDATE_CONSUMER_OFFSET)
+        .with_ext("consumerGroup", "g")
+        .with_ext("topic", "T")
+        .with_ext("queueId", 0)
+        .with_ext("commitOffset", 1);
+    assert_eq!(call(&cs, u).code, code::SUCCESS);
+    s.shutdown();
+    m.shutdown();
+}
