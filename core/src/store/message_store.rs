@@ -345,7 +345,10 @@ impl MessageStore {
                 if let Err(e) = lock::remove_abort_file(&self.config.abort_path()) {
                     tracing::error!("cannot remove the abort file: {e}");
                 }
-            } else if flushed_ok && self.role() == BrokerRole::Slave && behind < self.commit_log.file_size() as u64 {
+            } else if flushed_ok
+                && self.role() == BrokerRole::Slave
+                && behind < self.commit_log.file_size() as u64
+            {
                 // Replicated bytes arrive in arbitrary chunks, so a slave often stops inside a
                 // record; the next start cuts that partial record (and the master resends it).
                 tracing::info!(
@@ -358,6 +361,27 @@ impl MessageStore {
                     if flushed_ok { "ok" } else { "failed" }
                 );
             }
+        }
+    }
+
+    /// Test support: stops every thread the way a killed process stops, without the clean
+    /// shutdown's final dispatch wait, CQ flush and checkpoint, and keeping the abort file and
+    /// any pre-created file, so the next `open` recovers abnormally. A process crash keeps the
+    /// page cache, so what was written to the mapped files stays visible: this is honest for
+    /// SIGKILL, not for power loss. Idempotent; a later `shutdown` does nothing.
+    #[doc(hidden)]
+    pub fn crash(&self) {
+        if self.shut.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.dispatcher_stop.store(true, Ordering::Release);
+        self.commit_log.appended().notify();
+        self.stop.stop();
+        self.allocator.halt();
+        self.flush_waiters.close(PutStatus::ServiceNotAvailable);
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
         }
     }
 
