@@ -757,6 +757,9 @@ impl MessageStore {
             q.truncate_dirty(offset as i64)
                 .map_err(|e| Error::Store(format!("truncate consume queue: {e}")))?;
         }
+        if let Some(index) = &self.index {
+            index.truncate(offset as i64).map_err(|e| Error::Store(format!("truncate index: {e}")))?;
+        }
         if self.dispatcher.reput_from() > offset {
             self.dispatcher.set_reput_from(offset);
         }
@@ -854,6 +857,9 @@ fn recover(
     cl.set_recovered_end(end).map_err(|e| store_err("commit log", e))?;
     for q in cqs.all() {
         q.truncate_dirty(end as i64).map_err(|e| store_err("consume queue", e))?;
+    }
+    if let Some(i) = index {
+        i.truncate(end as i64).map_err(|e| store_err("index", e))?;
     }
     let cq_max = cqs.max_physic_offset().max(0) as u64;
     let min = cl.min_offset();
