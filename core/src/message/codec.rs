@@ -557,16 +557,18 @@ pub fn check_record<'a>(buf: &'a [u8], opts: &CheckOptions<'_>) -> CheckResult<'
 pub fn parse_delay_levels(s: &str) -> Option<Vec<i64>> {
     s.split_whitespace()
         .map(|lvl| {
-            let (num, unit) = lvl.split_at(lvl.len().checked_sub(1)?);
+            // The unit is the last character, which need not be one byte in a bad value.
+            let unit = lvl.chars().next_back()?;
+            let num = &lvl[..lvl.len() - unit.len_utf8()];
             let n: i64 = num.parse().ok()?;
             let mult = match unit {
-                "s" => 1000,
-                "m" => 60_000,
-                "h" => 3_600_000,
-                "d" => 86_400_000,
+                's' => 1000,
+                'm' => 60_000,
+                'h' => 3_600_000,
+                'd' => 86_400_000,
                 _ => return None,
             };
-            Some(n * mult)
+            n.checked_mul(mult)
         })
         .collect()
 }
