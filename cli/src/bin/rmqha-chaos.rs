@@ -5,7 +5,8 @@
 //! separate processes, with a TCP proxy of its own between the slave and the master's HA port.
 //! Each round injects one fault: SIGKILL of the master or of the slave, a cut or a stalled
 //! link, a torn or corrupted CommitLog tail (slave, or master beyond what anyone holds), or a
-//! full disk (a size-limited tmpfs it mounts, or a file-size limit where it cannot mount).
+//! full disk (a size-limited tmpfs it mounts and fills; where it cannot mount, the names of the
+//! master's next CommitLog files are taken so that creating them fails).
 //! Then it stops both, opens both stores in-process and checks: every acknowledged message is
 //! on the slave and on the master; the slave's CommitLog is a byte prefix of the master's; the
 //! ConsumeQueues match the CommitLog; nobody panicked.
@@ -85,7 +86,7 @@ struct RunArgs {
     /// Work directory (default: a new temporary directory, removed on success).
     #[arg(long)]
     work: Option<PathBuf>,
-    /// How to fill the disk: auto (tmpfs if it can mount, else rlimit), tmpfs, rlimit.
+    /// How to fill the disk: auto (tmpfs if it can mount, else blocked), tmpfs, blocked.
     #[arg(long, default_value = "auto")]
     disk_full: String,
     /// CommitLog file size of both stores.
@@ -178,7 +179,7 @@ impl Fault {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DiskMethod {
     Tmpfs,
-    Rlimit,
+    Blocked,
 }
 
 impl DiskMethod {
@@ -187,8 +188,8 @@ impl DiskMethod {
             DiskMethod::Tmpfs => {
                 "tmpfs (a size-limited file system mounted by the harness, filled with a filler file)"
             }
-            DiskMethod::Rlimit => {
-                "rlimit (RLIMIT_FSIZE lowered in the master: new store files fail with EFBIG)"
+            DiskMethod::Blocked => {
+                "blocked files (directories stand where the master's next CommitLog files would be created)"
             }
         }
     }
@@ -879,12 +880,7 @@ impl World {
         let since = self.acks.fails.len();
         let filled = match self.disk {
             DiskMethod::Tmpfs => fill_disk(&self.master_dir)?,
-            DiskMethod::Rlimit => {
-                let m = self.master.as_mut().ok_or("no master")?;
-                m.send("diskfull on")?;
-                m.wait_line("chaos-master diskfull on: Ok", Duration::from_secs(10))?;
-                0
-            }
+            DiskMethod::Blocked => self.block_next_files(true)?,
         };
         let r = self.wait_fail(since, "a disk error", is_disk_error);
         // Space returns whatever happened.
@@ -892,11 +888,8 @@ impl World {
             DiskMethod::Tmpfs => {
                 let _ = std::fs::remove_file(self.master_dir.join("filler"));
             }
-            DiskMethod::Rlimit => {
-                if let Some(m) = self.master.as_mut() {
-                    m.send("diskfull off")?;
-                    m.wait_line("chaos-master diskfull off: Ok", Duration::from_secs(10))?;
-                }
+            DiskMethod::Blocked => {
+                self.block_next_files(false)?;
             }
         }
         let st = r?;
@@ -906,7 +899,48 @@ impl World {
         self.check_alive()?;
         // Writes resume once space is back.
         self.wait_acks(20)?;
-        Ok(format!("disk full ({filled} bytes of filler): {errors} puts failed ({st}), then writes resumed"))
+        let how = match self.disk {
+            DiskMethod::Tmpfs => format!("{filled} bytes of filler"),
+            DiskMethod::Blocked => format!("{filled} file names blocked"),
+        };
+        Ok(format!("disk full ({how}): {errors} puts failed ({st}), then writes resumed"))
+    }
+
+    /// The fallback "full disk" where no file system can be mounted: directories stand where
+    /// the master's next CommitLog files (and their `.creating` temporaries) would be
+    /// created, so creating them fails, as it would with ENOSPC. Returns how many.
+    fn block_next_files(&mut self, on: bool) -> Result<u64, String> {
+        let dir = self.master_dir.join("commitlog");
+        let last = std::fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .flatten()
+            .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
+            .filter_map(|e| {
+                e.file_name().to_str().filter(|n| n.len() == 20).and_then(|n| n.parse::<u64>().ok())
+            })
+            .max()
+            .unwrap_or(0);
+        let mut n = 0;
+        for k in 1..=8u64 {
+            let name = format!("{:020}", last + k * self.a.file_size);
+            for p in [dir.join(format!("{name}.creating")), dir.join(&name)] {
+                if on && !p.exists() {
+                    std::fs::create_dir(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                    n += 1;
+                } else if !on && p.is_dir() {
+                    std::fs::remove_dir(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                }
+            }
+        }
+        if !on {
+            // Blocks left from an earlier round (they are only ever empty directories).
+            for e in std::fs::read_dir(&dir).map_err(|e| e.to_string())?.flatten() {
+                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+        }
+        Ok(n)
     }
 
     fn verify(&mut self) -> Result<String, String> {
@@ -1027,7 +1061,7 @@ fn run(a: RunArgs) -> Result<(), String> {
     let mut mounts = Vec::new();
     let mut mount_error = None;
     let disk = match a.disk_full.as_str() {
-        "rlimit" => DiskMethod::Rlimit,
+        "blocked" => DiskMethod::Blocked,
         "tmpfs" | "auto" => {
             let both = Mount::tmpfs(&master_dir, 64).and_then(|m| {
                 mounts.push(m);
@@ -1041,12 +1075,12 @@ fn run(a: RunArgs) -> Result<(), String> {
                 Err(e) if a.disk_full == "auto" => {
                     mounts.clear();
                     mount_error = Some(e);
-                    DiskMethod::Rlimit
+                    DiskMethod::Blocked
                 }
                 Err(e) => return Err(e),
             }
         }
-        other => return Err(format!("--disk-full {other}: expected auto, tmpfs or rlimit")),
+        other => return Err(format!("--disk-full {other}: expected auto, tmpfs or blocked")),
     };
     let proxy = Proxy::start().map_err(|e| format!("proxy: {e}"))?;
     let acks = AckLog::new(work.join("acks-0.log"));
@@ -1122,7 +1156,7 @@ fn run(a: RunArgs) -> Result<(), String> {
         "messages_acknowledged": s.acked_total,
         "messages_lost": if failure.is_none() { 0 } else { -1 },
         "puts_not_ok": s.not_ok_puts,
-        "disk_full_method": match disk { DiskMethod::Tmpfs => "tmpfs", DiskMethod::Rlimit => "rlimit" },
+        "disk_full_method": match disk { DiskMethod::Tmpfs => "tmpfs", DiskMethod::Blocked => "blocked-files" },
         "disk_full_errors": s.disk_full_errors,
         "master_starts": s.master_starts,
         "slave_starts": s.slave_starts,

@@ -29,27 +29,9 @@ impl Rng {
     }
 }
 
-/// Lowers (or restores) this process's file size limit: the fallback "full disk" where no
-/// size-limited file system can be mounted. New store files (set_len/fallocate beyond the
-/// limit) then fail with EFBIG, as they would with ENOSPC.
-fn set_fsize_limit(limit: Option<u64>) -> std::io::Result<()> {
-    let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit write/read the struct we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_FSIZE, &mut cur) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        cur.rlim_cur = limit.unwrap_or(cur.rlim_max);
-        if libc::setrlimit(libc::RLIMIT_FSIZE, &cur) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// Child mode `master`: a SYNC_MASTER whose producer thread appends a line to `ack_log` for
-/// every put (`ok ...` for PUT_OK, `fail ...` otherwise), one write per line. Reads commands
-/// from stdin: `exit` (clean shutdown), `diskfull on|off` (file size limit fallback).
+/// every put (`ok ...` for PUT_OK, `fail ...` otherwise), one write per line. Stops cleanly on
+/// `exit` from stdin (or when stdin closes).
 pub fn run_master(
     store: &Path,
     ack_log: &Path,
@@ -57,9 +39,6 @@ pub fn run_master(
     file_size: u64,
     seed: u64,
 ) -> Result<(), String> {
-    // A write beyond RLIMIT_FSIZE must fail with EFBIG, not kill us.
-    // SAFETY: ignoring a signal installs no handler code.
-    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let mut c: BrokerConfig = config(store, "SYNC_MASTER", file_size)?;
     c.set("haListenPort", "0").map_err(|e| e.to_string())?;
     let broker = Broker::start_master(c).map_err(|e| e.to_string())?;
@@ -88,19 +67,9 @@ pub fn run_master(
     };
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        match line.trim() {
-            "exit" => break,
-            "diskfull on" => {
-                let r = set_fsize_limit(Some(4096));
-                println!("chaos-master diskfull on: {r:?}");
-            }
-            "diskfull off" => {
-                let r = set_fsize_limit(None);
-                println!("chaos-master diskfull off: {r:?}");
-            }
-            _ => {}
+        if line.trim() == "exit" {
+            break;
         }
-        let _ = std::io::stdout().flush();
     }
     // `exit`, or the harness went away (stdin closed): stop cleanly.
     stop.store(true, Ordering::SeqCst);

@@ -237,7 +237,8 @@ pub fn commit_log_files(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, String>
     for e in rd {
         let e = e.map_err(|e| e.to_string())?;
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+        let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
+        if is_file && name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
             out.insert(name, std::fs::read(e.path()).map_err(|e| e.to_string())?);
         }
     }
