@@ -525,6 +525,15 @@ pub fn check_record<'a>(buf: &'a [u8], opts: &CheckOptions<'_>) -> CheckResult<'
     if opts.check_crc && crc32_masked(rec.body) as i32 != rec.body_crc {
         return CheckResult::Invalid { skip: None };
     }
+    // Only the body has a checksum, and a torn write ends in a record's last bytes: its
+    // properties. RocketMQ and rmqha both write properties as UTF-8 ending in 0x02, so a tail
+    // torn there (zeros or garbage) is caught here instead of being kept as a record.
+    if !rec.properties.is_empty()
+        && (rec.properties.last() != Some(&super::properties::PROPERTY_SEPARATOR)
+            || std::str::from_utf8(rec.properties).is_err())
+    {
+        return CheckResult::Invalid { skip: Some(rec.total_size) };
+    }
     let Some(topic) = rec.topic_str() else {
         return CheckResult::Invalid { skip: Some(rec.total_size) };
     };
