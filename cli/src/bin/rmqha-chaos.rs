@@ -5,8 +5,8 @@
 //! separate processes, with a TCP proxy of its own between the slave and the master's HA port.
 //! Each round injects one fault: SIGKILL of the master or of the slave, a cut or a stalled
 //! link, a torn or corrupted CommitLog tail (slave, or master beyond what anyone holds), or a
-//! full disk (a size-limited tmpfs it mounts and fills; where it cannot mount, the names of the
-//! master's next CommitLog files are taken so that creating them fails).
+//! full disk on the master or on the slave (a size-limited tmpfs it mounts and fills; where it
+//! cannot mount, the names of the next CommitLog files are taken so that creating them fails).
 //! Then it stops both, opens both stores in-process and checks: every acknowledged message is
 //! on the slave and on the master; the slave's CommitLog is a byte prefix of the master's; the
 //! ConsumeQueues match the CommitLog; nobody panicked.
@@ -71,7 +71,7 @@ enum ChildCmd {
 
 #[derive(Args, Clone)]
 struct RunArgs {
-    /// Rounds to run (one fault each); default 8 (every kind once) unless --seconds is given.
+    /// Rounds to run (one fault each); default 9 (every kind once) unless --seconds is given.
     #[arg(long)]
     rounds: Option<u64>,
     /// Start no new round after this many seconds.
@@ -148,9 +148,10 @@ enum Fault {
     CorruptSlaveTail,
     TornMasterTail,
     DiskFull,
+    DiskFullSlave,
 }
 
-const ALL_FAULTS: [Fault; 8] = [
+const ALL_FAULTS: [Fault; 9] = [
     Fault::KillMaster,
     Fault::KillSlave,
     Fault::CutLink,
@@ -159,6 +160,7 @@ const ALL_FAULTS: [Fault; 8] = [
     Fault::CorruptSlaveTail,
     Fault::TornMasterTail,
     Fault::DiskFull,
+    Fault::DiskFullSlave,
 ];
 
 impl Fault {
@@ -172,6 +174,7 @@ impl Fault {
             Fault::CorruptSlaveTail => "corrupt-slave-tail",
             Fault::TornMasterTail => "torn-master-tail",
             Fault::DiskFull => "disk-full",
+            Fault::DiskFullSlave => "disk-full-slave",
         }
     }
 }
@@ -779,6 +782,7 @@ impl World {
                 Ok(what)
             }
             Fault::DiskFull => self.disk_full(),
+            Fault::DiskFullSlave => self.disk_full_slave(),
         }
     }
 
@@ -880,7 +884,7 @@ impl World {
         let since = self.acks.fails.len();
         let filled = match self.disk {
             DiskMethod::Tmpfs => fill_disk(&self.master_dir)?,
-            DiskMethod::Blocked => self.block_next_files(true)?,
+            DiskMethod::Blocked => self.block_next_files(&self.master_dir, true)?,
         };
         let r = self.wait_fail(since, "a disk error", is_disk_error);
         // Space returns whatever happened.
@@ -889,7 +893,7 @@ impl World {
                 let _ = std::fs::remove_file(self.master_dir.join("filler"));
             }
             DiskMethod::Blocked => {
-                self.block_next_files(false)?;
+                self.block_next_files(&self.master_dir, false)?;
             }
         }
         let st = r?;
@@ -906,11 +910,44 @@ impl World {
         Ok(format!("disk full ({how}): {errors} puts failed ({st}), then writes resumed"))
     }
 
+    /// The slave's disk fills: it cannot take the next CommitLog file, so it stops acking and
+    /// puts answer FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (stored on the master, not
+    /// acknowledged); once space returns it catches up and puts are acknowledged again.
+    fn disk_full_slave(&mut self) -> Result<String, String> {
+        let since = self.acks.fails.len();
+        let dir = self.slave_dir.clone();
+        let filled = match self.disk {
+            DiskMethod::Tmpfs => fill_disk(&dir)?,
+            DiskMethod::Blocked => self.block_next_files(&dir, true)?,
+        };
+        let r = self.wait_fail(since, "a replication status", |s| {
+            s == "FLUSH_SLAVE_TIMEOUT" || s == "SLAVE_NOT_AVAILABLE"
+        });
+        match self.disk {
+            DiskMethod::Tmpfs => {
+                let _ = std::fs::remove_file(dir.join("filler"));
+            }
+            DiskMethod::Blocked => {
+                self.block_next_files(&dir, false)?;
+            }
+        }
+        let st = r?;
+        self.check_alive()?;
+        self.wait_acks(20)?;
+        let how = match self.disk {
+            DiskMethod::Tmpfs => format!("{filled} bytes of filler"),
+            DiskMethod::Blocked => format!("{filled} file names blocked"),
+        };
+        Ok(format!(
+            "slave disk full ({how}): puts answered {st} until space returned, then were acknowledged again"
+        ))
+    }
+
     /// The fallback "full disk" where no file system can be mounted: directories stand where
     /// the master's next CommitLog files (and their `.creating` temporaries) would be
     /// created, so creating them fails, as it would with ENOSPC. Returns how many.
-    fn block_next_files(&mut self, on: bool) -> Result<u64, String> {
-        let dir = self.master_dir.join("commitlog");
+    fn block_next_files(&self, store: &Path, on: bool) -> Result<u64, String> {
+        let dir = store.join("commitlog");
         let last = std::fs::read_dir(&dir)
             .map_err(|e| format!("{}: {e}", dir.display()))?
             .flatten()
@@ -1124,7 +1161,7 @@ fn run(a: RunArgs) -> Result<(), String> {
             break;
         }
         if order.is_empty() {
-            // Every kind once per block of eight, in a seeded order.
+            // Every kind once per block, in a seeded order.
             order = ALL_FAULTS.to_vec();
             for i in (1..order.len()).rev() {
                 let j = w.rng.range(0, i as u64 + 1) as usize;
