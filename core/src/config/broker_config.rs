@@ -520,7 +520,12 @@ impl BrokerConfig {
         let mut out = String::new();
         for key in Self::KEYS {
             if all || self.explicit.contains(key) {
-                let v = self.get(key).unwrap_or_default();
+                let mut v = self.get(key).unwrap_or_default();
+                if *key == "brokerId" && !self.explicit.contains(key) {
+                    // A SLAVE left at the default 0 is broker 1; writing 0 out would make the
+                    // text unreadable ("a SLAVE needs a brokerId greater than 0").
+                    v = self.effective_broker_id().to_string();
+                }
                 out.push_str(key);
                 out.push('=');
                 out.push_str(&escape_value(&v));

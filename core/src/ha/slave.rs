@@ -192,6 +192,16 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         return format!("socket setup: {e}");
     }
     let mut reported = store.max_offset();
+    // Frames are not aligned to records, so a connection that ended mid-stream often leaves
+    // a partial record at the tail, and the master only serves offsets where a record
+    // starts. Report where dispatch stands (a record start) instead: the master resends from
+    // there, and the bytes this slave already holds are compared, not written again.
+    let resume_from = {
+        let reput = store.dispatcher().reput_from() as i64;
+        let last_file_start = reported - reported % store.commit_log().file_size() as i64;
+        if reput < reported && reput >= last_file_start { reput } else { reported }
+    };
+    reported = resume_from;
     shared.acked.store(reported, Ordering::Release);
     if let Err(e) = stream.write_all(&encode_report(reported)) {
         return format!("first report failed: {e}");
@@ -222,6 +232,29 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                 ParsedFrame::Bad(why) => return format!("bad frame from master: {why}"),
                 ParsedFrame::Frame { offset, body } => {
                     let local = store.max_offset();
+                    let frame_len = FRAME_HEADER_SIZE + body.len();
+                    let (mut offset, mut body) = (offset, body);
+                    if local != 0 && offset != local && offset >= resume_from && offset < local {
+                        // Resent bytes this slave holds (see resume_from): they must be the
+                        // same, and only what follows them is appended.
+                        let overlap = ((local - offset) as usize).min(body.len());
+                        let same = store
+                            .commit_log()
+                            .data_at(offset as u64)
+                            .and_then(|(f, pos)| f.read(pos, overlap).map(|held| held == &body[..overlap]))
+                            .unwrap_or(false);
+                        if !same {
+                            return format!(
+                                "master resent bytes at {offset} that differ from this slave's: the logs diverged"
+                            );
+                        }
+                        offset += overlap as i64;
+                        body = &body[overlap..];
+                        if body.is_empty() {
+                            at += frame_len;
+                            continue;
+                        }
+                    }
                     if local != 0 && offset != local {
                         // Never write bytes at the wrong place: reconnect and report again.
                         return format!("master sent offset {offset} but this slave's log ends at {local}");
@@ -231,7 +264,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                             return format!("cannot apply frame at {offset}: {e}");
                         }
                     }
-                    at += FRAME_HEADER_SIZE + body.len();
+                    at += frame_len;
                 }
             }
         }

@@ -530,13 +530,19 @@ pub fn check_record<'a>(buf: &'a [u8], opts: &CheckOptions<'_>) -> CheckResult<'
     if opts.check_crc && crc32_masked(rec.body) as i32 != rec.body_crc {
         return CheckResult::Invalid { skip: None };
     }
-    // A torn write leaves zeros where the end of a record should be. The body CRC catches them
-    // in the body and the lengths catch them in the header, but nothing covers the topic and
-    // the properties, which come last: a record cut there would pass as whole, with its tags
-    // and keys gone. Their shape gives it away: no writer puts a NUL in a topic (RocketMQ's
-    // topic validator forbids it) and RocketMQ's encoder ends non-empty properties with 0x02.
-    if rec.topic.contains(&0) || rec.properties.last() == Some(&0) {
+    // Only the body has a checksum, and a torn write ends in a record's last bytes: its topic
+    // and properties. Their shape gives a tear away: no writer puts a NUL in a topic
+    // (RocketMQ's topic validator forbids it), and RocketMQ and rmqha both write properties as
+    // UTF-8 ending in 0x02 (a RocketMQ broker re-encodes what clients send), so a tail torn
+    // there (zeros or garbage) is not kept as a record.
+    if rec.topic.contains(&0) {
         return CheckResult::Invalid { skip: None };
+    }
+    if !rec.properties.is_empty()
+        && (rec.properties.last() != Some(&super::properties::PROPERTY_SEPARATOR)
+            || std::str::from_utf8(rec.properties).is_err())
+    {
+        return CheckResult::Invalid { skip: Some(rec.total_size) };
     }
     let Some(topic) = rec.topic_str() else {
         return CheckResult::Invalid { skip: Some(rec.total_size) };
@@ -570,16 +576,18 @@ pub fn check_record<'a>(buf: &'a [u8], opts: &CheckOptions<'_>) -> CheckResult<'
 pub fn parse_delay_levels(s: &str) -> Option<Vec<i64>> {
     s.split_whitespace()
         .map(|lvl| {
-            let (num, unit) = lvl.split_at(lvl.len().checked_sub(1)?);
+            // The unit is the last character, which need not be one byte in a bad value.
+            let unit = lvl.chars().next_back()?;
+            let num = &lvl[..lvl.len() - unit.len_utf8()];
             let n: i64 = num.parse().ok()?;
             let mult = match unit {
-                "s" => 1000,
-                "m" => 60_000,
-                "h" => 3_600_000,
-                "d" => 86_400_000,
+                's' => 1000,
+                'm' => 60_000,
+                'h' => 3_600_000,
+                'd' => 86_400_000,
                 _ => return None,
             };
-            Some(n * mult)
+            n.checked_mul(mult)
         })
         .collect()
 }

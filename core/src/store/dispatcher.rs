@@ -190,13 +190,30 @@ impl Dispatcher {
     /// The dispatch loop; returns when `stop` is set and everything available is dispatched.
     pub fn run(&self, stop: &AtomicBool) {
         let signal = self.commit_log.appended();
+        let mut failing = false;
         loop {
             let seen = signal.seq();
             let progressed = match self.dispatch_available() {
-                Ok(p) => p,
+                Ok(p) => {
+                    if failing {
+                        tracing::info!("dispatch resumed");
+                        failing = false;
+                    }
+                    p
+                }
                 Err(e) => {
-                    tracing::error!("dispatch failed: {e}");
-                    false
+                    // A full disk fails every attempt until space returns: say so once, and
+                    // retry at a steady pace rather than on every append (which would log a
+                    // line per put and spin a core).
+                    if !failing {
+                        tracing::error!("dispatch failed, retrying every 100 ms: {e}");
+                        failing = true;
+                    }
+                    if stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
                 }
             };
             if stop.load(Ordering::Acquire) && !progressed {

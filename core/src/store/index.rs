@@ -376,6 +376,25 @@ impl IndexService {
         Ok(n)
     }
 
+    /// Forgets the CommitLog from `offset` on (a truncated log): files whose entries all lie
+    /// at or beyond it are deleted, and the last file's end offset comes back to it, so that
+    /// records written again at those offsets are indexed instead of being taken for
+    /// already-indexed ones. Entries left pointing beyond `offset` are harmless: a query
+    /// re-reads each message and checks its topic and keys.
+    pub fn truncate(&self, offset: i64) -> io::Result<()> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        while files.last().is_some_and(|f| f.index_count() > 1 && f.begin_phy_offset() >= offset) {
+            let f = files.pop().expect("last");
+            f.file.destroy()?;
+        }
+        if let Some(f) = files.last() {
+            if f.end_phy_offset() > offset {
+                f.set_i64(24, offset);
+            }
+        }
+        Ok(())
+    }
+
     /// Flushes the current file.
     pub fn flush(&self) -> io::Result<()> {
         let last = self.files.read().unwrap_or_else(|e| e.into_inner()).last().cloned();

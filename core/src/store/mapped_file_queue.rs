@@ -170,6 +170,15 @@ impl Allocator {
         self.cv.notify_all();
     }
 
+    /// Stops the loop and leaves pre-created files on disk, as a killed process would
+    /// (`MessageStore::crash`); the next load must cope with them.
+    pub(crate) fn halt(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.closed = true;
+        s.queue.clear();
+        self.cv.notify_all();
+    }
+
     /// Deletes a pre-created, untaken file at or beyond `start` in `dir` (after a truncation).
     pub fn cancel_from(&self, dir: &Path, start: u64) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());

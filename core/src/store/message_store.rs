@@ -404,6 +404,27 @@ impl MessageStore {
         }
     }
 
+    /// Test support: stops every thread the way a killed process stops, without the clean
+    /// shutdown's final dispatch wait, CQ flush and checkpoint, and keeping the abort file and
+    /// any pre-created file, so the next `open` recovers abnormally. A process crash keeps the
+    /// page cache, so what was written to the mapped files stays visible: this is honest for
+    /// SIGKILL, not for power loss. Idempotent; a later `shutdown` does nothing.
+    #[doc(hidden)]
+    pub fn crash(&self) {
+        if self.shut.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.dispatcher_stop.store(true, Ordering::Release);
+        self.commit_log.appended().notify();
+        self.stop.stop();
+        self.allocator.halt();
+        self.flush_waiters.close(PutStatus::ServiceNotAvailable);
+        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
     pub fn config(&self) -> &BrokerConfig {
         &self.config
     }
@@ -793,6 +814,9 @@ impl MessageStore {
             q.truncate_dirty(offset as i64)
                 .map_err(|e| Error::Store(format!("truncate consume queue: {e}")))?;
         }
+        if let Some(index) = &self.index {
+            index.truncate(offset as i64).map_err(|e| Error::Store(format!("truncate index: {e}")))?;
+        }
         if self.dispatcher.reput_from() > offset {
             self.dispatcher.set_reput_from(offset);
         }
@@ -899,6 +923,9 @@ fn recover(
     cl.set_recovered_end(end).map_err(|e| store_err("commit log", e))?;
     for q in cqs.all() {
         q.truncate_dirty(end as i64).map_err(|e| store_err("consume queue", e))?;
+    }
+    if let Some(i) = index {
+        i.truncate(end as i64).map_err(|e| store_err("index", e))?;
     }
     let cq_max = cqs.max_physic_offset().max(0) as u64;
     let min = cl.min_offset();
