@@ -228,7 +228,12 @@ fn slave_survives_a_lying_master_then_catches_up_from_a_real_one() {
         store.start().unwrap();
         let slave = HaSlave::start(store.clone(), &real, slave_opts()).unwrap();
         assert!(wait_until(Duration::from_secs(10), || store.max_offset() == master.max_offset()));
-        // The master moves on while the slave listens to a liar.
+        // The slave turns to a liar (once its session with the real master is over, so no
+        // frame of that session can land during a case), and the master moves on.
+        let fake = TcpListener::bind("127.0.0.1:0").unwrap();
+        fake.set_nonblocking(true).unwrap();
+        slave.set_master_address(&fake.local_addr().unwrap().to_string());
+        assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.is_empty()));
         for i in 40..120 {
             master.put_message_sync(&message("S", 0, i, 300)).unwrap();
         }
@@ -236,9 +241,6 @@ fn slave_survives_a_lying_master_then_catches_up_from_a_real_one() {
         let (name, bytes) = master_log.iter().next().unwrap();
         assert_eq!(name, "00000000000000000000");
         let mbytes = Arc::new(bytes.clone());
-        let fake = TcpListener::bind("127.0.0.1:0").unwrap();
-        fake.set_nonblocking(true).unwrap();
-        slave.set_master_address(&fake.local_addr().unwrap().to_string());
         let master_max = master.max_offset() as usize;
 
         // Streams the slave must refuse without writing a byte, or that only carry the

@@ -6,35 +6,72 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// An exclusive lock on a store directory, held while the store is open.
+///
+/// Across processes it is a POSIX record lock (`fcntl(F_SETLK)`), which a forked child does
+/// not inherit: with `flock`, a child forked while the store was open (Python's
+/// multiprocessing, a shell-out) would keep the store locked after the broker closed. Within
+/// this process, where record locks do not conflict, a registry of held paths refuses a second
+/// open.
 pub struct StoreLock {
     _file: File,
     path: PathBuf,
+    key: PathBuf,
+}
+
+fn held() -> &'static std::sync::Mutex<std::collections::BTreeSet<PathBuf>> {
+    static HELD: std::sync::OnceLock<std::sync::Mutex<std::collections::BTreeSet<PathBuf>>> =
+        std::sync::OnceLock::new();
+    HELD.get_or_init(Default::default)
+}
+
+fn locked(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::WouldBlock,
+        format!("{} is locked: another broker is using this store", path.display()),
+    )
 }
 
 impl StoreLock {
     /// Takes the lock, or fails at once if another process (or another store in this process)
     /// holds it.
     pub fn acquire(path: &Path) -> io::Result<Self> {
+        // The registry is checked before the file is opened: closing any descriptor of the
+        // file would release this process's record lock, which the holder relies on.
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let key = std::fs::canonicalize(dir)?.join(path.file_name().unwrap_or_default());
+        let mut registry = held().lock().unwrap_or_else(|e| e.into_inner());
+        if registry.contains(&key) {
+            return Err(locked(path));
+        }
         let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-        // SAFETY: flock on a descriptor we own.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        // SAFETY: a zeroed flock struct describes the whole file; fcntl on a descriptor we own.
+        let rc = unsafe {
+            let mut fl: libc::flock = std::mem::zeroed();
+            fl.l_type = libc::F_WRLCK as _;
+            fl.l_whence = libc::SEEK_SET as _;
+            libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &fl)
+        };
         if rc != 0 {
             let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::WouldBlock {
-                return Err(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    format!("{} is locked: another broker is using this store", path.display()),
-                ));
+            if matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
+                return Err(locked(path));
             }
             return Err(err);
         }
         file.set_len(0)?;
         file.write_all(b"lock")?;
-        Ok(StoreLock { _file: file, path: path.to_path_buf() })
+        registry.insert(key.clone());
+        Ok(StoreLock { _file: file, path: path.to_path_buf(), key })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        held().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
     }
 }
 
