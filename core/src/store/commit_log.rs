@@ -126,6 +126,9 @@ pub struct CommitLog {
     /// Signalled after every append before `appended`: the HA writers, which a SYNC_MASTER put
     /// waits on, are woken first.
     replicate: Notifier,
+    /// Wakes the warmer (see `warm_signal`) once the log passes this offset.
+    warm_trigger: AtomicU64,
+    warm: Notifier,
     /// Flush calls that synced new data (group commit batches many puts into one).
     flushes: AtomicU64,
     faults: FlushFaults,
@@ -156,6 +159,8 @@ impl CommitLog {
             poisoned: OnceLock::new(),
             appended: Notifier::new(),
             replicate: Notifier::new(),
+            warm_trigger: AtomicU64::new(u64::MAX),
+            warm: Notifier::new(),
             flushes: AtomicU64::new(0),
             faults: FlushFaults::default(),
         })
@@ -176,6 +181,15 @@ impl CommitLog {
     pub fn appended(&self) -> &Notifier {
         &self.appended
     }
+    /// The warmer's signal: raised by an append that passes the trigger the warmer set.
+    pub fn warm_signal(&self) -> &Notifier {
+        &self.warm
+    }
+    /// Sets the offset whose passing wakes the warmer.
+    pub fn set_warm_trigger(&self, offset: u64) {
+        self.warm_trigger.store(offset, Ordering::Release);
+    }
+
     /// The signal HA writers wait on (see `replicate`).
     pub fn replicate_signal(&self) -> &Notifier {
         &self.replicate
@@ -373,6 +387,9 @@ impl CommitLog {
         file.set_store_timestamp(store_ts);
         file.set_wrote_position(pos + total);
         self.max_offset.store(phy + total as u64, Ordering::Release);
+        if phy + total as u64 >= self.warm_trigger.load(Ordering::Relaxed) {
+            self.warm.notify();
+        }
         Ok(AppendOutcome {
             phy_offset: phy as i64,
             wrote_bytes: total as i32,

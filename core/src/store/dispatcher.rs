@@ -64,6 +64,9 @@ impl Dispatcher {
     pub(crate) fn set_reput_from(&self, v: u64) {
         self.reput_from.store(v, Ordering::Release);
     }
+    pub fn is_slave(&self) -> bool {
+        self.is_slave.load(Ordering::Acquire)
+    }
     pub fn set_slave(&self, slave: bool) {
         self.is_slave.store(slave, Ordering::Release);
     }

@@ -30,6 +30,8 @@ pub struct MappedFile {
     size: usize,
     wrote: AtomicUsize,
     flushed: AtomicUsize,
+    /// Pages up to here were faulted in ahead of the writer.
+    touched: AtomicUsize,
     /// Store timestamp of the last record appended (for the checkpoint).
     store_timestamp: AtomicI64,
     /// Set when the file is removed from its queue (retention, truncation).
@@ -102,6 +104,7 @@ impl MappedFile {
             size,
             wrote: AtomicUsize::new(pos),
             flushed: AtomicUsize::new(pos),
+            touched: AtomicUsize::new(0),
             store_timestamp: AtomicI64::new(0),
             removed: AtomicBool::new(false),
         })
@@ -234,68 +237,68 @@ impl MappedFile {
         Ok(self.flushed_position())
     }
 
-    /// Faults in every page of the file (done in the background for the next file, so that
-    /// appends never pay for a fresh page on the hot path).
+    /// Faults in every page of a fresh file nobody writes yet.
     pub fn pretouch(&self) {
-        self.pretouch_while(|| true);
+        self.pretouch_fresh(self.size, || true);
     }
 
-    /// `pretouch` in chunks, stopping early once `go_on` says so (a shutdown should not wait
-    /// for a whole gigabyte to be faulted in).
-    pub fn pretouch_while(&self, go_on: impl Fn() -> bool) {
+    /// Faults in the pages of `[touched, end)` of a file no writer uses yet, in chunks,
+    /// stopping early once `go_on` says so (a shutdown, or an appender that needs the file
+    /// now, should not wait for a gigabyte to be faulted in).
+    pub fn pretouch_fresh(&self, end: usize, go_on: impl Fn() -> bool) {
         const CHUNK: usize = 16 << 20;
-        let mut pos = self.wrote_position().div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
-        while pos < self.size && go_on() {
-            let len = CHUNK.min(self.size - pos);
-            #[cfg(target_os = "linux")]
-            {
-                const MADV_POPULATE_WRITE: i32 = 23;
-                // SAFETY: advice on a page-aligned range of our own mapping; MADV_POPULATE_WRITE
-                // only faults pages in as if written with their current content.
-                let rc =
-                    unsafe { libc::madvise(self.map.as_mut_ptr().add(pos).cast(), len, MADV_POPULATE_WRITE) };
-                if rc == 0 {
-                    pos += len;
-                    continue;
+        let end = end.min(self.size).div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
+        let end = end.min(self.size);
+        let mut pos =
+            self.touched.load(Ordering::Acquire).max(self.wrote_position() / OS_PAGE_SIZE * OS_PAGE_SIZE);
+        while pos < end && go_on() {
+            let len = CHUNK.min(end - pos);
+            if !self.populate_write(pos, len) {
+                // Older kernels: write a zero into each page of the fresh (all-zero) file.
+                for p in (pos..pos + len).step_by(OS_PAGE_SIZE) {
+                    // SAFETY: in bounds, in a file no writer uses yet (caller's contract); a
+                    // volatile write of the zero that is already there.
+                    unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(p), 0) };
                 }
             }
-            // Older kernels: write a zero into each page of the fresh (all-zero) file.
-            let end = pos + len;
-            while pos < end {
-                // SAFETY: in bounds, beyond the write position of a file no writer uses yet; a
-                // volatile write of the zero that is already there.
-                unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(pos), 0) };
-                pos += OS_PAGE_SIZE;
-            }
+            pos += len;
+            self.touched.fetch_max(pos, Ordering::AcqRel);
         }
     }
 
-    /// Faults in the pages from the write position on, so that appends to a file that is
-    /// already in use (the first file of a new log, the last one after a restart) do not pay
-    /// a page fault per 4 KiB. Safe while a writer appends: it changes no byte. Where the
+    /// Faults in the pages up to `end` ahead of a live writer, so that its appends do not pay
+    /// a page fault per 4 KiB. Safe while the writer appends: it changes no byte. Where the
     /// kernel cannot do it without writing (before Linux 5.14) it does nothing.
-    pub fn pretouch_unwritten(&self) {
-        let from = self.wrote_position() / OS_PAGE_SIZE * OS_PAGE_SIZE;
-        self.populate_write(from);
+    pub fn pretouch_to(&self, end: usize) {
+        let end = (end.min(self.size).div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE).min(self.size);
+        let from =
+            self.touched.load(Ordering::Acquire).max(self.wrote_position() / OS_PAGE_SIZE * OS_PAGE_SIZE);
+        if from < end && self.populate_write(from, end - from) {
+            self.touched.fetch_max(end, Ordering::AcqRel);
+        }
     }
 
-    fn populate_write(&self, from: usize) -> bool {
+    /// The end of the pages faulted in ahead of the writer.
+    pub fn touched_position(&self) -> usize {
+        self.touched.load(Ordering::Acquire).max(self.wrote_position())
+    }
+
+    fn populate_write(&self, from: usize, len: usize) -> bool {
         #[cfg(target_os = "linux")]
         {
             const MADV_POPULATE_WRITE: i32 = 23;
-            if from >= self.size {
+            if len == 0 {
                 return true;
             }
             // SAFETY: advice on a page-aligned range of our own mapping; MADV_POPULATE_WRITE
             // only faults pages in as if written with their current content, changing no byte.
-            let rc = unsafe {
-                libc::madvise(self.map.as_mut_ptr().add(from).cast(), self.size - from, MADV_POPULATE_WRITE)
-            };
+            let rc =
+                unsafe { libc::madvise(self.map.as_mut_ptr().add(from).cast(), len, MADV_POPULATE_WRITE) };
             rc == 0
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = from;
+            let _ = (from, len);
             false
         }
     }
@@ -331,6 +334,7 @@ impl MappedFile {
         }
         self.wrote.store(pos, Ordering::Release);
         self.flushed.store(pos, Ordering::Release);
+        self.touched.store(pos, Ordering::Release);
         Ok(())
     }
 
@@ -449,5 +453,48 @@ mod tests {
         let bytes = std::fs::read(dir.path().join(file_name(8192))).unwrap();
         assert_eq!(&bytes[..5], b"he\0\0\0");
         assert!(MappedFile::open(&dir.path().join(file_name(8192)), 8192, 4096).is_err());
+    }
+
+    /// Which pages of the mapping are mapped into this process (present in its page table,
+    /// from /proc/self/pagemap; page-cache residency would not do, readahead fills that).
+    #[cfg(target_os = "linux")]
+    fn resident(f: &MappedFile) -> Vec<bool> {
+        use std::os::unix::fs::FileExt;
+        let pages = f.size.div_ceil(OS_PAGE_SIZE);
+        let first = f.map.as_ptr() as usize / OS_PAGE_SIZE;
+        let mut v = vec![0u8; pages * 8];
+        File::open("/proc/self/pagemap").unwrap().read_exact_at(&mut v, (first * 8) as u64).unwrap();
+        v.chunks(8).map(|e| u64::from_le_bytes(e.try_into().unwrap()) >> 63 == 1).collect()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn warming_faults_in_pages_ahead_of_the_writer_and_no_further() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 64 * OS_PAGE_SIZE;
+        let f = MappedFile::create(dir.path(), 0, size).unwrap();
+        assert!(resident(&f).iter().all(|&x| !x), "{:?}", resident(&f));
+        f.pretouch_fresh(8 * OS_PAGE_SIZE + 1, || true);
+        assert_eq!(f.touched_position(), 9 * OS_PAGE_SIZE, "rounded up to a page");
+        let r = resident(&f);
+        assert!(r[..9].iter().all(|&x| x), "{r:?}");
+        assert!(r[9..].iter().all(|&x| !x), "nothing past the window: {r:?}");
+
+        // A writer appends; warming ahead of it keeps its bytes and touches up to the window.
+        f.write_region(0, 5, |b| b.copy_from_slice(b"hello"));
+        f.set_wrote_position(20 * OS_PAGE_SIZE);
+        f.pretouch_to(24 * OS_PAGE_SIZE);
+        if f.touched_position() == 20 * OS_PAGE_SIZE {
+            return; // before Linux 5.14 a live file cannot be warmed without writing: a no-op
+        }
+        assert_eq!(f.touched_position(), 24 * OS_PAGE_SIZE);
+        let r = resident(&f);
+        assert!(r[20..24].iter().all(|&x| x), "{r:?}");
+        assert!(r[24..].iter().all(|&x| !x), "{r:?}");
+        assert_eq!(f.read(0, 5), Some(&b"hello"[..]));
+        // Past the end of the file is clamped, and the whole file ends up resident.
+        f.pretouch_to(usize::MAX);
+        assert_eq!(f.touched_position(), size);
+        assert!(resident(&f)[20..].iter().all(|&x| x));
     }
 }

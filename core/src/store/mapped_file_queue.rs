@@ -17,9 +17,11 @@ use super::mapped_file::{MappedFile, file_name, sync_dir};
 pub struct Allocator {
     state: Mutex<AllocState>,
     cv: Condvar,
-    /// Fault in every page of a new file: worth it where appends write through the mapping
-    /// (a master's puts); a slave writes replicated bytes with `pwrite` and skips it.
-    pretouch: std::sync::atomic::AtomicBool,
+    /// Bytes at the start of each new file faulted in ahead of use: where appends write
+    /// through the mapping (a master's puts) the first pages are ready when the log rolls and
+    /// the store's warmer keeps going from there; `usize::MAX` is the whole file
+    /// (warmMapedFileEnable); 0 none (a slave writes replicated bytes with `pwrite`).
+    pretouch: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -38,13 +40,13 @@ impl Allocator {
         Arc::new(Allocator {
             state: Mutex::new(AllocState::default()),
             cv: Condvar::new(),
-            pretouch: std::sync::atomic::AtomicBool::new(true),
+            pretouch: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
-    /// Whether new files are pre-touched.
-    pub fn set_pretouch(&self, on: bool) {
-        self.pretouch.store(on, std::sync::atomic::Ordering::Release);
+    /// How many bytes at the start of each new file are pre-touched (see the field).
+    pub fn set_pretouch(&self, bytes: usize) {
+        self.pretouch.store(bytes, std::sync::atomic::Ordering::Release);
     }
 
     /// Asks for the file at `start` in `dir` to be created in the background.
@@ -132,9 +134,9 @@ impl Allocator {
             drop(s);
             let pretouch = self.pretouch.load(std::sync::atomic::Ordering::Acquire);
             let made = MappedFile::create(&dir, start, size).map(|f| {
-                if pretouch {
+                if pretouch > 0 {
                     let path = dir.join(file_name(start));
-                    f.pretouch_while(|| {
+                    f.pretouch_fresh(pretouch, || {
                         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
                         !s.closed && !s.wanted.contains(&path)
                     });

@@ -131,7 +131,7 @@ impl MessageStore {
             )))
         })?;
         let allocator = Allocator::new();
-        allocator.set_pretouch(config.broker_role != BrokerRole::Slave);
+        allocator.set_pretouch(pretouch_bytes(&config, config.broker_role));
         let cl_dir = config.commit_log_dir();
         let commit_log = Arc::new(
             CommitLog::load(
@@ -249,12 +249,16 @@ impl MessageStore {
             if warm {
                 // RocketMQ warms a file before it is used; the current one is warmed here, before
                 // the store accepts puts, the next ones by the allocator.
-                last.pretouch_unwritten();
+                last.pretouch_to(last.size());
             }
         }
 
         let a = self.allocator.clone();
         threads.push(spawn("rmqha-allocate", move || a.run())?);
+        let (cl, stop) = (self.commit_log.clone(), self.stop.clone());
+        let window = WARM_WINDOW.min(self.commit_log.file_size() as u64);
+        let slave_flag = self.dispatcher.clone();
+        threads.push(spawn("rmqha-warm", move || run_warmer(&cl, &stop, window, &slave_flag))?);
         let d = self.dispatcher.clone();
         let dstop = self.dispatcher_stop.clone();
         threads.push(spawn("rmqha-dispatch", move || d.run(&dstop))?);
@@ -350,6 +354,7 @@ impl MessageStore {
         self.dispatcher_stop.store(true, Ordering::Release);
         self.commit_log.appended().notify();
         self.stop.stop();
+        self.commit_log.warm_signal().notify();
         self.allocator.close();
         let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         // The group-commit and flush threads finish their last flush before returning; the
@@ -417,6 +422,7 @@ impl MessageStore {
         self.dispatcher_stop.store(true, Ordering::Release);
         self.commit_log.appended().notify();
         self.stop.stop();
+        self.commit_log.warm_signal().notify();
         self.allocator.halt();
         self.flush_waiters.close(PutStatus::ServiceNotAvailable);
         let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
@@ -459,7 +465,7 @@ impl MessageStore {
     /// Changes the role (promotion of a slave, demotion of a master).
     pub fn set_role(&self, role: BrokerRole) {
         self.role.store(role_code(role), Ordering::Release);
-        self.allocator.set_pretouch(role != BrokerRole::Slave);
+        self.allocator.set_pretouch(pretouch_bytes(&self.config, role));
         self.dispatcher.set_slave(role == BrokerRole::Slave);
     }
 
@@ -838,6 +844,41 @@ fn retention_options(c: &BrokerConfig) -> RetentionOptions {
         delete_hours: c.delete_when_hours(),
         disk_max_used_ratio: c.disk_max_used_space_ratio as f64 / 100.0,
         max_files_per_pass: 10,
+    }
+}
+
+/// How far ahead of a master's writer pages are faulted in.
+const WARM_WINDOW: u64 = 16 << 20;
+
+/// Bytes the allocator pre-touches at the start of each new CommitLog file.
+fn pretouch_bytes(config: &BrokerConfig, role: BrokerRole) -> usize {
+    if role == BrokerRole::Slave {
+        0 // replicated bytes are written with pwrite, which needs no pre-touched pages
+    } else if config.warm_maped_file_enable {
+        usize::MAX
+    } else {
+        WARM_WINDOW as usize
+    }
+}
+
+/// Keeps the pages `window` bytes ahead of a master's writer faulted in, so appends never
+/// fault in a fresh page: woken by the append that passes the trigger it set (half a window
+/// on), so it costs the put path one comparison and does no more than the writer will need.
+fn run_warmer(cl: &CommitLog, stop: &StopSignal, window: u64, dispatcher: &Dispatcher) {
+    let signal = cl.warm_signal();
+    while !stop.is_stopped() {
+        let seen = signal.seq();
+        if dispatcher.is_slave() {
+            cl.set_warm_trigger(u64::MAX);
+        } else {
+            let end = cl.max_offset();
+            if let Some(f) = cl.queue().last() {
+                let pos = end.saturating_sub(f.start_offset()) as usize;
+                f.pretouch_to(pos + window as usize);
+            }
+            cl.set_warm_trigger(end + window / 2);
+        }
+        signal.wait(seen, Duration::from_secs(1));
     }
 }
 
