@@ -70,6 +70,21 @@ impl Proc {
         unsafe { libc::kill(self.child.id() as i32, sig) };
     }
 
+    /// Stops the process with SIGSTOP and waits until every one of its threads is stopped
+    /// (kill(2) only queues the signal; a thread on another CPU runs on for a moment).
+    fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+        let task = format!("/proc/{}/task", self.child.id());
+        let all_stopped = || {
+            std::fs::read_dir(&task).unwrap().all(|t| {
+                let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
+                // The state is the field after the parenthesised command name.
+                stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T'))
+            })
+        };
+        assert!(wait_until(Duration::from_secs(10), all_stopped), "the process never stopped");
+    }
+
     fn stop(mut self) {
         self.signal(libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -203,7 +218,7 @@ fn remote_clients_produce_to_a_sync_master_process_and_consume_from_it_and_its_s
     }
 
     // With the slave process stopped, a SYNC put is not answered; once it runs, SUCCESS.
-    slave.signal(libc::SIGSTOP);
+    slave.freeze();
     let pending = {
         let maddr = maddr.clone();
         let t0 = Instant::now();
@@ -214,7 +229,9 @@ fn remote_clients_produce_to_a_sync_master_process_and_consume_from_it_and_its_s
         })
     };
     std::thread::sleep(Duration::from_millis(700));
-    assert!(!pending.is_finished(), "a SYNC_MASTER answered while its only slave was stopped");
+    if pending.is_finished() {
+        panic!("a SYNC_MASTER answered while its only slave was stopped: {:?}", pending.join());
+    }
     slave.signal(libc::SIGCONT);
     let (code, took) = pending.join().unwrap();
     assert_eq!(code, 0, "answered SUCCESS once the slave acked (after {took:?})");
