@@ -206,6 +206,15 @@ fn remote_clients_produce_to_a_sync_master_process_and_consume_from_it_and_its_s
         "the master never routed to the slave: {}",
         route(&maddr, "TBW102")
     );
+    // Routes come from the slave's registration; a SYNC put needs its HA stream too.
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let (_, out, _) = rmqha(&["status", &maddr], b"");
+            out.contains("transferring=true")
+        }),
+        "the slave never streamed from the master: {}",
+        rmqha(&["status", &maddr], b"").1
+    );
 
     // A client from the spec: 20 messages, the topic created from TBW102 on the first.
     let producer = RemotingClient::new(maddr.clone(), ClientConfig::default());

@@ -448,8 +448,8 @@ impl Broker {
                 .iter()
                 .map(|s| {
                     format!(
-                        "{} ack={} lag={} connectedMs={}",
-                        s.addr, s.ack_offset, s.lag_bytes, s.connected_ms
+                        "{} ack={} lag={} connectedMs={} transferring={}",
+                        s.addr, s.ack_offset, s.lag_bytes, s.connected_ms, s.transferring
                     )
                 })
                 .collect();

@@ -39,7 +39,10 @@ fn ha_addr(m: &Broker) -> std::net::SocketAddr {
 }
 
 fn wait_slave_connected(m: &Broker) {
-    assert!(common::wait_until(TIMEOUT, || !m.offsets().slaves.is_empty()), "the slave never connected");
+    assert!(
+        common::wait_until(TIMEOUT, || m.offsets().slaves.iter().any(|s| s.transferring)),
+        "the slave never connected"
+    );
 }
 
 fn route(c: &RemotingClient, topic: &str) -> Value {
