@@ -5,6 +5,7 @@
 //! when it does not fit (with 8 bytes to spare), the rest of the file gets a BLANK record and
 //! the record goes to the next file. Readers never take the lock.
 
+use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -65,6 +66,10 @@ pub struct CommitLogOptions {
 struct PutState {
     /// topic -> queue id -> next queue offset.
     queue_offsets: FastMap<String, FastMap<i32, i64>>,
+    /// The file appends go to, with the queue generation it was taken at: while the
+    /// generation stands, an append neither locks the file list nor touches the file's
+    /// reference count, whose cache line the readers' clones would otherwise bounce.
+    current: Option<(u64, Arc<MappedFile>)>,
 }
 
 /// A map hashed with FxHash (rustc's hasher). The queue-offset table is looked up twice per
@@ -115,17 +120,19 @@ impl std::hash::Hasher for FxHasher {
 pub struct CommitLog {
     queue: MappedFileQueue,
     opts: CommitLogOptions,
-    put: Mutex<PutState>,
+    /// The put lock, on a cache line of its own: readers polling `max_offset` or waiting on
+    /// the notifiers must not make the writer's lock and unlock wait for a shared line.
+    put: CachePadded<Mutex<PutState>>,
     /// End of the data visible to readers.
-    max_offset: AtomicU64,
+    max_offset: CachePadded<AtomicU64>,
     /// When the current holder took the put lock (ms), 0 when free.
     locked_since: AtomicI64,
     poisoned: OnceLock<String>,
     /// Signalled after every append (the dispatcher and the flushers wait on it).
-    appended: Notifier,
+    appended: CachePadded<Notifier>,
     /// Signalled after every append before `appended`: the HA writers, which a SYNC_MASTER put
     /// waits on, are woken first.
-    replicate: Notifier,
+    replicate: CachePadded<Notifier>,
     /// Wakes the warmer (see `warm_signal`) once the log passes this offset.
     warm_trigger: AtomicU64,
     warm: Notifier,
@@ -153,12 +160,12 @@ impl CommitLog {
         Ok(CommitLog {
             queue,
             opts,
-            put: Mutex::new(PutState { queue_offsets: FastMap::default() }),
-            max_offset: AtomicU64::new(max),
+            put: CachePadded::new(Mutex::new(PutState { queue_offsets: FastMap::default(), current: None })),
+            max_offset: CachePadded::new(AtomicU64::new(max)),
             locked_since: AtomicI64::new(0),
             poisoned: OnceLock::new(),
-            appended: Notifier::new(),
-            replicate: Notifier::new(),
+            appended: CachePadded::new(Notifier::new()),
+            replicate: CachePadded::new(Notifier::new()),
             warm_trigger: AtomicU64::new(u64::MAX),
             warm: Notifier::new(),
             flushes: AtomicU64::new(0),
@@ -341,7 +348,8 @@ impl CommitLog {
         total: usize,
         store_ts: i64,
     ) -> Result<AppendOutcome, AppendError> {
-        let file = self.file_for_append(total)?;
+        let PutState { queue_offsets, current } = state;
+        let file = self.file_for_append(current, total)?;
         let pos = file.wrote_position();
         let phy = file.start_offset() + pos as u64;
         let host = self.opts.store_host;
@@ -359,9 +367,9 @@ impl CommitLog {
                 let counted = tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
                 let queue_offset = if counted {
                     // No allocation once a topic is known: look up by &str.
-                    let offs = match state.queue_offsets.get_mut(m.topic.as_str()) {
+                    let offs = match queue_offsets.get_mut(m.topic.as_str()) {
                         Some(q) => q,
-                        None => state.queue_offsets.entry(m.topic.clone()).or_default(),
+                        None => queue_offsets.entry(m.topic.clone()).or_default(),
                     };
                     let slot = offs.entry(m.queue_id).or_insert(0);
                     let q = *slot;
@@ -400,8 +408,28 @@ impl CommitLog {
         })
     }
 
+    /// The file the next `len` bytes go into: the cached current file while the file list is
+    /// unchanged and the bytes fit, else as `roll_for_append` finds it.
+    fn file_for_append<'s>(
+        &self,
+        current: &'s mut Option<(u64, Arc<MappedFile>)>,
+        len: usize,
+    ) -> Result<&'s MappedFile, AppendError> {
+        let generation = self.queue.generation();
+        let fits = |f: &MappedFile| f.wrote_position() + len + BLANK_HEADER_LEN <= self.opts.file_size;
+        match current {
+            Some((g, f)) if *g == generation && fits(f) => {}
+            _ => {
+                // Read before the list is: a change after it only costs one more lookup.
+                let f = self.roll_for_append(len)?;
+                *current = Some((generation, f));
+            }
+        }
+        Ok(&current.as_ref().expect("just set").1)
+    }
+
     /// The file the next `len` bytes go into, writing the BLANK record and rolling if needed.
-    fn file_for_append(&self, len: usize) -> Result<Arc<MappedFile>, AppendError> {
+    fn roll_for_append(&self, len: usize) -> Result<Arc<MappedFile>, AppendError> {
         let fs = self.opts.file_size;
         let file = match self.queue.last() {
             Some(f) if !f.is_full() => f,

@@ -210,6 +210,9 @@ pub struct MappedFileQueue {
     dir: PathBuf,
     file_size: usize,
     files: RwLock<Vec<Arc<MappedFile>>>,
+    /// Bumped by every change of `files` (and by truncation), so that the put path can keep
+    /// its current file without taking the lock or touching the file's reference count.
+    generation: crossbeam_utils::CachePadded<AtomicU64>,
     flushed_where: AtomicU64,
     allocator: Option<Arc<Allocator>>,
 }
@@ -273,6 +276,7 @@ impl MappedFileQueue {
             dir: dir.to_path_buf(),
             file_size,
             files: RwLock::new(files),
+            generation: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
             flushed_where: AtomicU64::new(0),
             allocator,
         })
@@ -294,6 +298,10 @@ impl MappedFileQueue {
     }
     pub fn first(&self) -> Option<Arc<MappedFile>> {
         self.files.read().unwrap_or_else(|e| e.into_inner()).first().cloned()
+    }
+    /// The generation of the file list (see the field); read it before `last`.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
     pub fn last(&self) -> Option<Arc<MappedFile>> {
         self.files.read().unwrap_or_else(|e| e.into_inner()).last().cloned()
@@ -350,7 +358,10 @@ impl MappedFileQueue {
             }
             None => Arc::new(MappedFile::create(&self.dir, start, self.file_size)?),
         };
-        self.files.write().unwrap_or_else(|e| e.into_inner()).push(file.clone());
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        files.push(file.clone());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        drop(files);
         Ok(file)
     }
 
@@ -384,6 +395,7 @@ impl MappedFileQueue {
     /// empty. Nothing may read or write beyond `offset` meanwhile.
     pub fn truncate(&self, offset: u64) -> io::Result<()> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
         let mut removed = false;
         while let Some(last) = files.last() {
             if last.start_offset() > offset {
@@ -411,6 +423,7 @@ impl MappedFileQueue {
     /// Deletes every file (an empty log).
     pub fn destroy_all(&self) -> io::Result<()> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
         for f in files.drain(..) {
             f.destroy()?;
         }
@@ -420,7 +433,11 @@ impl MappedFileQueue {
 
     /// Removes the last file from the list and deletes it.
     pub fn remove_last(&self) -> io::Result<()> {
-        let f = self.files.write().unwrap_or_else(|e| e.into_inner()).pop();
+        let f = {
+            let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            files.pop()
+        };
         if let Some(f) = f {
             f.destroy()?;
             if self.flushed_where() > f.start_offset() {
@@ -443,6 +460,7 @@ impl MappedFileQueue {
             return Ok(None);
         }
         let f = files.remove(0);
+        self.generation.fetch_add(1, Ordering::AcqRel);
         drop(files);
         f.destroy()?;
         Ok(Some(f))
