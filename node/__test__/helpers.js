@@ -47,6 +47,28 @@ async function waitFor(what, cond, timeoutMs = 10000) {
   }
 }
 
+/**
+ * Stops a child process with SIGSTOP and waits until every one of its threads is stopped:
+ * kill(2) only queues the signal, and a thread on another CPU (or a descheduled vCPU) runs on
+ * for a moment, long enough to ack a few puts.
+ */
+async function freeze(child) {
+  child.kill('SIGSTOP')
+  const task = `/proc/${child.pid}/task`
+  const stopped = () =>
+    fs.readdirSync(task).every((tid) => {
+      let stat = ''
+      try {
+        stat = fs.readFileSync(`${task}/${tid}/stat`, 'utf8')
+      } catch {
+        return true // the thread is gone
+      }
+      // The state is the field after the parenthesised command name.
+      return /^[Tt]/.test(stat.slice(stat.lastIndexOf(') ') + 2))
+    })
+  await waitFor(`process ${child.pid} to stop`, stopped)
+}
+
 /** Resolves with the exit code of a child process, or fails after `timeoutMs`. */
 function exitOf(child, timeoutMs) {
   return new Promise((resolve, reject) => {
@@ -94,4 +116,4 @@ async function startBrokerProcess(t, role, config) {
   return { child, request, ...info }
 }
 
-module.exports = { tmpStore, brokerConfig, waitFor, exitOf, startBrokerProcess }
+module.exports = { tmpStore, brokerConfig, waitFor, freeze, exitOf, startBrokerProcess }

@@ -9,7 +9,7 @@ const fs = require('node:fs')
 const { performance } = require('node:perf_hooks')
 
 const rmqha = require('..')
-const { tmpStore, brokerConfig, waitFor, startBrokerProcess } = require('./helpers')
+const { tmpStore, brokerConfig, waitFor, freeze, startBrokerProcess } = require('./helpers')
 
 test('1000 concurrent puts on a SYNC_MASTER resolve PUT_OK; waits hold no libuv thread', async (t) => {
   const master = await rmqha.startMaster(
@@ -29,7 +29,7 @@ test('1000 concurrent puts on a SYNC_MASTER resolve PUT_OK; waits hold no libuv 
   t.after(() => clearInterval(timer))
 
   // No acks while the slave is stopped: every put below waits for replication.
-  slave.child.kill('SIGSTOP')
+  await freeze(slave.child)
   let settled = 0
   const puts = Array.from({ length: 1000 }, (_, i) =>
     master.putMessage('Load', `load-${i}`.padEnd(128, '.'), { queueId: i % 4 }).finally(() => settled++),
