@@ -43,6 +43,9 @@ pub struct RemoteBenchArgs {
     /// must exist or be auto-created).
     #[arg(long)]
     addr: Option<String>,
+    /// Broker config overrides for the master, e.g. `--set flushIntervalCommitLog=100`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
 }
 
 struct Outcome {
@@ -177,7 +180,16 @@ pub fn run(a: RemoteBenchArgs) -> Result<(), String> {
     };
     for role in &a.roles {
         let dir = root.join(role.to_lowercase());
-        let master = Broker::start_master(cfg(&dir.join("master"), role, a.file_size, &[])?)
+        let overrides = a
+            .set
+            .iter()
+            .map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.trim(), v.trim().to_string()))
+                    .ok_or_else(|| format!("--set {kv}: expected KEY=VALUE"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let master = Broker::start_master(cfg(&dir.join("master"), role, a.file_size, &overrides)?)
             .map_err(|e| e.to_string())?;
         let slave = if role == "SYNC_MASTER" {
             let s = Broker::start_slave(cfg(
@@ -191,7 +203,9 @@ pub fn run(a: RemoteBenchArgs) -> Result<(), String> {
             )?)
             .map_err(|e| e.to_string())?;
             let deadline = Instant::now() + Duration::from_secs(10);
-            while master.offsets().slaves.is_empty() {
+            // Streaming, not merely connected: before its first offset report a slave
+            // cannot ack, and SYNC puts would be SLAVE_NOT_AVAILABLE.
+            while !master.offsets().slaves.iter().any(|s| s.transferring) {
                 if Instant::now() > deadline {
                     return Err("the slave did not connect within 10 s".into());
                 }

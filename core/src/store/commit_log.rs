@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::mapped_file::MappedFile;
@@ -122,7 +122,10 @@ pub struct CommitLog {
     opts: CommitLogOptions,
     /// The put lock, on a cache line of its own: readers polling `max_offset` or waiting on
     /// the notifiers must not make the writer's lock and unlock wait for a shared line.
-    put: CachePadded<Mutex<PutState>>,
+    /// parking_lot's mutex is eventually fair: a waiter gets the lock within about 0.5 ms
+    /// even while other producers keep taking it. std's lets running threads barge forever;
+    /// with 64 producers on two cores a put waited up to 2 s behind them.
+    put: CachePadded<parking_lot::Mutex<PutState>>,
     /// End of the data visible to readers.
     max_offset: CachePadded<AtomicU64>,
     /// When the current holder took the put lock (ms), 0 when free.
@@ -160,7 +163,10 @@ impl CommitLog {
         Ok(CommitLog {
             queue,
             opts,
-            put: CachePadded::new(Mutex::new(PutState { queue_offsets: FastMap::default(), current: None })),
+            put: CachePadded::new(parking_lot::Mutex::new(PutState {
+                queue_offsets: FastMap::default(),
+                current: None,
+            })),
             max_offset: CachePadded::new(AtomicU64::new(max)),
             locked_since: AtomicI64::new(0),
             poisoned: OnceLock::new(),
@@ -255,12 +261,12 @@ impl CommitLog {
     /// Sets the next queue offsets (after recovery, from the ConsumeQueues).
     pub fn set_queue_offsets(&self, table: HashMap<String, HashMap<i32, i64>>) {
         let table = table.into_iter().map(|(topic, queues)| (topic, queues.into_iter().collect())).collect();
-        self.put.lock().unwrap_or_else(|e| e.into_inner()).queue_offsets = table;
+        self.put.lock().queue_offsets = table;
     }
 
     /// The next queue offset of a queue as the put path sees it.
     pub fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
-        let s = self.put.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.put.lock();
         s.queue_offsets.get(topic).and_then(|q| q.get(&queue_id)).copied().unwrap_or(0)
     }
 
@@ -328,7 +334,7 @@ impl CommitLog {
                 ));
             }
         }
-        let mut state = self.put.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.put.lock();
         let store_ts = now_ms();
         self.locked_since.store(store_ts, Ordering::Relaxed);
         let result = self.append_locked(&mut state, prepared, total, store_ts);
@@ -478,7 +484,7 @@ impl CommitLog {
             return Ok(());
         }
         let fs = self.opts.file_size as u64;
-        let _state = self.put.lock().unwrap_or_else(|e| e.into_inner());
+        let _state = self.put.lock();
         let max = self.max_offset();
         let empty = max == 0;
         if empty && self.queue.last().is_some() {
@@ -614,7 +620,7 @@ impl CommitLog {
     /// Cuts the log at `offset`, zeroing what follows on disk. Nothing may read beyond
     /// `offset` meanwhile (the caller stops the dispatcher and HA first).
     pub fn truncate(&self, offset: u64) -> std::io::Result<()> {
-        let _state = self.put.lock().unwrap_or_else(|e| e.into_inner());
+        let _state = self.put.lock();
         self.queue.truncate(offset)?;
         self.max_offset.store(offset, Ordering::Release);
         Ok(())
