@@ -17,12 +17,18 @@ pub struct BrokerArgs {
     set: Vec<String>,
 }
 
-pub fn run(args: BrokerArgs) -> Result<(), String> {
-    let mut config = BrokerConfig::from_properties_file(&args.config).map_err(|e| e.to_string())?;
-    for kv in &args.set {
+/// Applies `--set KEY=VALUE` overrides to a config.
+pub fn apply_overrides(config: &mut BrokerConfig, sets: &[String]) -> Result<(), String> {
+    for kv in sets {
         let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv:?}: expected KEY=VALUE"))?;
         config.set(k, v).map_err(|e| format!("--set {kv}: {e}"))?;
     }
+    Ok(())
+}
+
+pub fn run(args: BrokerArgs) -> Result<(), String> {
+    let mut config = BrokerConfig::from_properties_file(&args.config).map_err(|e| e.to_string())?;
+    apply_overrides(&mut config, &args.set)?;
     config.validate().map_err(|e| e.to_string())?;
     // Signals are registered before the broker starts so none is missed.
     let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("cannot handle signals: {e}"))?;

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use hdrhistogram::Histogram;
-use rmqha_core::{Broker, BrokerConfig, Message, PutStatus};
+use rmqha_core::{Broker, Message, PutStatus};
+
+use crate::bench::{broker_config, wait_for};
 
 #[derive(Args)]
 pub struct HaBenchArgs {
@@ -37,45 +39,14 @@ pub struct HaBenchArgs {
     only: Vec<String>,
 }
 
-fn cfg(root: &Path, role: &str, file_size: u64, extra: &[(&str, String)]) -> Result<BrokerConfig, String> {
-    let mut c = BrokerConfig::default();
-    let mut set = |k: &str, v: &str| c.set(k, v).map_err(|e| e.to_string());
-    set("storePathRootDir", &root.display().to_string())?;
-    set("brokerRole", role)?;
-    set("bindAddress", "127.0.0.1")?;
-    set("brokerIP1", "127.0.0.1")?;
-    set("listenPort", "0")?;
-    set("haListenPort", "0")?;
-    set("mappedFileSizeCommitLog", &file_size.to_string())?;
-    set("messageIndexEnable", "false")?;
-    if role == "SLAVE" {
-        set("brokerId", "1")?;
-    }
-    for (k, v) in extra {
-        set(k, v)?;
-    }
-    Ok(c)
-}
-
 fn slave(root: &Path, master: &Broker, file_size: u64) -> Result<Arc<Broker>, String> {
-    Broker::start_slave(cfg(
+    Broker::start_slave(broker_config(
         root,
         "SLAVE",
         file_size,
         &[("haMasterAddress", format!("127.0.0.1:{}", master.ha_port()))],
     )?)
     .map_err(|e| e.to_string())
-}
-
-fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
 }
 
 pub fn run(a: HaBenchArgs) -> Result<(), String> {
@@ -103,7 +74,7 @@ pub fn run(a: HaBenchArgs) -> Result<(), String> {
 /// (a) An empty slave catching up `catchup_bytes`, and the plain pipeline beside it.
 fn catch_up(a: &HaBenchArgs, root: &Path) -> Result<(), String> {
     println!("== (a) catch-up of {} MiB by an empty slave", a.catchup_bytes >> 20);
-    let master = Broker::start_master(cfg(&root.join("master"), "ASYNC_MASTER", a.file_size, &[])?)
+    let master = Broker::start_master(broker_config(&root.join("master"), "ASYNC_MASTER", a.file_size, &[])?)
         .map_err(|e| e.to_string())?;
     let body = vec![b'x'; 1024];
     let msg = Message::new("BenchTopic", body);
@@ -293,7 +264,7 @@ fn sync_vs_async(a: &HaBenchArgs, root: &Path) -> Result<(), String> {
     for threads in [1usize, 8, 64] {
         for role in ["ASYNC_MASTER", "SYNC_MASTER"] {
             let dir = root.join(format!("{role}-{threads}"));
-            let master = Broker::start_master(cfg(&dir.join("m"), role, a.file_size, &[])?)
+            let master = Broker::start_master(broker_config(&dir.join("m"), role, a.file_size, &[])?)
                 .map_err(|e| e.to_string())?;
             let s = slave(&dir.join("s"), &master, a.file_size)?;
             if !wait_for(Duration::from_secs(10), || master.offsets().slaves.iter().any(|x| x.transferring)) {
@@ -338,7 +309,7 @@ fn cost_of_slaves(a: &HaBenchArgs, root: &Path) -> Result<(), String> {
     let mut base = 0.0;
     for n in 0..=2usize {
         let dir = root.join(format!("slaves-{n}"));
-        let master = Broker::start_master(cfg(&dir.join("m"), "ASYNC_MASTER", a.file_size, &[])?)
+        let master = Broker::start_master(broker_config(&dir.join("m"), "ASYNC_MASTER", a.file_size, &[])?)
             .map_err(|e| e.to_string())?;
         let slaves: Vec<_> = (0..n)
             .map(|i| slave(&dir.join(format!("s{i}")), &master, a.file_size))

@@ -7,7 +7,7 @@
 //! `Broker::put_message_sync`, `remote` is 64 threads each with its own connection sending
 //! SEND_MESSAGE_V2 and waiting for the answer. Latency is per message, send to answer.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use hdrhistogram::Histogram;
 use rmqha_core::remoting::{ClientConfig, RemotingClient, response_code};
-use rmqha_core::{Broker, BrokerConfig, Message, PutStatus};
+use rmqha_core::{Broker, Message, PutStatus};
 
+use crate::bench::{broker_config, wait_for};
+use crate::broker_cmd::apply_overrides;
 use crate::client_cmd::send_request;
 
 #[derive(Args)]
@@ -116,26 +118,6 @@ fn measure(
     Ok(total)
 }
 
-fn cfg(root: &Path, role: &str, file_size: u64, extra: &[(&str, String)]) -> Result<BrokerConfig, String> {
-    let mut c = BrokerConfig::default();
-    let mut set = |k: &str, v: &str| c.set(k, v).map_err(|e| e.to_string());
-    set("storePathRootDir", &root.display().to_string())?;
-    set("brokerRole", role)?;
-    set("bindAddress", "127.0.0.1")?;
-    set("brokerIP1", "127.0.0.1")?;
-    set("listenPort", "0")?;
-    set("haListenPort", "0")?;
-    set("mappedFileSizeCommitLog", &file_size.to_string())?;
-    set("messageIndexEnable", "false")?;
-    if role == "SLAVE" {
-        set("brokerId", "1")?;
-    }
-    for (k, v) in extra {
-        set(k, v)?;
-    }
-    Ok(c)
-}
-
 fn remote_op(
     addr: &str,
     threads: usize,
@@ -180,19 +162,11 @@ pub fn run(a: RemoteBenchArgs) -> Result<(), String> {
     };
     for role in &a.roles {
         let dir = root.join(role.to_lowercase());
-        let overrides = a
-            .set
-            .iter()
-            .map(|kv| {
-                kv.split_once('=')
-                    .map(|(k, v)| (k.trim(), v.trim().to_string()))
-                    .ok_or_else(|| format!("--set {kv}: expected KEY=VALUE"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let master = Broker::start_master(cfg(&dir.join("master"), role, a.file_size, &overrides)?)
-            .map_err(|e| e.to_string())?;
+        let mut config = broker_config(&dir.join("master"), role, a.file_size, &[])?;
+        apply_overrides(&mut config, &a.set)?;
+        let master = Broker::start_master(config).map_err(|e| e.to_string())?;
         let slave = if role == "SYNC_MASTER" {
-            let s = Broker::start_slave(cfg(
+            let s = Broker::start_slave(broker_config(
                 &dir.join("slave"),
                 "SLAVE",
                 a.file_size,
@@ -202,14 +176,10 @@ pub fn run(a: RemoteBenchArgs) -> Result<(), String> {
                 ],
             )?)
             .map_err(|e| e.to_string())?;
-            let deadline = Instant::now() + Duration::from_secs(10);
             // Streaming, not merely connected: before its first offset report a slave
             // cannot ack, and SYNC puts would be SLAVE_NOT_AVAILABLE.
-            while !master.offsets().slaves.iter().any(|s| s.transferring) {
-                if Instant::now() > deadline {
-                    return Err("the slave did not connect within 10 s".into());
-                }
-                std::thread::sleep(Duration::from_millis(10));
+            if !wait_for(Duration::from_secs(10), || master.offsets().slaves.iter().any(|s| s.transferring)) {
+                return Err("the slave did not start streaming within 10 s".into());
             }
             Some(s)
         } else {
