@@ -237,20 +237,12 @@ impl MappedFile {
         Ok(self.flushed_position())
     }
 
-    /// Faults in every page of a fresh file nobody writes yet.
-    pub fn pretouch(&self) {
-        self.pretouch_fresh(self.size, || true);
-    }
-
     /// Faults in the pages of `[touched, end)` of a file no writer uses yet, in chunks,
     /// stopping early once `go_on` says so (a shutdown, or an appender that needs the file
     /// now, should not wait for a gigabyte to be faulted in).
     pub fn pretouch_fresh(&self, end: usize, go_on: impl Fn() -> bool) {
         const CHUNK: usize = 16 << 20;
-        let end = end.min(self.size).div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
-        let end = end.min(self.size);
-        let mut pos =
-            self.touched.load(Ordering::Acquire).max(self.wrote_position() / OS_PAGE_SIZE * OS_PAGE_SIZE);
+        let (mut pos, end) = self.untouched_until(end);
         while pos < end && go_on() {
             let len = CHUNK.min(end - pos);
             if !self.populate_write(pos, len) {
@@ -270,16 +262,24 @@ impl MappedFile {
     /// a page fault per 4 KiB. Safe while the writer appends: it changes no byte. Where the
     /// kernel cannot do it without writing (before Linux 5.14) it does nothing.
     pub fn pretouch_to(&self, end: usize) {
-        let end = (end.min(self.size).div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE).min(self.size);
-        let from =
-            self.touched.load(Ordering::Acquire).max(self.wrote_position() / OS_PAGE_SIZE * OS_PAGE_SIZE);
+        let (from, end) = self.untouched_until(end);
         if from < end && self.populate_write(from, end - from) {
             self.touched.fetch_max(end, Ordering::AcqRel);
         }
     }
 
+    /// The pages not yet faulted in up to `end` (rounded up to a page, at most the file):
+    /// from the end of those touched or written so far.
+    fn untouched_until(&self, end: usize) -> (usize, usize) {
+        let end = (end.min(self.size).div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE).min(self.size);
+        let from =
+            self.touched.load(Ordering::Acquire).max(self.wrote_position() / OS_PAGE_SIZE * OS_PAGE_SIZE);
+        (from, end)
+    }
+
     /// The end of the pages faulted in ahead of the writer.
-    pub fn touched_position(&self) -> usize {
+    #[cfg(test)]
+    fn touched_position(&self) -> usize {
         self.touched.load(Ordering::Acquire).max(self.wrote_position())
     }
 
@@ -436,7 +436,7 @@ mod tests {
         let f = MappedFile::create(dir.path(), 8192, 8192).unwrap();
         assert_eq!(f.path().file_name().unwrap(), "00000000000000008192");
         assert_eq!(std::fs::metadata(f.path()).unwrap().len(), 8192);
-        f.pretouch();
+        f.pretouch_fresh(f.size(), || true);
         f.write_region(0, 5, |b| b.copy_from_slice(b"hello"));
         assert_eq!(f.readable_from(0), b"");
         f.set_wrote_position(5);
