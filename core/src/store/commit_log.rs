@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::mapped_file::MappedFile;
+use super::mapped_file::{FOLIO_ALIGN, MappedFile, ZERO_CHUNK};
 use super::mapped_file_queue::{Allocator, MappedFileQueue};
 use super::notify::Notifier;
 use super::status::PutStatus;
@@ -61,6 +61,12 @@ pub struct CommitLogOptions {
     pub check_crc_on_recover: bool,
     pub delay_levels_ms: Vec<i64>,
     pub os_page_cache_busy_timeout_ms: i64,
+    /// Appends go to the file with `pwrite` instead of stores through the mapping (a
+    /// SYNC_FLUSH master): no page is then mapped writable, so a flush writes the blocks
+    /// written rather than whole folios (with an ext4 that keeps large folios, a store through
+    /// the mapping marks all of a folio of up to 2 MiB dirty, and each fsync writes it all
+    /// out), and needs no write-protection and TLB shoot-down per page.
+    pub append_with_pwrite: bool,
 }
 
 struct PutState {
@@ -70,6 +76,9 @@ struct PutState {
     /// generation stands, an append neither locks the file list nor touches the file's
     /// reference count, whose cache line the readers' clones would otherwise bounce.
     current: Option<(u64, Arc<MappedFile>)>,
+    /// Where a batch is encoded before its `pwrite` (with `append_with_pwrite`); kept, so
+    /// that puts do not allocate.
+    scratch: Vec<u8>,
 }
 
 /// A map hashed with FxHash (rustc's hasher). The queue-offset table is looked up twice per
@@ -166,6 +175,7 @@ impl CommitLog {
             put: CachePadded::new(parking_lot::Mutex::new(PutState {
                 queue_offsets: FastMap::default(),
                 current: None,
+                scratch: Vec::new(),
             })),
             max_offset: CachePadded::new(AtomicU64::new(max)),
             locked_since: AtomicI64::new(0),
@@ -354,14 +364,14 @@ impl CommitLog {
         total: usize,
         store_ts: i64,
     ) -> Result<AppendOutcome, AppendError> {
-        let PutState { queue_offsets, current } = state;
+        let PutState { queue_offsets, current, scratch } = state;
         let file = self.file_for_append(current, total)?;
         let pos = file.wrote_position();
         let phy = file.start_offset() + pos as u64;
         let host = self.opts.store_host;
         let mut first_queue_offset = -1;
         let mut queue_id = -1;
-        file.write_region(pos, total, |buf| {
+        let mut encode = |buf: &mut [u8]| {
             let mut at = 0;
             for p in prepared.iter().flatten() {
                 let mut p = *p;
@@ -397,7 +407,23 @@ impl CommitLog {
                 );
                 at += p.total_len;
             }
-        });
+        };
+        if self.opts.append_with_pwrite {
+            if scratch.len() < total {
+                scratch.resize(total, 0);
+            }
+            let buf = &mut scratch[..total];
+            encode(buf);
+            file.pwrite_at(pos, buf).map_err(|e| {
+                // The queue offsets just taken are lost with the bytes: nothing may be
+                // appended after this gap, so the store refuses writes from here on.
+                let why = format!("writing {total} bytes at {phy} to {}: {e}", file.path().display());
+                self.poison(why.clone());
+                AppendError::Status(PutStatus::ServiceNotAvailable, why)
+            })?;
+        } else {
+            file.write_region(pos, total, encode);
+        }
         file.set_store_timestamp(store_ts);
         file.set_wrote_position(pos + total);
         self.max_offset.store(phy + total as u64, Ordering::Release);
@@ -534,6 +560,32 @@ impl CommitLog {
     /// Flushes up to the current end; returns the flushed offset, poisoning the log on error.
     pub fn flush(&self, least_pages: usize) -> std::io::Result<u64> {
         self.flush_with(|q| q.flush(least_pages))
+    }
+
+    /// `Populate::Zero` ahead of a live writer: writes zeros over the next `window` bytes of
+    /// the current file beyond those already made ready, a `ZERO_CHUNK` at a time under the
+    /// put lock (so no append can land in a range being zeroed), and starts their writeback.
+    pub fn zero_ahead(&self, window: usize) -> std::io::Result<()> {
+        loop {
+            let state = self.put.lock();
+            let Some(file) = self.queue.last() else { return Ok(()) };
+            let from = file.ready_position();
+            let end = (file.wrote_position() + window).min(file.size());
+            if from >= end {
+                return Ok(());
+            }
+            let len = ZERO_CHUNK.min(end - from);
+            let r = file.zero(from, len);
+            drop(state);
+            r?;
+            file.start_writeback(from, len)?;
+        }
+    }
+
+    /// Flushes like `flush`, but only up to the last `FOLIO_ALIGN` boundary behind the writer
+    /// in the current file (all of a full file): the writer's folio stays writable.
+    pub fn flush_behind_writer(&self, least_pages: usize) -> std::io::Result<u64> {
+        self.flush_with(|q| q.flush_aligned(least_pages, FOLIO_ALIGN))
     }
 
     /// Flushes everything written so far.

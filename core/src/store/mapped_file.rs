@@ -20,6 +20,29 @@ use memmap2::{MmapOptions, MmapRaw};
 
 /// Bytes of an OS page, RocketMQ's flush unit.
 pub const OS_PAGE_SIZE: usize = 4096;
+/// The largest folio the page cache keeps a file in on x86-64 (a PMD): periodic flushes stop
+/// at a multiple of it so as not to write-protect the folio the writer is filling.
+pub const FOLIO_ALIGN: usize = 2 << 20;
+
+/// How the bytes ahead of a writer are made ready.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Populate {
+    /// Pages faulted in writable and dirty, as a store through the mapping would: for a
+    /// writer that stores through the mapping (an ASYNC_FLUSH master), which then takes no
+    /// page fault on its path.
+    Write,
+    /// Zeros written with `pwrite` and sent to disk: for a writer that appends with `pwrite`
+    /// and fsyncs often (a SYNC_FLUSH master). The blocks `posix_fallocate` reserved are
+    /// "unwritten" until written; a flush that writes into them must also convert the extent
+    /// and persist that, a metadata write per flush, which zeros written ahead pay once per
+    /// chunk instead. The pages stay in the page cache, never mapped writable.
+    Zero,
+}
+
+/// How many zeros one `Populate::Zero` step writes: small enough that a live writer waiting
+/// for the put lock meanwhile waits a fraction of a millisecond.
+pub const ZERO_CHUNK: usize = 256 << 10;
+static ZEROS: [u8; ZERO_CHUNK] = [0; ZERO_CHUNK];
 
 /// A memory-mapped segment file.
 pub struct MappedFile {
@@ -222,40 +245,97 @@ impl MappedFile {
     /// Flushes `[flushed, wrote)` to disk; returns the new flushed position. RocketMQ flushes
     /// only when at least `least_pages` whole pages are dirty (or the file is full).
     pub fn flush(&self, least_pages: usize) -> io::Result<usize> {
+        self.flush_aligned(least_pages, 1)
+    }
+
+    /// Like `flush`, but only up to the last multiple of `align` bytes written (everything
+    /// once the file is full). Writeback cleans whole folios, and the page cache keeps a
+    /// sequentially written file in folios of up to 2 MiB, mapped whole: flushing the folio a
+    /// writer is still filling through the mapping writes all of it out and write-protects
+    /// it, so the writer's next store faults, splits the mapping and shoots down the other
+    /// CPUs' TLBs. A flush that stops at a `FOLIO_ALIGN` boundary leaves that folio alone.
+    pub fn flush_aligned(&self, least_pages: usize, align: usize) -> io::Result<usize> {
         let wrote = self.wrote_position();
+        let end = if wrote >= self.size { wrote } else { wrote / align * align };
         let flushed = self.flushed_position();
-        if wrote <= flushed {
+        if end <= flushed {
             return Ok(flushed);
         }
-        if least_pages > 0 && wrote < self.size && wrote / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE < least_pages
-        {
+        if least_pages > 0 && end < self.size && end / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE < least_pages {
             return Ok(flushed);
         }
         let from = flushed - flushed % OS_PAGE_SIZE;
-        self.map.flush_range(from, wrote - from)?;
-        self.flushed.fetch_max(wrote, Ordering::AcqRel);
+        self.map.flush_range(from, end - from)?;
+        self.flushed.fetch_max(end, Ordering::AcqRel);
         Ok(self.flushed_position())
     }
 
-    /// Faults in the pages of `[touched, end)` of a file no writer uses yet, in chunks,
-    /// stopping early once `go_on` says so (a shutdown, or an appender that needs the file
-    /// now, should not wait for a gigabyte to be faulted in).
-    pub fn pretouch_fresh(&self, end: usize, go_on: impl Fn() -> bool) {
+    /// Makes `[touched, end)` of a file no writer uses yet ready (`how`), in chunks, stopping
+    /// early once `go_on` says so (a shutdown, or an appender that needs the file now, should
+    /// not wait for a gigabyte to be faulted in).
+    pub fn pretouch_fresh(&self, end: usize, how: Populate, go_on: impl Fn() -> bool) -> io::Result<()> {
         const CHUNK: usize = 16 << 20;
         let (mut pos, end) = self.untouched_until(end);
         while pos < end && go_on() {
             let len = CHUNK.min(end - pos);
-            if !self.populate_write(pos, len) {
-                // Older kernels: write a zero into each page of the fresh (all-zero) file.
-                for p in (pos..pos + len).step_by(OS_PAGE_SIZE) {
-                    // SAFETY: in bounds, in a file no writer uses yet (caller's contract); a
-                    // volatile write of the zero that is already there.
-                    unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(p), 0) };
+            match how {
+                Populate::Zero => {
+                    for at in (pos..pos + len).step_by(ZERO_CHUNK) {
+                        self.zero(at, ZERO_CHUNK.min(pos + len - at))?;
+                    }
+                    self.start_writeback(pos, len)?;
                 }
+                Populate::Write if !self.populate_write(pos, len) => {
+                    // Older kernels: write a zero into each page of the fresh (all-zero) file.
+                    for p in (pos..pos + len).step_by(OS_PAGE_SIZE) {
+                        // SAFETY: in bounds, in a file no writer uses yet (caller's contract); a
+                        // volatile write of the zero that is already there.
+                        unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(p), 0) };
+                    }
+                }
+                Populate::Write => {}
             }
             pos += len;
             self.touched.fetch_max(pos, Ordering::AcqRel);
         }
+        Ok(())
+    }
+
+    /// `Populate::Zero` of `[pos, pos + len)`, which must lie beyond the write position and
+    /// hold zeros already (a fresh file, or the zeroed tail of a truncated one): written
+    /// through the page cache. The caller must be the file's only writer; `start_writeback`
+    /// then sends the zeros to disk.
+    pub fn zero(&self, pos: usize, len: usize) -> io::Result<()> {
+        self.pwrite_at(pos, &ZEROS[..len])?;
+        self.touched.fetch_max(pos + len, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Starts writing `[pos, pos + len)` out without waiting for it (`sync_file_range`).
+    pub fn start_writeback(&self, pos: usize, len: usize) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: plain syscall on a descriptor we own.
+            let rc = unsafe {
+                libc::sync_file_range(
+                    self.file.as_raw_fd(),
+                    pos as libc::off64_t,
+                    len as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (pos, len);
+        Ok(())
+    }
+
+    /// The end of the bytes made ready ahead of the writer (at least the write position).
+    pub fn ready_position(&self) -> usize {
+        self.touched.load(Ordering::Acquire).max(self.wrote_position())
     }
 
     /// Faults in the pages up to `end` ahead of a live writer, so that its appends do not pay
@@ -275,12 +355,6 @@ impl MappedFile {
         let from =
             self.touched.load(Ordering::Acquire).max(self.wrote_position() / OS_PAGE_SIZE * OS_PAGE_SIZE);
         (from, end)
-    }
-
-    /// The end of the pages faulted in ahead of the writer.
-    #[cfg(test)]
-    fn touched_position(&self) -> usize {
-        self.touched.load(Ordering::Acquire).max(self.wrote_position())
     }
 
     fn populate_write(&self, from: usize, len: usize) -> bool {
@@ -436,7 +510,7 @@ mod tests {
         let f = MappedFile::create(dir.path(), 8192, 8192).unwrap();
         assert_eq!(f.path().file_name().unwrap(), "00000000000000008192");
         assert_eq!(std::fs::metadata(f.path()).unwrap().len(), 8192);
-        f.pretouch_fresh(f.size(), || true);
+        f.pretouch_fresh(f.size(), Populate::Write, || true).unwrap();
         f.write_region(0, 5, |b| b.copy_from_slice(b"hello"));
         assert_eq!(f.readable_from(0), b"");
         f.set_wrote_position(5);
@@ -453,6 +527,69 @@ mod tests {
         let bytes = std::fs::read(dir.path().join(file_name(8192))).unwrap();
         assert_eq!(&bytes[..5], b"he\0\0\0");
         assert!(MappedFile::open(&dir.path().join(file_name(8192)), 8192, 4096).is_err());
+    }
+
+    #[test]
+    fn a_flush_behind_the_writer_stops_at_a_folio_boundary() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 3 * FOLIO_ALIGN;
+        let f = MappedFile::create(dir.path(), 0, size).unwrap();
+        let wrote = FOLIO_ALIGN + 5000;
+        f.write_region(0, wrote, |b| b.fill(7));
+        f.set_wrote_position(wrote);
+        assert_eq!(f.flush_aligned(4, FOLIO_ALIGN).unwrap(), FOLIO_ALIGN);
+        assert_eq!(f.flushed_position(), FOLIO_ALIGN);
+        assert_eq!(f.flush_aligned(4, FOLIO_ALIGN).unwrap(), FOLIO_ALIGN, "nothing more behind the writer");
+        assert_eq!(f.flush(0).unwrap(), wrote, "a plain flush goes to the end");
+        // A full file is flushed to its end whatever the alignment.
+        f.write_region(wrote, size - wrote, |b| b.fill(8));
+        f.set_wrote_position(size);
+        assert_eq!(f.flush_aligned(4, FOLIO_ALIGN * 2).unwrap(), size);
+    }
+
+    /// Whether the extent holding byte 0 of `f` is unwritten (reserved by fallocate, not yet
+    /// written): None where the file system does not report extents that way.
+    #[cfg(target_os = "linux")]
+    fn first_extent_unwritten(f: &MappedFile) -> Option<bool> {
+        const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+        const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
+        // struct fiemap (32 bytes) followed by one struct fiemap_extent (56 bytes).
+        let mut buf = [0u64; (32 + 56) / 8];
+        buf[0] = 0; // fm_start
+        buf[1] = 4096; // fm_length
+        buf[3] = 1; // fm_extent_count = 1 (fm_flags and fm_mapped_extents in buf[2] stay 0)
+        // SAFETY: FIEMAP on our own descriptor with a buffer sized for one extent.
+        let rc = unsafe { libc::ioctl(f.file.as_raw_fd(), FS_IOC_FIEMAP, buf.as_mut_ptr()) };
+        let mapped = (buf[2] >> 32) as u32;
+        if rc != 0 || mapped == 0 {
+            return None;
+        }
+        let flags = buf[4 + 5] as u32; // fe_flags: byte 40 of the extent, the low half of its sixth u64
+        Some(flags & FIEMAP_EXTENT_UNWRITTEN != 0)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn zeros_written_ahead_turn_reserved_blocks_into_written_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 64 * OS_PAGE_SIZE;
+        let f = MappedFile::create(dir.path(), 0, size).unwrap();
+        let before = first_extent_unwritten(&f);
+        f.pretouch_fresh(2 * ZERO_CHUNK.min(size / 4) + 1, Populate::Zero, || true).unwrap();
+        let ready = f.ready_position();
+        assert!(ready > 2 * ZERO_CHUNK.min(size / 4) && ready <= size, "{ready}");
+        f.file.sync_data().unwrap();
+        if before == Some(true) {
+            assert_eq!(first_extent_unwritten(&f), Some(false), "the zeros were written to disk");
+        }
+        // A writer appends with pwrite after the zeros; a later zeroing ahead of it keeps its bytes.
+        f.pwrite_at(0, b"hello").unwrap();
+        f.set_wrote_position(5);
+        f.zero(ready.min(size - 4096), 4096).unwrap();
+        assert_eq!(f.read(0, 5), Some(&b"hello"[..]));
+        let bytes = std::fs::read(f.path()).unwrap();
+        assert_eq!(&bytes[..5], b"hello");
+        assert!(bytes[5..].iter().all(|&b| b == 0));
     }
 
     /// Which pages of the mapping are mapped into this process (present in its page table,
@@ -474,8 +611,8 @@ mod tests {
         let size = 64 * OS_PAGE_SIZE;
         let f = MappedFile::create(dir.path(), 0, size).unwrap();
         assert!(resident(&f).iter().all(|&x| !x), "{:?}", resident(&f));
-        f.pretouch_fresh(8 * OS_PAGE_SIZE + 1, || true);
-        assert_eq!(f.touched_position(), 9 * OS_PAGE_SIZE, "rounded up to a page");
+        f.pretouch_fresh(8 * OS_PAGE_SIZE + 1, Populate::Write, || true).unwrap();
+        assert_eq!(f.ready_position(), 9 * OS_PAGE_SIZE, "rounded up to a page");
         let r = resident(&f);
         assert!(r[..9].iter().all(|&x| x), "{r:?}");
         assert!(r[9..].iter().all(|&x| !x), "nothing past the window: {r:?}");
@@ -484,17 +621,17 @@ mod tests {
         f.write_region(0, 5, |b| b.copy_from_slice(b"hello"));
         f.set_wrote_position(20 * OS_PAGE_SIZE);
         f.pretouch_to(24 * OS_PAGE_SIZE);
-        if f.touched_position() == 20 * OS_PAGE_SIZE {
+        if f.ready_position() == 20 * OS_PAGE_SIZE {
             return; // before Linux 5.14 a live file cannot be warmed without writing: a no-op
         }
-        assert_eq!(f.touched_position(), 24 * OS_PAGE_SIZE);
+        assert_eq!(f.ready_position(), 24 * OS_PAGE_SIZE);
         let r = resident(&f);
         assert!(r[20..24].iter().all(|&x| x), "{r:?}");
         assert!(r[24..].iter().all(|&x| !x), "{r:?}");
         assert_eq!(f.read(0, 5), Some(&b"hello"[..]));
         // Past the end of the file is clamped, and the whole file ends up resident.
         f.pretouch_to(usize::MAX);
-        assert_eq!(f.touched_position(), size);
+        assert_eq!(f.ready_position(), size);
         assert!(resident(&f)[20..].iter().all(|&x| x));
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use super::mapped_file::{MappedFile, file_name, sync_dir};
+use super::mapped_file::{MappedFile, Populate, file_name, sync_dir};
 
 /// Creates files ahead of need on a background thread.
 pub struct Allocator {
@@ -22,6 +22,8 @@ pub struct Allocator {
     /// the store's warmer keeps going from there; `usize::MAX` is the whole file
     /// (warmMapedFileEnable); 0 none (a slave writes replicated bytes with `pwrite`).
     pretouch: std::sync::atomic::AtomicUsize,
+    /// How: `Populate::Zero` where appends use `pwrite` (a SYNC_FLUSH master).
+    pretouch_zero: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -41,11 +43,13 @@ impl Allocator {
             state: Mutex::new(AllocState::default()),
             cv: Condvar::new(),
             pretouch: std::sync::atomic::AtomicUsize::new(0),
+            pretouch_zero: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// How many bytes at the start of each new file are pre-touched (see the field).
-    pub fn set_pretouch(&self, bytes: usize) {
+    pub fn set_pretouch(&self, bytes: usize, how: Populate) {
+        self.pretouch_zero.store(how == Populate::Zero, std::sync::atomic::Ordering::Release);
         self.pretouch.store(bytes, std::sync::atomic::Ordering::Release);
     }
 
@@ -133,13 +137,23 @@ impl Allocator {
             let (dir, start, size) = s.queue.remove(0);
             drop(s);
             let pretouch = self.pretouch.load(std::sync::atomic::Ordering::Acquire);
+            let how = if self.pretouch_zero.load(std::sync::atomic::Ordering::Acquire) {
+                Populate::Zero
+            } else {
+                Populate::Write
+            };
             let made = MappedFile::create(&dir, start, size).map(|f| {
                 if pretouch > 0 {
                     let path = dir.join(file_name(start));
-                    f.pretouch_fresh(pretouch, || {
+                    let ready = f.pretouch_fresh(pretouch, how, || {
                         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
                         !s.closed && !s.wanted.contains(&path)
                     });
+                    if let Err(e) = ready {
+                        // Only a head start is lost: appends write the file as they would
+                        // have without it, and report a failing disk themselves.
+                        tracing::warn!("writing zeros ahead into {}: {e}", path.display());
+                    }
                 }
                 Arc::new(f)
             });
@@ -368,11 +382,16 @@ impl MappedFileQueue {
     /// Flushes the file holding the flushed position (one file per call, as RocketMQ); returns
     /// the new flushed position.
     pub fn flush(&self, least_pages: usize) -> io::Result<u64> {
+        self.flush_aligned(least_pages, 1)
+    }
+
+    /// `flush`, each file only up to a multiple of `align` bytes (see `MappedFile::flush_aligned`).
+    pub fn flush_aligned(&self, least_pages: usize, align: usize) -> io::Result<u64> {
         let mut where_ = self.flushed_where();
         let file =
             if where_ == 0 { self.first() } else { self.find(where_).or_else(|| self.find(where_ - 1)) };
         if let Some(f) = file {
-            let pos = f.flush(least_pages)?;
+            let pos = f.flush_aligned(least_pages, align)?;
             where_ = where_.max(f.start_offset() + pos as u64);
             self.set_flushed_where(where_);
         }
