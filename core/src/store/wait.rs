@@ -9,6 +9,7 @@
 //! promise can be settled from rmqha's own threads without holding a libuv worker.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,117 @@ struct TicketState {
 struct TicketInner {
     state: Mutex<TicketState>,
     cv: Condvar,
+    /// `state.done`, readable without the lock by threads sleeping on `shared`.
+    done: AtomicBool,
+    /// Where a blocked caller sleeps: the ticket's own condvar, or one word shared by the
+    /// store's tickets (see `SharedWake`).
+    shared: Option<Arc<SharedWake>>,
+}
+
+/// One futex word that the threads blocked on a store's tickets sleep on. A flush (or an
+/// ack) completes dozens of puts at once; waking each blocked thread with its own futex costs
+/// a system call apiece (several microseconds each on a VM, serially, in the thread that would
+/// otherwise start the next flush). With this word, `OffsetWaiters::advance` completes them
+/// all and wakes them with one call; a thread whose ticket is not done yet sleeps again.
+#[derive(Default)]
+pub struct SharedWake {
+    seq: AtomicU32,
+    sleepers: AtomicU32,
+}
+
+impl SharedWake {
+    pub fn new() -> Arc<Self> {
+        Arc::new(SharedWake::default())
+    }
+
+    /// Wakes every sleeper (they recheck their tickets); no system call when none sleeps.
+    fn wake_all(&self) {
+        self.seq.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            futex::wake_all(&self.seq);
+        }
+    }
+
+    /// Sleeps until `done` is set and a `wake_all` follows (the caller set `done` first), or
+    /// `deadline` passes; returns whether `done` is set.
+    fn wait_until(&self, done: &AtomicBool, deadline: Option<Instant>) -> bool {
+        loop {
+            if done.load(Ordering::SeqCst) {
+                return true;
+            }
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            let seen = self.seq.load(Ordering::SeqCst);
+            // Read after announcing ourselves: a completion that this misses bumps `seq` after
+            // it and sees us in `sleepers`, so the futex wait below returns at once or is woken.
+            if done.load(Ordering::SeqCst) {
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                return true;
+            }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => {
+                        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                        return done.load(Ordering::SeqCst);
+                    }
+                },
+                None => None,
+            };
+            futex::wait(&self.seq, seen, left);
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod futex {
+    use std::sync::atomic::AtomicU32;
+    use std::time::Duration;
+
+    /// Sleeps while `word` holds `seen`, at most `timeout` (spurious returns are fine).
+    pub fn wait(word: &AtomicU32, seen: u32, timeout: Option<Duration>) {
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `word` is a live, aligned u32 for the duration of the call; a private futex
+        // on it is only ever used by this process.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                seen,
+                ts_ptr,
+            );
+        }
+    }
+
+    pub fn wake_all(word: &AtomicU32) {
+        // SAFETY: as in `wait`.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            );
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod futex {
+    use std::sync::atomic::AtomicU32;
+    use std::time::Duration;
+
+    /// Without futexes: a short sleep, then the caller rechecks.
+    pub fn wait(_word: &AtomicU32, _seen: u32, timeout: Option<Duration>) {
+        std::thread::sleep(timeout.unwrap_or(Duration::from_millis(1)).min(Duration::from_millis(1)));
+    }
+
+    pub fn wake_all(_word: &AtomicU32) {}
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -65,6 +177,11 @@ impl PutTicket {
 
     /// A ticket that completes after `parts` parts complete.
     pub(crate) fn with_parts(result: PutResult, parts: u8) -> Self {
+        Self::with_wake(result, parts, None)
+    }
+
+    /// A ticket whose blocked caller sleeps on `shared` (see `SharedWake`).
+    pub(crate) fn with_wake(result: PutResult, parts: u8, shared: Option<Arc<SharedWake>>) -> Self {
         PutTicket {
             inner: Arc::new(TicketInner {
                 state: Mutex::new(TicketState {
@@ -76,16 +193,26 @@ impl PutTicket {
                     callback: None,
                 }),
                 cv: Condvar::new(),
+                done: AtomicBool::new(parts == 0),
+                shared,
             }),
         }
     }
 
     /// Completes one part; the last part computes the final status and runs the callback.
     pub fn complete_part(&self, part: WaitPart, status: PutStatus) {
+        if let Some(shared) = self.complete_part_quietly(part, status) {
+            shared.wake_all();
+        }
+    }
+
+    /// `complete_part`, except that a caller sleeping on a shared wake is not woken: the
+    /// returned wake must be (once for a whole batch).
+    fn complete_part_quietly(&self, part: WaitPart, status: PutStatus) -> Option<&Arc<SharedWake>> {
         let (cb, result) = {
             let mut s = lock(&self.inner.state);
             if s.done || s.pending == 0 {
-                return;
+                return None;
             }
             match part {
                 WaitPart::Flush => s.flush = status,
@@ -93,7 +220,7 @@ impl PutTicket {
             }
             s.pending -= 1;
             if s.pending > 0 {
-                return;
+                return None;
             }
             s.done = true;
             s.result.status = if s.replica != PutStatus::PutOk {
@@ -103,12 +230,16 @@ impl PutTicket {
             } else {
                 s.result.status
             };
-            self.inner.cv.notify_all();
+            self.inner.done.store(true, Ordering::SeqCst);
+            if self.inner.shared.is_none() {
+                self.inner.cv.notify_all();
+            }
             (s.callback.take(), s.result.clone())
         };
         if let Some(cb) = cb {
             cb(result);
         }
+        self.inner.shared.as_ref()
     }
 
     /// Whether the final status is known.
@@ -118,6 +249,9 @@ impl PutTicket {
 
     /// Blocks until the final status is known.
     pub fn wait(&self) -> PutResult {
+        if let Some(shared) = &self.inner.shared {
+            shared.wait_until(&self.inner.done, None);
+        }
         let mut s = lock(&self.inner.state);
         while !s.done {
             s = self.inner.cv.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -129,6 +263,11 @@ impl PutTicket {
     /// like Python's Ctrl-C, wait in slices).
     pub fn wait_timeout(&self, timeout: Duration) -> Option<PutResult> {
         let deadline = Instant::now() + timeout;
+        if let Some(shared) = &self.inner.shared
+            && !shared.wait_until(&self.inner.done, Some(deadline))
+        {
+            return None;
+        }
         let mut s = lock(&self.inner.state);
         while !s.done {
             let now = Instant::now();
@@ -251,9 +390,7 @@ impl OffsetWaiters {
             }
             done
         };
-        for (_, w) in done {
-            w.ticket.complete_part(self.part, PutStatus::PutOk);
-        }
+        complete_batch(done.into_values().map(|w| w.ticket), self.part, PutStatus::PutOk);
     }
 
     /// Lowers the watermark (a truncated log, a slave that went away) without completing
@@ -269,9 +406,7 @@ impl OffsetWaiters {
             s.by_deadline.clear();
             std::mem::take(&mut s.by_target)
         };
-        for (_, w) in done {
-            w.ticket.complete_part(self.part, status);
-        }
+        complete_batch(done.into_values().map(|w| w.ticket), self.part, status);
     }
 
     /// Stops the deadline thread and fails what is still waiting.
@@ -301,9 +436,7 @@ impl OffsetWaiters {
             }
             if !expired.is_empty() {
                 drop(s);
-                for t in expired {
-                    t.complete_part(self.part, self.timeout_status);
-                }
+                complete_batch(expired, self.part, self.timeout_status);
                 s = lock(&self.state);
                 continue;
             }
@@ -317,6 +450,21 @@ impl OffsetWaiters {
                 None => self.cv.wait(s).unwrap_or_else(|e| e.into_inner()),
             };
         }
+    }
+}
+
+/// Completes a part of each ticket, then wakes each shared wake involved once.
+fn complete_batch(tickets: impl IntoIterator<Item = PutTicket>, part: WaitPart, status: PutStatus) {
+    let mut wakes: Vec<Arc<SharedWake>> = Vec::new();
+    for t in tickets {
+        if let Some(w) = t.complete_part_quietly(part, status)
+            && !wakes.iter().any(|x| Arc::ptr_eq(x, w))
+        {
+            wakes.push(w.clone());
+        }
+    }
+    for w in wakes {
+        w.wake_all();
     }
 }
 
@@ -398,5 +546,56 @@ mod tests {
         let t2 = PutTicket::with_parts(result(20), 1);
         w.register(20, Instant::now(), &t2);
         assert_eq!(t2.wait().status, PutStatus::ServiceNotAvailable);
+    }
+
+    #[test]
+    fn one_advance_wakes_every_thread_sleeping_on_a_shared_wake() {
+        let w = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
+        let wake = SharedWake::new();
+        let far = Instant::now() + Duration::from_secs(60);
+        let tickets: Vec<PutTicket> = (1..=16)
+            .map(|i| {
+                let t = PutTicket::with_wake(result(i * 10), 1, Some(wake.clone()));
+                w.register(i * 10, far, &t);
+                t
+            })
+            .collect();
+        let threads: Vec<_> = tickets.iter().cloned().map(|t| std::thread::spawn(move || t.wait())).collect();
+        // Wait until all sixteen are asleep on the word, then cover the first twelve.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while wake.sleepers.load(Ordering::SeqCst) < 16 && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        w.advance(120);
+        let mut threads = threads.into_iter();
+        for t in threads.by_ref().take(12) {
+            assert_eq!(t.join().unwrap().status, PutStatus::PutOk);
+        }
+        // The other four woke too, found their tickets pending, and sleep again.
+        assert!(tickets[12..].iter().all(|t| !t.is_done()));
+        assert_eq!(tickets[12].wait_timeout(Duration::from_millis(20)), None);
+        w.advance(160);
+        for t in threads {
+            assert_eq!(t.join().unwrap().status, PutStatus::PutOk);
+        }
+    }
+
+    #[test]
+    fn a_deadline_completes_a_ticket_on_a_shared_wake() {
+        let w = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
+        let runner = {
+            let w = w.clone();
+            std::thread::spawn(move || w.run_deadlines())
+        };
+        let t = PutTicket::with_wake(result(100), 1, Some(SharedWake::new()));
+        w.register(100, Instant::now() + Duration::from_millis(30), &t);
+        let waiter = {
+            let t = t.clone();
+            std::thread::spawn(move || t.wait())
+        };
+        assert_eq!(waiter.join().unwrap().status, PutStatus::FlushDiskTimeout);
+        assert_eq!(t.wait_timeout(Duration::ZERO).unwrap().status, PutStatus::FlushDiskTimeout);
+        w.close(PutStatus::ServiceNotAvailable);
+        runner.join().unwrap();
     }
 }
