@@ -3,103 +3,16 @@
 //! producer runs inside it, every message acknowledged PUT_OK is on the slave and, after
 //! recovery, on the master. The demo passes.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Proc, RMQHA, examples, field, wait_until};
 
 use rmqha_core::{Broker, BrokerConfig, Message, MessageStore, PutStatus};
-
-const RMQHA: &str = env!("CARGO_BIN_EXE_rmqha");
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-/// A child process killed when dropped, with its stdout lines on a channel.
-struct Proc {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Proc {
-    fn spawn(mut cmd: Command) -> Proc {
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn");
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Proc { child, lines }
-    }
-
-    /// Waits for a stdout line containing `prefix`.
-    fn wait_line(&self, prefix: &str, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(prefix) => return l,
-                Ok(_) => continue,
-                Err(e) => panic!("no line starting with {prefix:?}: {e}"),
-            }
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
-    }
-
-    fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "process did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn field(line: &str, key: &str) -> String {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("{key} not in {line:?}"))
-        .to_string()
-}
-
-fn broker_proc(conf: &str, store: &Path, extra: &[String]) -> Proc {
-    let mut cmd = Command::new(RMQHA);
-    cmd.arg("broker").arg("-c").arg(examples().join(conf));
-    for s in [
-        format!("storePathRootDir={}", store.display()),
-        "listenPort=0".into(),
-        "bindAddress=127.0.0.1".into(),
-        "brokerIP1=127.0.0.1".into(),
-        "mappedFileSizeCommitLog=1048576".into(),
-    ]
-    .iter()
-    .chain(extra)
-    {
-        cmd.arg("--set").arg(s);
-    }
-    cmd.env("RMQHA_LOG", "warn");
-    Proc::spawn(cmd)
-}
 
 fn commit_log_files(d: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d.join("commitlog"))
@@ -117,24 +30,13 @@ fn status(port: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
 #[test]
 fn two_broker_processes_replicate_and_stop_cleanly() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut master = broker_proc("broker-a.properties", md.path(), &["haListenPort=0".into()]);
+    let mut master = Proc::broker("broker-a.properties", md.path(), &["haListenPort=0".into()]);
     let line = master.wait_line("rmqha broker started", Duration::from_secs(20));
     let (mport, mha) = (field(&line, "listenPort"), field(&line, "haPort"));
-    let mut slave = broker_proc(
+    let mut slave = Proc::broker(
         "broker-a-s.properties",
         sd.path(),
         &[format!("haMasterAddress=127.0.0.1:{mha}"), format!("masterAddress=127.0.0.1:{mport}")],
@@ -220,7 +122,7 @@ fn sigkill_of_master_loses_no_acknowledged_message() {
     let mut slaves: Vec<Proc> = [sd.path(), sd2.path()]
         .iter()
         .map(|d| {
-            broker_proc(
+            Proc::broker(
                 "broker-a-s.properties",
                 d,
                 &[format!("haMasterAddress=127.0.0.1:{mha}"), "masterAddress=".into()],
@@ -332,7 +234,7 @@ fn start_up_errors_are_one_clear_line() {
     assert!(err.contains("nope.properties"), "{err}");
     // A locked store: the second broker on the same directory names the lock.
     let store = d.path().join("store");
-    let first = broker_proc("broker-a.properties", &store, &["haListenPort=0".into()]);
+    let first = Proc::broker("broker-a.properties", &store, &["haListenPort=0".into()]);
     let line = first.wait_line("rmqha broker started", Duration::from_secs(20));
     let port = field(&line, "listenPort");
     let conf = examples().join("broker-a.properties").display().to_string();

@@ -4,121 +4,24 @@
 //! once it runs again), `rmqha put` and `rmqha get` drive both brokers, the consumer reads the
 //! same messages from the master and from the slave, and the master's route names the slave.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{Proc, RMQHA, wait_until};
 
 use rmqha_core::remoting::{ClientConfig, RemotingClient, RemotingCommand};
 
-const RMQHA: &str = env!("CARGO_BIN_EXE_rmqha");
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+/// A broker process as `Proc::broker` starts it, with a free HA port and reads from the slave.
+fn broker(conf: &str, store: &Path, extra: &[String]) -> Proc {
+    let mut sets = vec!["haListenPort=0".to_string(), "slaveReadEnable=true".to_string()];
+    sets.extend_from_slice(extra);
+    Proc::broker(conf, store, &sets)
 }
 
-struct Proc {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Proc {
-    fn broker(conf: &str, store: &Path, extra: &[String]) -> Proc {
-        let mut cmd = Command::new(RMQHA);
-        cmd.arg("broker").arg("-c").arg(examples().join(conf));
-        for s in [
-            format!("storePathRootDir={}", store.display()),
-            "listenPort=0".into(),
-            "haListenPort=0".into(),
-            "bindAddress=127.0.0.1".into(),
-            "brokerIP1=127.0.0.1".into(),
-            "mappedFileSizeCommitLog=1048576".into(),
-            "slaveReadEnable=true".into(),
-        ]
-        .iter()
-        .chain(extra)
-        {
-            cmd.arg("--set").arg(s);
-        }
-        cmd.env("RMQHA_LOG", "warn");
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn");
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Proc { child, lines }
-    }
-
-    /// The `listenPort=` and `haPort=` of the start-up line.
-    fn ports(&self) -> (u16, u16) {
-        let line = self.lines.recv_timeout(Duration::from_secs(30)).expect("a start-up line");
-        assert!(line.contains("rmqha broker started"), "{line}");
-        let field = |k: &str| -> u16 {
-            line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap()
-        };
-        (field("listenPort"), field("haPort"))
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
-    }
-
-    /// Stops the process with SIGSTOP and waits until every one of its threads is stopped
-    /// (kill(2) only queues the signal; a thread on another CPU runs on for a moment).
-    fn freeze(&self) {
-        self.signal(libc::SIGSTOP);
-        let task = format!("/proc/{}/task", self.child.id());
-        let all_stopped = || {
-            std::fs::read_dir(&task).unwrap().all(|t| {
-                let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
-                // The state is the field after the parenthesised command name.
-                stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T'))
-            })
-        };
-        assert!(wait_until(Duration::from_secs(10), all_stopped), "the process never stopped");
-    }
-
-    fn stop(mut self) {
-        self.signal(libc::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                assert!(s.success(), "exit status {s:?}");
-                return;
-            }
-            assert!(Instant::now() < deadline, "broker did not stop");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.signal(libc::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
-/// SEND_MESSAGE_V2 with SendMessageRequestHeaderV2's one-letter fields.
 fn send(topic: &str, body: &str) -> RemotingCommand {
     RemotingCommand::request(310)
         .with_ext("a", "proc_pg")
@@ -189,10 +92,10 @@ fn get_all(addr: &str, topic: &str, queues: i32) -> Vec<String> {
 #[test]
 fn remote_clients_produce_to_a_sync_master_process_and_consume_from_it_and_its_slave() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = Proc::broker("broker-a.properties", md.path(), &[]);
+    let master = broker("broker-a.properties", md.path(), &[]);
     let (mport, mha) = master.ports();
     let maddr = format!("127.0.0.1:{mport}");
-    let slave = Proc::broker(
+    let slave = broker(
         "broker-a-s.properties",
         sd.path(),
         &[format!("haMasterAddress=127.0.0.1:{mha}"), format!("masterAddress={maddr}")],

@@ -3,9 +3,11 @@
 //! idles mid-frame, and connections beyond the limit. Meanwhile a well-behaved client on
 //! another connection keeps being served, and each closing is logged naming peer and reason.
 
-use std::io::{Read, Write};
+mod peer_common;
+
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -14,40 +16,9 @@ use rmqha_core::remoting::{
     response_code,
 };
 
+use peer_common::{closed_by_server, logged_lines_with, logs};
+
 const CALL: Duration = Duration::from_secs(5);
-
-/// Everything the server logs, from every thread of this test binary.
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let writer = Arc::clone(&buf);
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::INFO)
-            .with_ansi(false)
-            .with_writer(move || LogWriter(Arc::clone(&writer)))
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).unwrap();
-        buf
-    })
-}
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogWriter {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(data);
-        Ok(data.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn logged_line_with(needle: &str) -> Option<String> {
-    let logs = logs().lock().unwrap();
-    String::from_utf8_lossy(&logs).lines().find(|line| line.contains(needle)).map(str::to_owned)
-}
 
 fn start(config: ServerConfig) -> RemotingServer {
     logs();
@@ -83,25 +54,10 @@ fn raw_peer(server: &RemotingServer, bytes: &[u8]) -> (TcpStream, SocketAddr) {
     (stream, local)
 }
 
-/// Whether the server closed `stream` within the deadline (end of stream or reset).
-fn closed_by_server(stream: &mut TcpStream) -> bool {
-    stream.set_read_timeout(Some(CALL)).unwrap();
-    let started = Instant::now();
-    let mut buf = [0u8; 256];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(_) => return started.elapsed() < CALL,
-        }
-    }
-}
-
 fn wait_for_log(needle: &str) -> String {
     let deadline = Instant::now() + CALL;
     loop {
-        if let Some(line) = logged_line_with(needle) {
+        if let Some(line) = logged_lines_with(&[needle]).into_iter().next() {
             return line;
         }
         assert!(Instant::now() < deadline, "no log line containing {needle:?}");
@@ -120,7 +76,7 @@ fn garbage_bytes_close_only_that_connection() {
     let server = start(ServerConfig::default());
     let good = good_client(&server);
     let (mut bad, bad_addr) = raw_peer(&server, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert!(closed_by_server(&mut bad));
+    assert!(closed_by_server(&mut bad, CALL));
     let line = wait_for_log(&bad_addr.to_string());
     // "GET " read as a big-endian length is 1195725856.
     assert!(line.contains("frame length 1195725856"), "{line}");
@@ -133,7 +89,7 @@ fn two_gib_length_is_refused_before_allocating() {
     let server = start(ServerConfig::default());
     let good = good_client(&server);
     let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(i32::MAX, 0));
-    assert!(closed_by_server(&mut bad));
+    assert!(closed_by_server(&mut bad, CALL));
     let line = wait_for_log(&bad_addr.to_string());
     assert!(
         line.contains("frame length 2147483647") && line.contains("maximum frame size 16777216"),
@@ -147,7 +103,7 @@ fn negative_length_closes_the_connection() {
     let server = start(ServerConfig::default());
     let good = good_client(&server);
     let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(-1, 0));
-    assert!(closed_by_server(&mut bad));
+    assert!(closed_by_server(&mut bad, CALL));
     let line = wait_for_log(&bad_addr.to_string());
     assert!(line.contains("invalid frame length -1"), "{line}");
     assert_works(&good);
@@ -162,7 +118,7 @@ fn truncated_frame_closes_the_connection() {
     bytes.extend_from_slice(b"{\"code\":1");
     let (mut bad, bad_addr) = raw_peer(&server, &bytes);
     bad.shutdown(Shutdown::Write).unwrap();
-    assert!(closed_by_server(&mut bad));
+    assert!(closed_by_server(&mut bad, CALL));
     let line = wait_for_log(&bad_addr.to_string());
     assert!(line.contains("truncated frame"), "{line}");
     assert_works(&good);
@@ -175,7 +131,7 @@ fn undecodable_header_closes_the_connection() {
     let mut bytes = frame_prefix(4 + 5, 5);
     bytes.extend_from_slice(b"nope!");
     let (mut bad, bad_addr) = raw_peer(&server, &bytes);
-    assert!(closed_by_server(&mut bad));
+    assert!(closed_by_server(&mut bad, CALL));
     let line = wait_for_log(&bad_addr.to_string());
     assert!(line.contains("malformed JSON header"), "{line}");
     assert_works(&good);
@@ -186,7 +142,7 @@ fn header_longer_than_frame_closes_the_connection() {
     let server = start(ServerConfig::default());
     let good = good_client(&server);
     let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(8, 0x0100_0010));
-    assert!(closed_by_server(&mut bad));
+    assert!(closed_by_server(&mut bad, CALL));
     let line = wait_for_log(&bad_addr.to_string());
     assert!(line.contains("header length 16 exceeds frame length 8"), "{line}");
     assert_works(&good);
@@ -208,7 +164,7 @@ fn peer_idling_mid_frame_is_closed_by_the_idle_timeout() {
     let server = start(ServerConfig { idle_timeout: Duration::from_millis(300), ..ServerConfig::default() });
     let (mut bad, bad_addr) = raw_peer(&server, &frame_prefix(100, 20));
     let started = Instant::now();
-    assert!(closed_by_server(&mut bad));
+    assert!(closed_by_server(&mut bad, CALL));
     assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
     let line = wait_for_log(&format!("peer={bad_addr}"));
     assert!(line.contains("idle"), "{line}");
@@ -222,7 +178,7 @@ fn connections_beyond_the_limit_are_closed() {
     assert_eq!(server.connection_count(), 2);
 
     let (mut third, _) = raw_peer(&server, b"");
-    assert!(closed_by_server(&mut third));
+    assert!(closed_by_server(&mut third, CALL));
     assert_works(&first);
 
     second.close();

@@ -4,74 +4,23 @@
 //! table in the error and the log, and the slave recovers once a good master is set; a master
 //! that never answers cannot hold up shutdown beyond one request timeout.
 
+mod peer_common;
 mod sync_common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use peer_common::{closed_by_server, logged_lines_with, logs};
 use rmqha_core::metadata::{ConfigTables, TopicConfig};
 use rmqha_core::remoting::{FrameError, RemotingError};
 use rmqha_core::sync::{SlaveSynchronizer, SyncTable, TableError};
 use sync_common::{Master, sync_config, wait_until};
 
 const WAIT: Duration = Duration::from_secs(10);
-
-/// Everything logged by this test binary.
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let writer = Arc::clone(&buf);
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::INFO)
-            .with_ansi(false)
-            .with_writer(move || LogWriter(Arc::clone(&writer)))
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).unwrap();
-        buf
-    })
-}
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogWriter {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(data);
-        Ok(data.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn logged_lines_with(needles: &[&str]) -> Vec<String> {
-    let logs = logs().lock().unwrap();
-    String::from_utf8_lossy(&logs)
-        .lines()
-        .filter(|line| needles.iter().all(|n| line.contains(n)))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Whether the server closes `stream` (end of stream or reset) within the deadline.
-fn closed_by_server(mut stream: TcpStream) -> bool {
-    stream.set_read_timeout(Some(WAIT)).unwrap();
-    let mut buf = [0u8; 64];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) => {
-                return e.kind() != std::io::ErrorKind::WouldBlock
-                    && e.kind() != std::io::ErrorKind::TimedOut;
-            }
-        }
-    }
-}
 
 /// A port nothing listens on (it was free a moment ago).
 fn refused_addr() -> String {
@@ -107,7 +56,7 @@ fn garbage_on_the_masters_ports_closes_only_those_connections() {
                 // The rest of the frame never comes.
                 s.shutdown(Shutdown::Write).unwrap();
             }
-            assert!(closed_by_server(s), "{port}: {garbage:?} did not close the connection");
+            assert!(closed_by_server(&mut s, WAIT), "{port}: {garbage:?} did not close the connection");
         }
     }
 
