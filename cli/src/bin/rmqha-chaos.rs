@@ -59,6 +59,8 @@ enum ChildCmd {
         #[arg(long)]
         file_size: u64,
         #[arg(long)]
+        flush_disk_type: String,
+        #[arg(long)]
         seed: u64,
     },
     /// (internal) A slave from a properties file, like `rmqha broker -c FILE`.
@@ -92,6 +94,10 @@ struct RunArgs {
     /// CommitLog file size of both stores.
     #[arg(long, default_value_t = 262_144)]
     file_size: u64,
+    /// flushDiskType of both stores: ASYNC_FLUSH (mapped-file appends) or SYNC_FLUSH (`pwrite`
+    /// appends with zeros written ahead, group commit).
+    #[arg(long, default_value = "ASYNC_FLUSH", value_parser = ["ASYNC_FLUSH", "SYNC_FLUSH"])]
+    flush_disk_type: String,
     /// Acknowledged messages to wait for before and after each fault.
     #[arg(long, default_value_t = 1000)]
     acks_per_phase: u64,
@@ -113,9 +119,9 @@ struct RunArgs {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.child {
-        Some(ChildCmd::ChildMaster { store, ack_log, generation, file_size, seed }) => {
+        Some(ChildCmd::ChildMaster { store, ack_log, generation, file_size, flush_disk_type, seed }) => {
             init_logging();
-            child::run_master(&store, &ack_log, generation, file_size, seed)
+            child::run_master(&store, &ack_log, generation, file_size, &flush_disk_type, seed)
         }
         Some(ChildCmd::ChildSlave { config }) => {
             init_logging();
@@ -544,7 +550,7 @@ impl World {
 
     fn write_slave_props(&self) -> Result<(), String> {
         let mut s = String::from("# written by rmqha-chaos\nbrokerRole=SLAVE\nbrokerId=1\n");
-        for (k, v) in verify::store_settings(self.a.file_size) {
+        for (k, v) in verify::store_settings(self.a.file_size, &self.a.flush_disk_type) {
             s.push_str(&format!("{k}={v}\n"));
         }
         s.push_str(&format!("storePathRootDir={}\n", self.slave_dir.display()));
@@ -572,6 +578,8 @@ impl World {
                 &self.generation.to_string(),
                 "--file-size",
                 &self.a.file_size.to_string(),
+                "--flush-disk-type",
+                &self.a.flush_disk_type,
             ])
             .args(["--seed", &self.seed.to_string()])
             .env("RMQHA_LOG", "warn");
@@ -839,7 +847,8 @@ impl World {
         let acked_end = self.acks.max_acked_end().max(0) as u64;
         // What the slave holds once it recovers (it cuts a partial record at start).
         let slave_end = {
-            let o = verify::open(&self.slave_dir, "SLAVE", self.a.file_size, "slave")?;
+            let o =
+                verify::open(&self.slave_dir, "SLAVE", self.a.file_size, &self.a.flush_disk_type, "slave")?;
             o.store.max_offset().max(0) as u64
         };
         let boundary = acked_end.max(slave_end);
@@ -983,12 +992,19 @@ impl World {
     fn verify(&mut self) -> Result<String, String> {
         self.acks.poll()?;
         let prefix = verify::check_prefix(&self.slave_dir, &self.master_dir)?;
-        let slave = verify::open(&self.slave_dir, "SLAVE", self.a.file_size, "slave")?;
+        let slave =
+            verify::open(&self.slave_dir, "SLAVE", self.a.file_size, &self.a.flush_disk_type, "slave")?;
         verify::check_acks(&slave, &self.acks.acks)?;
         let cs = verify::check_consume_queues(&slave)?;
         let slave_end = slave.store.max_offset();
         drop(slave);
-        let master = verify::open(&self.master_dir, "SYNC_MASTER", self.a.file_size, "master")?;
+        let master = verify::open(
+            &self.master_dir,
+            "SYNC_MASTER",
+            self.a.file_size,
+            &self.a.flush_disk_type,
+            "master",
+        )?;
         verify::check_acks(&master, &self.acks.acks)?;
         let cm = verify::check_consume_queues(&master)?;
         let master_end = master.store.max_offset();
@@ -1186,6 +1202,7 @@ fn run(a: RunArgs) -> Result<(), String> {
         "result": if failure.is_none() { "pass" } else { "fail" },
         "failure": failure,
         "seed": seed,
+        "flush_disk_type": w.a.flush_disk_type,
         "seconds": elapsed.as_secs(),
         "rounds": s.rounds,
         "faults": s.faults,

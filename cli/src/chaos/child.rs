@@ -37,9 +37,10 @@ pub fn run_master(
     ack_log: &Path,
     generation: u64,
     file_size: u64,
+    flush_disk_type: &str,
     seed: u64,
 ) -> Result<(), String> {
-    let mut c: BrokerConfig = config(store, "SYNC_MASTER", file_size)?;
+    let mut c: BrokerConfig = config(store, "SYNC_MASTER", file_size, flush_disk_type)?;
     c.set("haListenPort", "0").map_err(|e| e.to_string())?;
     let broker = Broker::start_master(c).map_err(|e| e.to_string())?;
     let rec = broker.store().recovery();

@@ -8,8 +8,9 @@ use rmqha_core::{BrokerConfig, MessageStore};
 
 /// The settings every store of a run shares (master, slave, and stores opened offline), so the
 /// same files are read with the same geometry.
-pub fn store_settings(file_size: u64) -> Vec<(&'static str, String)> {
+pub fn store_settings(file_size: u64, flush_disk_type: &str) -> Vec<(&'static str, String)> {
     vec![
+        ("flushDiskType", flush_disk_type.into()),
         ("brokerClusterName", "Chaos".into()),
         ("brokerName", "chaos".into()),
         ("mappedFileSizeCommitLog", file_size.to_string()),
@@ -31,9 +32,9 @@ pub fn store_settings(file_size: u64) -> Vec<(&'static str, String)> {
 }
 
 /// A config for `dir` in `role` with the run's settings.
-pub fn config(dir: &Path, role: &str, file_size: u64) -> Result<BrokerConfig, String> {
+pub fn config(dir: &Path, role: &str, file_size: u64, flush_disk_type: &str) -> Result<BrokerConfig, String> {
     let mut c = BrokerConfig::default();
-    for (k, v) in store_settings(file_size) {
+    for (k, v) in store_settings(file_size, flush_disk_type) {
         c.set(k, &v).map_err(|e| e.to_string())?;
     }
     c.set("storePathRootDir", &dir.display().to_string()).map_err(|e| e.to_string())?;
@@ -78,8 +79,14 @@ impl Drop for Offline {
     }
 }
 
-pub fn open(dir: &Path, role: &str, file_size: u64, who: &'static str) -> Result<Offline, String> {
-    let store = MessageStore::open(config(dir, role, file_size)?)
+pub fn open(
+    dir: &Path,
+    role: &str,
+    file_size: u64,
+    flush_disk_type: &str,
+    who: &'static str,
+) -> Result<Offline, String> {
+    let store = MessageStore::open(config(dir, role, file_size, flush_disk_type)?)
         .map_err(|e| format!("{who}: cannot open the store offline: {e}"))?;
     let off = Offline { store, who };
     while off.store.dispatcher().dispatch_available().map_err(|e| format!("{who}: dispatch: {e}"))? {}
