@@ -562,10 +562,18 @@ impl CommitLog {
         self.flush_with(|q| q.flush(least_pages))
     }
 
-    /// `Populate::Zero` ahead of a live writer: writes zeros over the next `window` bytes of
-    /// the current file beyond those already made ready, a `ZERO_CHUNK` at a time under the
-    /// put lock (so no append can land in a range being zeroed), and starts their writeback.
-    pub fn zero_ahead(&self, window: usize) -> std::io::Result<()> {
+    /// Makes the next `window` bytes of the current file ready for the writer, as its appends
+    /// need (`Populate`): faulted in where it stores through the mapping; written with zeros,
+    /// and sent to disk, where it appends with `pwrite`.
+    pub fn warm_ahead(&self, window: usize) -> std::io::Result<()> {
+        if !self.opts.append_with_pwrite {
+            if let Some(f) = self.queue.last() {
+                f.pretouch_to(f.wrote_position() + window);
+            }
+            return Ok(());
+        }
+        // Zeros go a `ZERO_CHUNK` at a time under the put lock, so that no append can land in
+        // a range being zeroed.
         loop {
             let state = self.put.lock();
             let Some(file) = self.queue.last() else { return Ok(()) };

@@ -23,7 +23,7 @@ pub struct Allocator {
     /// (warmMapedFileEnable); 0 none (a slave writes replicated bytes with `pwrite`).
     pretouch: std::sync::atomic::AtomicUsize,
     /// How: `Populate::Zero` where appends use `pwrite` (a SYNC_FLUSH master).
-    pretouch_zero: std::sync::atomic::AtomicBool,
+    how: Populate,
 }
 
 #[derive(Default)]
@@ -38,18 +38,18 @@ struct AllocState {
 }
 
 impl Allocator {
-    pub fn new() -> Arc<Self> {
+    /// An allocator that makes new files ready `how` (see `set_pretouch` for how much).
+    pub fn new(how: Populate) -> Arc<Self> {
         Arc::new(Allocator {
             state: Mutex::new(AllocState::default()),
             cv: Condvar::new(),
             pretouch: std::sync::atomic::AtomicUsize::new(0),
-            pretouch_zero: std::sync::atomic::AtomicBool::new(false),
+            how,
         })
     }
 
     /// How many bytes at the start of each new file are pre-touched (see the field).
-    pub fn set_pretouch(&self, bytes: usize, how: Populate) {
-        self.pretouch_zero.store(how == Populate::Zero, std::sync::atomic::Ordering::Release);
+    pub fn set_pretouch(&self, bytes: usize) {
         self.pretouch.store(bytes, std::sync::atomic::Ordering::Release);
     }
 
@@ -137,15 +137,10 @@ impl Allocator {
             let (dir, start, size) = s.queue.remove(0);
             drop(s);
             let pretouch = self.pretouch.load(std::sync::atomic::Ordering::Acquire);
-            let how = if self.pretouch_zero.load(std::sync::atomic::Ordering::Acquire) {
-                Populate::Zero
-            } else {
-                Populate::Write
-            };
             let made = MappedFile::create(&dir, start, size).map(|f| {
                 if pretouch > 0 {
                     let path = dir.join(file_name(start));
-                    let ready = f.pretouch_fresh(pretouch, how, || {
+                    let ready = f.pretouch_fresh(pretouch, self.how, || {
                         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
                         !s.closed && !s.wanted.contains(&path)
                     });

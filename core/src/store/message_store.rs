@@ -92,7 +92,7 @@ pub struct MessageStore {
     dispatcher: Arc<Dispatcher>,
     flush_waiters: Arc<OffsetWaiters>,
     /// What threads blocked on this store's puts sleep on (see `SharedWake`).
-    wake: Arc<SharedWake>,
+    wake: Option<Arc<SharedWake>>,
     clock: Arc<dyn StoreClock>,
     stop: Arc<StopSignal>,
     dispatcher_stop: Arc<AtomicBool>,
@@ -133,8 +133,11 @@ impl MessageStore {
                 config.message_delay_level
             )))
         })?;
-        let allocator = Allocator::new();
-        allocator.set_pretouch(pretouch_bytes(&config, config.broker_role), populate(&config));
+        // A SYNC_FLUSH master appends with pwrite and has zeros written ahead of it; an
+        // ASYNC_FLUSH one stores through the mapping and has its pages faulted in ahead.
+        let append_with_pwrite = config.flush_disk_type == FlushDiskType::SyncFlush;
+        let allocator = Allocator::new(if append_with_pwrite { Populate::Zero } else { Populate::Write });
+        allocator.set_pretouch(pretouch_bytes(&config, config.broker_role));
         let cl_dir = config.commit_log_dir();
         let commit_log = Arc::new(
             CommitLog::load(
@@ -146,7 +149,7 @@ impl MessageStore {
                     check_crc_on_recover: config.check_crc_on_recover,
                     delay_levels_ms: delay_levels,
                     os_page_cache_busy_timeout_ms: config.os_page_cache_busy_time_out_mills,
-                    append_with_pwrite: config.flush_disk_type == FlushDiskType::SyncFlush,
+                    append_with_pwrite,
                 },
                 Some(allocator.clone()),
             )
@@ -254,12 +257,9 @@ impl MessageStore {
             if warm {
                 // RocketMQ warms a file before it is used; the current one is warmed here, before
                 // the store accepts puts, the next ones by the allocator.
-                match populate(&self.config) {
-                    Populate::Write => last.pretouch_to(last.size()),
-                    Populate::Zero => self.commit_log.zero_ahead(last.size()).map_err(|e| {
-                        io_err(self.commit_log.queue().dir(), "cannot write zeros ahead in", e)
-                    })?,
-                }
+                self.commit_log
+                    .warm_ahead(last.size())
+                    .map_err(|e| io_err(self.commit_log.queue().dir(), "cannot write zeros ahead in", e))?;
             }
         }
 
@@ -268,8 +268,7 @@ impl MessageStore {
         let (cl, stop) = (self.commit_log.clone(), self.stop.clone());
         let window = WARM_WINDOW.min(self.commit_log.file_size() as u64);
         let slave_flag = self.dispatcher.clone();
-        let how = populate(&self.config);
-        threads.push(spawn("rmqha-warm", move || run_warmer(&cl, &stop, window, how, &slave_flag))?);
+        threads.push(spawn("rmqha-warm", move || run_warmer(&cl, &stop, window, &slave_flag))?);
         let d = self.dispatcher.clone();
         let dstop = self.dispatcher_stop.clone();
         threads.push(spawn("rmqha-dispatch", move || d.run(&dstop))?);
@@ -476,7 +475,7 @@ impl MessageStore {
     /// Changes the role (promotion of a slave, demotion of a master).
     pub fn set_role(&self, role: BrokerRole) {
         self.role.store(role_code(role), Ordering::Release);
-        self.allocator.set_pretouch(pretouch_bytes(&self.config, role), populate(&self.config));
+        self.allocator.set_pretouch(pretouch_bytes(&self.config, role));
         self.dispatcher.set_slave(role == BrokerRole::Slave);
     }
 
@@ -527,7 +526,7 @@ impl MessageStore {
             return Ok(PutHandle::Ready(result));
         }
         let end = result.end_offset();
-        let ticket = PutTicket::with_wake(result, parts, Some(self.wake.clone()));
+        let ticket = PutTicket::with_wake(result, parts, self.wake.clone());
         if flush_wait {
             let deadline = Instant::now() + Duration::from_millis(self.config.sync_flush_timeout as u64);
             self.flush_waiters.register(end, deadline, &ticket);
@@ -862,13 +861,6 @@ fn retention_options(c: &BrokerConfig) -> RetentionOptions {
 const WARM_WINDOW: u64 = 16 << 20;
 
 /// Bytes the allocator pre-touches at the start of each new CommitLog file.
-/// How a master's CommitLog is made ready ahead of its puts: a SYNC_FLUSH master appends with
-/// `pwrite` (`CommitLogOptions::append_with_pwrite`) and gets zeros written ahead; an
-/// ASYNC_FLUSH master stores through the mapping and gets its pages faulted in.
-fn populate(config: &BrokerConfig) -> Populate {
-    if config.flush_disk_type == FlushDiskType::SyncFlush { Populate::Zero } else { Populate::Write }
-}
-
 fn pretouch_bytes(config: &BrokerConfig, role: BrokerRole) -> usize {
     if role == BrokerRole::Slave {
         0 // replicated bytes are written with pwrite, which needs no pre-touched pages
@@ -882,7 +874,7 @@ fn pretouch_bytes(config: &BrokerConfig, role: BrokerRole) -> usize {
 /// Keeps the pages `window` bytes ahead of a master's writer faulted in, so appends never
 /// fault in a fresh page: woken by the append that passes the trigger it set (half a window
 /// on), so it costs the put path one comparison and does no more than the writer will need.
-fn run_warmer(cl: &CommitLog, stop: &StopSignal, window: u64, how: Populate, dispatcher: &Dispatcher) {
+fn run_warmer(cl: &CommitLog, stop: &StopSignal, window: u64, dispatcher: &Dispatcher) {
     let signal = cl.warm_signal();
     while !stop.is_stopped() {
         let seen = signal.seq();
@@ -890,18 +882,10 @@ fn run_warmer(cl: &CommitLog, stop: &StopSignal, window: u64, how: Populate, dis
             cl.set_warm_trigger(u64::MAX);
         } else {
             let end = cl.max_offset();
-            if let Some(f) = cl.queue().last() {
-                let pos = end.saturating_sub(f.start_offset()) as usize;
-                match how {
-                    Populate::Write => f.pretouch_to(pos + window as usize),
-                    Populate::Zero => {
-                        if let Err(e) = cl.zero_ahead(window as usize) {
-                            // Appends go on into the unzeroed blocks; a failing disk shows in
-                            // their writes and flushes.
-                            tracing::warn!("writing zeros ahead of the CommitLog writer: {e}");
-                        }
-                    }
-                }
+            if let Err(e) = cl.warm_ahead(window as usize) {
+                // Appends go on into the unzeroed blocks; a failing disk shows in their writes
+                // and flushes.
+                tracing::warn!("writing zeros ahead of the CommitLog writer: {e}");
             }
             cl.set_warm_trigger(end + window / 2);
         }

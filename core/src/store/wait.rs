@@ -30,14 +30,14 @@ struct TicketState {
     pending: u8,
     flush: PutStatus,
     replica: PutStatus,
-    done: bool,
     callback: Option<Callback>,
 }
 
 struct TicketInner {
     state: Mutex<TicketState>,
     cv: Condvar,
-    /// `state.done`, readable without the lock by threads sleeping on `shared`.
+    /// Whether the final status is known (no part pending), readable without the lock by
+    /// threads sleeping on `shared`; set under the lock.
     done: AtomicBool,
     /// Where a blocked caller sleeps: the ticket's own condvar, or one word shared by the
     /// store's tickets (see `SharedWake`).
@@ -56,8 +56,10 @@ pub struct SharedWake {
 }
 
 impl SharedWake {
-    pub fn new() -> Arc<Self> {
-        Arc::new(SharedWake::default())
+    /// A shared word where the platform has futexes (Linux); elsewhere `None`, and tickets
+    /// keep their own condvars.
+    pub fn new() -> Option<Arc<Self>> {
+        cfg!(target_os = "linux").then(|| Arc::new(SharedWake::default()))
     }
 
     /// Wakes every sleeper (they recheck their tickets); no system call when none sleeps.
@@ -142,10 +144,8 @@ mod futex {
     use std::sync::atomic::AtomicU32;
     use std::time::Duration;
 
-    /// Without futexes: a short sleep, then the caller rechecks.
-    pub fn wait(_word: &AtomicU32, _seen: u32, timeout: Option<Duration>) {
-        std::thread::sleep(timeout.unwrap_or(Duration::from_millis(1)).min(Duration::from_millis(1)));
-    }
+    // Never called: `SharedWake::new` gives no shared word without futexes.
+    pub fn wait(_word: &AtomicU32, _seen: u32, _timeout: Option<Duration>) {}
 
     pub fn wake_all(_word: &AtomicU32) {}
 }
@@ -165,7 +165,7 @@ pub struct PutTicket {
 impl std::fmt::Debug for PutTicket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = lock(&self.inner.state);
-        f.debug_struct("PutTicket").field("result", &s.result).field("done", &s.done).finish()
+        f.debug_struct("PutTicket").field("result", &s.result).field("done", &(s.pending == 0)).finish()
     }
 }
 
@@ -189,7 +189,6 @@ impl PutTicket {
                     pending: parts,
                     flush: PutStatus::PutOk,
                     replica: PutStatus::PutOk,
-                    done: parts == 0,
                     callback: None,
                 }),
                 cv: Condvar::new(),
@@ -211,7 +210,7 @@ impl PutTicket {
     fn complete_part_quietly(&self, part: WaitPart, status: PutStatus) -> Option<&Arc<SharedWake>> {
         let (cb, result) = {
             let mut s = lock(&self.inner.state);
-            if s.done || s.pending == 0 {
+            if s.pending == 0 {
                 return None;
             }
             match part {
@@ -222,7 +221,6 @@ impl PutTicket {
             if s.pending > 0 {
                 return None;
             }
-            s.done = true;
             s.result.status = if s.replica != PutStatus::PutOk {
                 s.replica
             } else if s.flush != PutStatus::PutOk {
@@ -244,7 +242,7 @@ impl PutTicket {
 
     /// Whether the final status is known.
     pub fn is_done(&self) -> bool {
-        lock(&self.inner.state).done
+        self.inner.done.load(Ordering::SeqCst)
     }
 
     /// Blocks until the final status is known.
@@ -253,7 +251,7 @@ impl PutTicket {
             shared.wait_until(&self.inner.done, None);
         }
         let mut s = lock(&self.inner.state);
-        while !s.done {
+        while s.pending > 0 {
             s = self.inner.cv.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         s.result.clone()
@@ -269,7 +267,7 @@ impl PutTicket {
             return None;
         }
         let mut s = lock(&self.inner.state);
-        while !s.done {
+        while s.pending > 0 {
             let now = Instant::now();
             if now >= deadline {
                 return None;
@@ -284,7 +282,7 @@ impl PutTicket {
     pub fn on_complete(&self, f: impl FnOnce(PutResult) + Send + 'static) {
         let result = {
             let mut s = lock(&self.inner.state);
-            if !s.done {
+            if s.pending > 0 {
                 s.callback = Some(Box::new(f));
                 return;
             }
@@ -548,10 +546,11 @@ mod tests {
         assert_eq!(t2.wait().status, PutStatus::ServiceNotAvailable);
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn one_advance_wakes_every_thread_sleeping_on_a_shared_wake() {
         let w = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
-        let wake = SharedWake::new();
+        let wake = SharedWake::new().unwrap();
         let far = Instant::now() + Duration::from_secs(60);
         let tickets: Vec<PutTicket> = (1..=16)
             .map(|i| {
@@ -587,7 +586,7 @@ mod tests {
             let w = w.clone();
             std::thread::spawn(move || w.run_deadlines())
         };
-        let t = PutTicket::with_wake(result(100), 1, Some(SharedWake::new()));
+        let t = PutTicket::with_wake(result(100), 1, SharedWake::new());
         w.register(100, Instant::now() + Duration::from_millis(30), &t);
         let waiter = {
             let t = t.clone();
