@@ -130,13 +130,18 @@ pub fn run_async_flush(
 
 /// SYNC_FLUSH group commit: flush whatever has been appended, then complete every put the
 /// flush covers. Puts appended during one fsync all ride on the next one.
+///
+/// Each round is one sync of what was appended when it began (of one file at a roll), and
+/// its puts complete as soon as it returns. Syncing again while appends keep arriving (as
+/// `flush_all` does) before completing anything made a round take two or three syncs at 64
+/// threads, and every put in it wait for all of them.
 pub fn run_group_commit(cl: &CommitLog, cp: &StoreCheckpoint, waiters: &OffsetWaiters, stop: &StopSignal) {
     let signal = cl.appended();
     loop {
         let seen = signal.seq();
         let stopping = stop.is_stopped();
         if cl.flushed_offset() < cl.max_offset() {
-            match cl.flush_all() {
+            match cl.flush(0) {
                 Ok(flushed) => {
                     waiters.advance(flushed as i64);
                     record_physic_timestamp(cl, cp);

@@ -20,7 +20,7 @@ use super::mapped_file_queue::Allocator;
 use super::read::{GetMessageResult, GetMessageStatus, RawRecord, StoredMessage, total_physical_memory};
 use super::retention::{self, RetentionOptions, RetentionReport, StoreClock, SystemClock};
 use super::status::{PutResult, PutStatus};
-use super::wait::{OffsetWaiters, PutTicket, SharedWake, WaitPart};
+use super::wait::{OffsetWaiters, PutTicket, WaitPart, WakeRelay};
 use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
 use crate::error::{Error, Result};
 use crate::message::{Message, decode_offset_msg_id, decode_record, parse_delay_levels};
@@ -91,8 +91,8 @@ pub struct MessageStore {
     allocator: Arc<Allocator>,
     dispatcher: Arc<Dispatcher>,
     flush_waiters: Arc<OffsetWaiters>,
-    /// What threads blocked on this store's puts sleep on (see `SharedWake`).
-    wake: Option<Arc<SharedWake>>,
+    /// How threads blocked on this store's puts are woken (see `WakeRelay`).
+    wake: Option<Arc<WakeRelay>>,
     clock: Arc<dyn StoreClock>,
     stop: Arc<StopSignal>,
     dispatcher_stop: Arc<AtomicBool>,
@@ -202,7 +202,7 @@ impl MessageStore {
             allocator,
             dispatcher,
             flush_waiters: OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, flushed),
-            wake: SharedWake::new(),
+            wake: WakeRelay::new(),
             clock,
             stop: StopSignal::new(),
             dispatcher_stop: Arc::new(AtomicBool::new(false)),
@@ -526,7 +526,7 @@ impl MessageStore {
             return Ok(PutHandle::Ready(result));
         }
         let end = result.end_offset();
-        let ticket = PutTicket::with_wake(result, parts, self.wake.clone());
+        let ticket = PutTicket::with_relay(result, parts, self.wake.clone());
         if flush_wait {
             let deadline = Instant::now() + Duration::from_millis(self.config.sync_flush_timeout as u64);
             self.flush_waiters.register(end, deadline, &ticket);
