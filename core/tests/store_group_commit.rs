@@ -212,3 +212,62 @@ fn pwrite_appends_and_zeros_written_ahead_leave_exact_bytes_on_disk() {
     let tail = &last[(max % file_size) as usize..];
     assert!(tail.iter().all(|&b| b == 0), "bytes after the last record are zeros");
 }
+
+/// An ASYNC_FLUSH flusher with `flushCommitLogTimed=false` is woken by the append that gives
+/// it a folio to flush, not by the interval: with `flushIntervalCommitLog` at a minute, a log that passes the first 2 MiB
+/// boundary is flushed up to it at once, and the writer's own folio is left alone.
+#[test]
+fn async_flush_is_woken_by_the_append_that_passes_a_folio_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    let file_size = 5 << 20; // not a multiple of 2 MiB: the last stretch ends at the file end
+    let store = MessageStore::open(store_config(
+        dir.path(),
+        &[
+            ("mappedFileSizeCommitLog", &file_size.to_string()),
+            ("flushIntervalCommitLog", "60000"),
+            ("flushCommitLogThoroughInterval", "600000"),
+            ("flushCommitLogLeastPages", "4"),
+            ("flushCommitLogTimed", "false"),
+        ],
+    ))
+    .unwrap();
+    store.start().unwrap();
+    let cl = store.commit_log();
+    let folio = 2u64 << 20;
+    assert_eq!(cl.next_flush_offset(4), folio);
+    let mut i = 0;
+    while cl.max_offset() < folio + 4096 {
+        store.put_message_sync(&message("Folio", 0, i, 1000)).unwrap();
+        i += 1;
+    }
+    assert!(
+        wait_until(Duration::from_secs(20), || cl.flushed_offset() >= folio),
+        "the flusher was not woken by the append past {folio} (flushed {})",
+        cl.flushed_offset()
+    );
+    assert_eq!(cl.flushed_offset(), folio, "flushed up to the boundary behind the writer, not beyond");
+    assert_eq!(cl.next_flush_offset(4), 2 * folio);
+    while cl.max_offset() < 2 * folio + 4096 {
+        store.put_message_sync(&message("Folio", 0, i, 1000)).unwrap();
+        i += 1;
+    }
+    assert!(wait_until(Duration::from_secs(20), || cl.flushed_offset() >= 2 * folio));
+    // The third stretch of the file is shorter than a folio: it ends at the file's end.
+    assert_eq!(cl.next_flush_offset(4), file_size as u64);
+    // Fill the file; the roll to the next file wakes the flusher to flush the full file.
+    let first_in_second = loop {
+        let r = store.put_message_sync(&message("Folio", 0, i, 1000)).unwrap();
+        i += 1;
+        if r.phy_offset as u64 >= file_size as u64 {
+            break r;
+        }
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || cl.flushed_offset() >= file_size as u64),
+        "the full first file was not flushed after the roll (flushed {})",
+        cl.flushed_offset()
+    );
+    assert_eq!(cl.flushed_offset(), file_size as u64, "the second file's first record is not flushed yet");
+    assert!(first_in_second.end_offset() as u64 > file_size as u64);
+    store.shutdown();
+}

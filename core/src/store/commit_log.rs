@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::mapped_file::{FOLIO_ALIGN, MappedFile, ZERO_CHUNK};
+use super::mapped_file::{FOLIO_ALIGN, MappedFile, OS_PAGE_SIZE, ZERO_CHUNK};
 use super::mapped_file_queue::{Allocator, MappedFileQueue};
 use super::notify::Notifier;
 use super::status::PutStatus;
@@ -148,6 +148,9 @@ pub struct CommitLog {
     /// Wakes the warmer (see `warm_signal`) once the log passes this offset.
     warm_trigger: AtomicU64,
     warm: Notifier,
+    /// Wakes the ASYNC_FLUSH flusher (see `flush_signal`) once the log passes this offset.
+    flush_trigger: AtomicU64,
+    flush_wake: Notifier,
     /// Flush calls that synced new data (group commit batches many puts into one).
     flushes: AtomicU64,
     faults: FlushFaults,
@@ -184,6 +187,8 @@ impl CommitLog {
             replicate: CachePadded::new(Notifier::new()),
             warm_trigger: AtomicU64::new(u64::MAX),
             warm: Notifier::new(),
+            flush_trigger: AtomicU64::new(u64::MAX),
+            flush_wake: Notifier::new(),
             flushes: AtomicU64::new(0),
             faults: FlushFaults::default(),
         })
@@ -211,6 +216,44 @@ impl CommitLog {
     /// Sets the offset whose passing wakes the warmer.
     pub fn set_warm_trigger(&self, offset: u64) {
         self.warm_trigger.store(offset, Ordering::Release);
+    }
+
+    /// The ASYNC_FLUSH flusher's signal: raised by an append (or replicated bytes) that
+    /// passes the trigger it set, i.e. once there is something for it to flush. Waking it on
+    /// every append (as RocketMQ does) made most puts pay a wake-up for a flusher that then
+    /// found less than a folio to flush and slept again.
+    pub fn flush_signal(&self) -> &Notifier {
+        &self.flush_wake
+    }
+    /// Sets the offset whose passing wakes the flusher.
+    pub fn set_flush_trigger(&self, offset: u64) {
+        self.flush_trigger.store(offset, Ordering::SeqCst);
+    }
+
+    /// The end offset from which `flush_behind_writer(least_pages)` has something to flush:
+    /// the next `FOLIO_ALIGN` boundary of the file being flushed at least `least_pages`
+    /// pages past what is flushed, or that file's end.
+    pub fn next_flush_offset(&self, least_pages: usize) -> u64 {
+        let flushed = self.flushed_offset();
+        let fs = self.opts.file_size as u64;
+        let start = flushed - flushed % fs;
+        let pos = flushed - start;
+        let align = FOLIO_ALIGN as u64;
+        let mut next = (pos / align + 1) * align;
+        if next - pos < (least_pages * OS_PAGE_SIZE) as u64 {
+            next += align;
+        }
+        start + next.min(fs)
+    }
+
+    /// Raises the signals whose triggers an append ending at `end` passed.
+    fn signal_triggers(&self, end: u64) {
+        if end >= self.warm_trigger.load(Ordering::Relaxed) {
+            self.warm.notify();
+        }
+        if end >= self.flush_trigger.load(Ordering::Relaxed) {
+            self.flush_wake.notify();
+        }
     }
 
     /// The signal HA writers wait on (see `replicate`).
@@ -427,9 +470,7 @@ impl CommitLog {
         file.set_store_timestamp(store_ts);
         file.set_wrote_position(pos + total);
         self.max_offset.store(phy + total as u64, Ordering::Release);
-        if phy + total as u64 >= self.warm_trigger.load(Ordering::Relaxed) {
-            self.warm.notify();
-        }
+        self.signal_triggers(phy + total as u64);
         Ok(AppendOutcome {
             phy_offset: phy as i64,
             wrote_bytes: total as i32,
@@ -552,6 +593,7 @@ impl CommitLog {
         file.set_wrote_position(pos + data.len());
         self.max_offset.store(offset + data.len() as u64, Ordering::Release);
         drop(_state);
+        self.signal_triggers(offset + data.len() as u64);
         // The caller (the slave's HA client) acks first and then wakes the dispatcher with
         // `appended().notify()`, so the ack is not queued behind the dispatcher's wake-up.
         Ok(())

@@ -74,6 +74,8 @@ fn record_physic_timestamp(cl: &CommitLog, cp: &StoreCheckpoint) {
 /// up to a folio boundary behind the writer: flushing the writer's own folio on every wake-up
 /// would make its next store fault (see `MappedFile::flush_aligned`). So what a crash of the
 /// machine can lose stays bounded by `interval`, as RocketMQ's, without that cost per flush.
+/// The append that wakes it is the one that passes the next such boundary (its trigger, see
+/// `CommitLog::flush_signal`), not every append.
 pub fn run_async_flush(
     cl: &CommitLog,
     cp: &StoreCheckpoint,
@@ -89,11 +91,19 @@ pub fn run_async_flush(
         let running = if timed {
             stop.sleep(interval)
         } else {
-            let seen = cl.appended().seq();
+            let signal = cl.flush_signal();
+            let seen = signal.seq();
+            let trigger = cl.next_flush_offset(least_pages);
+            cl.set_flush_trigger(trigger);
             if stop.is_stopped() {
                 false
             } else {
-                cl.appended().wait(seen, interval);
+                // An append that passed the trigger before it was set has not signalled: the
+                // log's end says so. (A race the other way costs at most one `interval`.)
+                if cl.max_offset() < trigger {
+                    let tip_due = interval.saturating_sub(last_tip.elapsed());
+                    signal.wait(seen, tip_due.max(Duration::from_millis(1)));
+                }
                 !stop.is_stopped()
             }
         };

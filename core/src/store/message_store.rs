@@ -365,6 +365,7 @@ impl MessageStore {
         self.commit_log.appended().notify();
         self.stop.stop();
         self.commit_log.warm_signal().notify();
+        self.commit_log.flush_signal().notify();
         self.allocator.close();
         let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         // The group-commit and flush threads finish their last flush before returning; the
@@ -433,6 +434,7 @@ impl MessageStore {
         self.commit_log.appended().notify();
         self.stop.stop();
         self.commit_log.warm_signal().notify();
+        self.commit_log.flush_signal().notify();
         self.allocator.halt();
         self.flush_waiters.close(PutStatus::ServiceNotAvailable);
         let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
