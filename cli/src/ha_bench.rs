@@ -37,6 +37,11 @@ pub struct HaBenchArgs {
     /// Run only these parts (a, b, c); default all.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Rounds of (c): each runs 0, 1 and 2 slaves (in alternating order), and the medians are
+    /// compared. Put rates on this kind of machine drift by up to 2x between runs of a few
+    /// seconds (page zeroing, writeback, a shared host), so one round compares noise.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
 }
 
 fn slave(root: &Path, master: &Broker, file_size: u64) -> Result<Arc<Broker>, String> {
@@ -305,36 +310,56 @@ fn sync_vs_async(a: &HaBenchArgs, root: &Path) -> Result<(), String> {
 
 /// (c) ASYNC_MASTER put throughput with 0, 1 and 2 slaves.
 fn cost_of_slaves(a: &HaBenchArgs, root: &Path) -> Result<(), String> {
-    println!("== (c) ASYNC_MASTER put throughput with 0, 1, 2 slaves (4 threads, {} B)", a.body_size);
-    let mut base = 0.0;
-    for n in 0..=2usize {
-        let dir = root.join(format!("slaves-{n}"));
-        let master = Broker::start_master(broker_config(&dir.join("m"), "ASYNC_MASTER", a.file_size, &[])?)
-            .map_err(|e| e.to_string())?;
-        let slaves: Vec<_> = (0..n)
-            .map(|i| slave(&dir.join(format!("s{i}")), &master, a.file_size))
-            .collect::<Result<_, _>>()?;
-        if !wait_for(Duration::from_secs(10), || {
-            master.offsets().slaves.iter().filter(|x| x.transferring).count() == n
-        }) {
-            return Err("slaves did not connect".into());
+    println!(
+        "== (c) ASYNC_MASTER put throughput with 0, 1, 2 slaves (4 threads, {} B, {} rounds)",
+        a.body_size, a.rounds
+    );
+    let mut rates: [Vec<f64>; 3] = Default::default();
+    for round in 0..a.rounds.max(1) {
+        let order: Vec<usize> = if round % 2 == 0 { vec![0, 1, 2] } else { vec![2, 1, 0] };
+        let mut line = format!("round {}:", round + 1);
+        for n in order {
+            let rate = slaves_case(a, &root.join(format!("r{round}-slaves-{n}")), n)?;
+            rates[n].push(rate);
+            line += &format!("  {n} slave(s) {rate:.0} msgs/s");
         }
-        let r = drive(&master, 4, a.seconds, a.body_size)?;
-        let rate = r.msgs as f64 / r.secs;
-        if n == 0 {
-            base = rate;
-        }
+        println!("{line}");
+    }
+    let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    for (n, m) in medians.iter().enumerate() {
         println!(
-            "{n} slave(s): {:>11.0} msgs/s  ({:.0} % of no slaves; target with 2 >= 85 %)",
-            rate,
-            rate / base * 100.0
+            "{n} slave(s): {:>11.0} msgs/s median  ({:.0} % of no slaves; target with 2 >= 85 %)",
+            m,
+            m / medians[0] * 100.0
         );
-        for s in slaves {
-            s.shutdown();
-        }
-        master.shutdown();
-        drop(master);
-        let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// One case of (c): a fresh master with `n` fresh slaves, driven by 4 threads.
+fn slaves_case(a: &HaBenchArgs, dir: &Path, n: usize) -> Result<f64, String> {
+    let master = Broker::start_master(broker_config(&dir.join("m"), "ASYNC_MASTER", a.file_size, &[])?)
+        .map_err(|e| e.to_string())?;
+    let slaves: Vec<_> =
+        (0..n).map(|i| slave(&dir.join(format!("s{i}")), &master, a.file_size)).collect::<Result<_, _>>()?;
+    if !wait_for(Duration::from_secs(10), || master.offsets().slaves.iter().filter(|x| x.transferring).count() == n) {
+        return Err("slaves did not connect".into());
+    }
+    let r = drive(&master, 4, a.seconds, a.body_size)?;
+    for s in slaves {
+        s.shutdown();
+    }
+    master.shutdown();
+    drop(master);
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(r.msgs as f64 / r.secs)
 }
