@@ -34,6 +34,11 @@ struct AllocState {
     /// Files an appender is waiting for: their pre-touching stops early and the rest of their
     /// pages fault in on use, rather than making the put wait for the whole file.
     wanted: std::collections::HashSet<PathBuf>,
+    /// The file the allocation thread is creating now. Nobody else creates that path until
+    /// it is done: two creators of one name would each rename their own file into place, and
+    /// the allocator deletes a file nobody wants any more (cancelled by a truncation) by
+    /// name, so an appender's file could be replaced or deleted under it.
+    creating: Option<PathBuf>,
     closed: bool,
 }
 
@@ -71,6 +76,12 @@ impl Allocator {
         let path = dir.join(file_name(start));
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
+            if s.creating.as_ref() == Some(&path) {
+                // Being made (perhaps for a request since cancelled): wait for it to finish.
+                s.wanted.insert(path.clone());
+                s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
             match s.slots.get(&path) {
                 Some(Some(_)) => {
                     s.wanted.remove(&path);
@@ -86,19 +97,16 @@ impl Allocator {
                         Err(e) => Err(e),
                     };
                 }
-                Some(None) if !s.closed => {
-                    // Being created, or queued: if still queued, take it over ourselves.
-                    if let Some(i) = s.queue.iter().position(|(d, st, _)| d == dir && *st == start) {
-                        s.queue.remove(i);
-                        s.slots.remove(&path);
-                        drop(s);
-                        return MappedFile::create(dir, start, size).map(Arc::new);
-                    }
-                    s.wanted.insert(path.clone());
-                    s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
-                }
-                _ => {
+                Some(None) => {
+                    // Queued (it is not being made, see above): take it over ourselves.
+                    s.queue.retain(|(d, st, _)| !(d == dir && *st == start));
                     s.slots.remove(&path);
+                    s.wanted.remove(&path);
+                    drop(s);
+                    return MappedFile::create(dir, start, size).map(Arc::new);
+                }
+                None => {
+                    s.wanted.remove(&path);
                     drop(s);
                     return MappedFile::create(dir, start, size).map(Arc::new);
                 }
@@ -112,7 +120,9 @@ impl Allocator {
         let deadline = std::time::Instant::now() + timeout;
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if s.closed || (s.queue.is_empty() && s.slots.values().all(|v| v.is_some())) {
+            if s.closed
+                || (s.queue.is_empty() && s.creating.is_none() && s.slots.values().all(|v| v.is_some()))
+            {
                 return true;
             }
             let now = std::time::Instant::now();
@@ -135,6 +145,11 @@ impl Allocator {
                 continue;
             }
             let (dir, start, size) = s.queue.remove(0);
+            let path = dir.join(file_name(start));
+            if !matches!(s.slots.get(&path), Some(None)) {
+                continue; // cancelled, or already made for an earlier request
+            }
+            s.creating = Some(path);
             drop(s);
             let pretouch = self.pretouch.load(std::sync::atomic::Ordering::Acquire);
             let made = MappedFile::create(&dir, start, size).map(|f| {
@@ -157,7 +172,8 @@ impl Allocator {
             }
             s = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let path = dir.join(file_name(start));
-            if let Some(slot) = s.slots.get_mut(&path) {
+            s.creating = None;
+            if let Some(slot @ None) = s.slots.get_mut(&path) {
                 *slot = Some(made);
             } else if let Ok(f) = made {
                 // Nobody wants it any more (taken over or cancelled).
@@ -478,5 +494,46 @@ impl MappedFileQueue {
         drop(files);
         f.destroy()?;
         Ok(Some(f))
+    }
+}
+
+#[cfg(test)]
+mod allocator_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A truncation cancels a file the allocator is making; an append then needs that file.
+    /// It must get the allocator's file once it is made (or one made after it), never make
+    /// its own beside it: two creators each rename their file into place, and the allocator
+    /// deletes by name the file it made for nobody, which deleted the appender's file under
+    /// it (found by the model test under load: a log with a gap at the next start).
+    #[test]
+    fn a_take_waits_for_a_cancelled_creation_and_keeps_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 64 << 20; // pre-touched whole: long enough to overlap
+        let a = Allocator::new(Populate::Write);
+        a.set_pretouch(usize::MAX);
+        let runner = {
+            let a = a.clone();
+            std::thread::spawn(move || a.run())
+        };
+        let start = size as u64;
+        let path = dir.path().join(file_name(start));
+        a.request(dir.path(), start, size);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !(a.state.lock().unwrap().creating.is_some() && path.exists()) {
+            assert!(Instant::now() < deadline, "the allocator did not start making the file");
+            std::thread::yield_now();
+        }
+        a.cancel_from(dir.path(), start);
+        let f = a.take(dir.path(), start, size).unwrap();
+        f.pwrite_at(0, b"kept").unwrap();
+        f.set_wrote_position(4);
+        a.close();
+        runner.join().unwrap();
+        let on_disk = std::fs::read(&path).expect("the appender's file is still there");
+        assert_eq!(on_disk.len(), size);
+        assert_eq!(&on_disk[..4], b"kept", "the file at the path is the appender's");
+        assert!(!dir.path().join(format!("{}.creating", file_name(start))).exists());
     }
 }
