@@ -34,6 +34,8 @@ pub struct Dispatcher {
     dispatched: Notifier,
     /// Offset at which a bad record was last reported (to log each once).
     reported_bad: AtomicU64,
+    /// Held for each round (see `exclusive`).
+    round: parking_lot::Mutex<()>,
 }
 
 impl Dispatcher {
@@ -55,6 +57,7 @@ impl Dispatcher {
             last_dispatched_ts: AtomicI64::new(0),
             dispatched: Notifier::new(),
             reported_bad: AtomicU64::new(u64::MAX),
+            round: parking_lot::Mutex::new(()),
         }
     }
 
@@ -82,8 +85,18 @@ impl Dispatcher {
         self.commit_log.max_offset().saturating_sub(self.reput_from())
     }
 
+    /// Holds off dispatch rounds until the guard drops, waiting for one in progress: a
+    /// truncation cuts the log and the queues and moves the reput offset back under it. A
+    /// round that overlapped a truncation used to publish its stale reput offset after the
+    /// cut (so the records appended next were never dispatched) and could append units for
+    /// records the cut removed.
+    pub fn exclusive(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.round.lock()
+    }
+
     /// Dispatches everything available now; returns whether anything was consumed.
     pub fn dispatch_available(&self) -> std::io::Result<bool> {
+        let _round = self.round.lock();
         let cl = &self.commit_log;
         let mut reput = self.reput_from();
         let start = reput;

@@ -827,6 +827,7 @@ impl MessageStore {
     /// Cuts the CommitLog (and the ConsumeQueues) at `offset`, zeroing the discarded bytes.
     /// For a slave whose log diverged from its master; puts must not run meanwhile.
     pub fn truncate(&self, offset: u64) -> Result<()> {
+        let _no_dispatch = self.dispatcher.exclusive();
         self.commit_log.truncate(offset).map_err(|e| Error::Store(format!("truncate: {e}")))?;
         for q in self.cqs.all() {
             q.truncate_dirty(offset as i64)
