@@ -191,7 +191,8 @@ fn readers_survive_deletion_under_their_feet() {
         .collect();
     // Other readers keep reading every offset while files are deleted.
     let stop = Arc::new(AtomicBool::new(false));
-    let too_small = Arc::new(AtomicUsize::new(0));
+    // How often each reader met the new minimum.
+    let too_small: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
     let readers: Vec<_> = (0..2)
         .map(|q| {
             let (store, stop, too_small) = (f.store.clone(), stop.clone(), too_small.clone());
@@ -210,7 +211,7 @@ fn readers_survive_deletion_under_their_feet() {
                             }
                         }
                         GetMessageStatus::OffsetTooSmall => {
-                            too_small.fetch_add(1, Ordering::AcqRel);
+                            too_small[q as usize].fetch_add(1, Ordering::AcqRel);
                         }
                         GetMessageStatus::MessageWasRemoving => {}
                         other => panic!("unexpected {other} at {off}"),
@@ -232,7 +233,7 @@ fn readers_survive_deletion_under_their_feet() {
         assert_eq!(&m.body, b);
     }
     // Let the readers meet the new minimum before they stop.
-    assert!(wait_until(Duration::from_secs(5), || too_small.load(Ordering::Acquire) >= 4));
+    assert!(wait_until(Duration::from_secs(20), || too_small.iter().all(|n| n.load(Ordering::Acquire) >= 2)));
     stop.store(true, Ordering::Release);
     for r in readers {
         let statuses = r.join().expect("a reader panicked");

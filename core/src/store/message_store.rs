@@ -650,10 +650,11 @@ impl MessageStore {
             res.next_begin_offset = correct(offset, if min == 0 { min } else { max });
             return res;
         }
-        if cq.get(offset).is_none() {
+        // A unit that cannot be read: retention deleted its file since `min` was read (or it
+        // is missing). Also where the scan below loses its first units to a deletion.
+        let unit_missing = |mut res: GetMessageResult| {
             let min_now = cq.min_offset_in_queue();
             if offset < min_now {
-                // Retention deleted the unit's file since `min` was read.
                 res.status = GetMessageStatus::OffsetTooSmall;
                 res.min_offset = min_now;
                 res.next_begin_offset = correct(offset, min_now);
@@ -662,7 +663,10 @@ impl MessageStore {
             res.status = GetMessageStatus::OffsetFoundNull;
             let per_file = (cq.files().file_size() / CQ_UNIT_SIZE) as i64;
             res.next_begin_offset = correct(offset, offset + per_file - offset % per_file);
-            return res;
+            res
+        };
+        if cq.get(offset).is_none() {
+            return unit_missing(res);
         }
         let max_msgs = max_msgs.max(1) as usize;
         let max_total = max_total_size.max(100);
@@ -675,7 +679,12 @@ impl MessageStore {
         let mut total = 0usize;
         let mut scanned = 0i64;
         while (scanned as usize) < scan_units && offset + scanned < max {
-            let Some(u) = cq.get(offset + scanned) else { break };
+            let Some(u) = cq.get(offset + scanned) else {
+                if res.records.is_empty() && status == GetMessageStatus::NoMatchedMessage {
+                    return unit_missing(res);
+                }
+                break;
+            };
             let phy = u.phy_offset;
             let size = u.size.max(0) as usize;
             if u.size == i32::MAX && phy == 0 {
