@@ -351,7 +351,9 @@ fn slaves_case(a: &HaBenchArgs, dir: &Path, n: usize) -> Result<f64, String> {
         .map_err(|e| e.to_string())?;
     let slaves: Vec<_> =
         (0..n).map(|i| slave(&dir.join(format!("s{i}")), &master, a.file_size)).collect::<Result<_, _>>()?;
-    if !wait_for(Duration::from_secs(10), || master.offsets().slaves.iter().filter(|x| x.transferring).count() == n) {
+    if !wait_for(Duration::from_secs(10), || {
+        master.offsets().slaves.iter().filter(|x| x.transferring).count() == n
+    }) {
         return Err("slaves did not connect".into());
     }
     let r = drive(&master, 4, a.seconds, a.body_size)?;
