@@ -243,3 +243,46 @@ fn refused_offsets_and_new_master_address() {
     m1.shutdown();
     m2.shutdown();
 }
+
+/// The master sends frame bodies with `sendfile`, which has no MSG_NOSIGNAL: a slave that
+/// goes away mid-stream must close its connection, not raise SIGPIPE, whose default action
+/// ends the process (a C host need not ignore it, as Rust, Python and Node programs do). This
+/// test process puts SIGPIPE back to its default first, so a leaked signal would kill it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_slave_vanishing_mid_stream_raises_no_sigpipe() {
+    // SAFETY: nextest runs each test in its own process; nothing else here handles SIGPIPE.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let md = tempfile::tempdir().unwrap();
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    for i in 0..2000 {
+        master.put_message_sync(&message("Pipe", 0, i, 1000)).unwrap();
+    }
+    let ha = ha_addr(&master);
+    for round in 0..10 {
+        // A slave that asks for everything and reads a little, while the master is still
+        // sending megabytes; then it goes away (a reset), or acks beyond the master's end, so
+        // that the master shuts the connection down under its writer (EPIPE).
+        let mut s = TcpStream::connect(ha).unwrap();
+        s.write_all(&0i64.to_be_bytes()).unwrap();
+        let mut buf = [0u8; 4096];
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.read_exact(&mut buf).unwrap();
+        if round % 2 == 1 {
+            s.write_all(&i64::MAX.to_be_bytes()).unwrap();
+            assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.is_empty()));
+        }
+        drop(s);
+        assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.is_empty()));
+    }
+    // Still alive, and still serving a real slave.
+    let sd = tempfile::tempdir().unwrap();
+    let slave =
+        Broker::start_slave(broker_config(sd.path(), "SLAVE", &[("haMasterAddress", &ha.to_string())]))
+            .unwrap();
+    let end = master.max_offset();
+    assert!(wait_until(Duration::from_secs(20), || slave.max_offset() == end));
+    assert_eq!(commit_log_files(md.path()), commit_log_files(sd.path()));
+    slave.shutdown();
+    master.shutdown();
+}

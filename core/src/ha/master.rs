@@ -7,7 +7,7 @@
 //! watermark and completes, in the reader's thread, every put it covers.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use super::frame::{FRAME_HEADER_SIZE, ReportReader, encode_header};
 use crate::message::{CheckResult, check_record};
 use crate::store::commit_log::{CommitLog, now_ms};
+use crate::store::mapped_file::MappedFile;
 use crate::store::notify::Notifier;
 use crate::store::status::PutStatus;
 use crate::store::wait::{OffsetWaiters, PutTicket, WaitPart};
@@ -449,6 +450,7 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
 }
 
 fn write_loop(shared: &Shared, conn: &Conn) -> String {
+    block_sigpipe();
     // Wait for the slave's first report (no polling: the reader wakes us).
     let req = loop {
         let seen = conn.wake.seq();
@@ -489,7 +491,7 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
             let data = file.readable_from(pos);
             if !data.is_empty() {
                 let body = &data[..data.len().min(batch)];
-                if let Err(e) = send(&mut stream, next as i64, body) {
+                if let Err(e) = send(&mut stream, next as i64, &file, pos, body) {
                     return format!("write error: {e}");
                 }
                 next += body.len() as u64;
@@ -507,7 +509,7 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
             continue;
         }
         if last_write.elapsed() >= shared.opts.heartbeat_interval {
-            if let Err(e) = send(&mut stream, next as i64, &[]) {
+            if let Err(e) = send_header(&mut stream, next as i64, 0, false) {
                 return format!("heartbeat write error: {e}");
             }
             last_write = Instant::now();
@@ -518,25 +520,74 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
     }
 }
 
-/// Writes a frame: header and body in one vectored write where possible, the body straight
-/// from the mapped file.
-fn send(stream: &mut TcpStream, offset: i64, body: &[u8]) -> io::Result<()> {
-    let header = encode_header(offset, body.len() as i32);
-    let mut hdr: &[u8] = &header;
-    let mut body = body;
-    while !hdr.is_empty() || !body.is_empty() {
-        let n = if hdr.is_empty() {
-            stream.write(body)?
-        } else {
-            stream.write_vectored(&[io::IoSlice::new(hdr), io::IoSlice::new(body)])?
+/// Keeps a write to a socket the slave closed from raising SIGPIPE, whose default action
+/// ends the process: `sendfile` has no `MSG_NOSIGNAL`, and a C host may not ignore the signal
+/// as Rust, Python and Node programs do. Blocked in this thread only, the signal stays
+/// pending here and the write fails with EPIPE, which closes the connection.
+fn block_sigpipe() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: changes only this thread's signal mask, with a set built by sigemptyset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Writes a frame: the header, then the body (`body`, the bytes at `pos` of `file`) with
+/// `sendfile` where there is one, so the master does not copy the stream through user space;
+/// elsewhere with a write from the mapped file.
+fn send(stream: &mut TcpStream, offset: i64, file: &MappedFile, pos: usize, body: &[u8]) -> io::Result<()> {
+    send_header(stream, offset, body.len(), true)?;
+    let mut done = 0;
+    while done < body.len() {
+        #[cfg(target_os = "linux")]
+        let n = file.send_to(stream, pos + done, body.len() - done)?;
+        #[cfg(not(target_os = "linux"))]
+        let n = {
+            let _ = (file, pos);
+            io::Write::write(stream, &body[done..])?
         };
         if n == 0 {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "socket accepted no bytes"));
         }
-        let from_hdr = n.min(hdr.len());
-        hdr = &hdr[from_hdr..];
-        body = &body[n - from_hdr..];
+        done += n;
     }
+    Ok(())
+}
+
+/// Writes a frame header; with `more`, the kernel is told the body follows, so header and
+/// body leave in the same segments (`MSG_MORE`).
+fn send_header(stream: &mut TcpStream, offset: i64, len: usize, more: bool) -> io::Result<()> {
+    let header = encode_header(offset, len as i32);
     debug_assert!(FRAME_HEADER_SIZE == header.len());
+    let mut hdr: &[u8] = &header;
+    while !hdr.is_empty() {
+        #[cfg(target_os = "linux")]
+        let n = {
+            use std::os::unix::io::AsRawFd;
+            let flags = libc::MSG_NOSIGNAL | if more && len > 0 { libc::MSG_MORE } else { 0 };
+            // SAFETY: a send of our own buffer on a socket we hold.
+            let n = unsafe { libc::send(stream.as_raw_fd(), hdr.as_ptr().cast(), hdr.len(), flags) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            n as usize
+        };
+        #[cfg(not(target_os = "linux"))]
+        let n = {
+            let _ = more;
+            io::Write::write(stream, hdr)?
+        };
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "socket accepted no bytes"));
+        }
+        hdr = &hdr[n..];
+    }
     Ok(())
 }

@@ -226,6 +226,26 @@ impl MappedFile {
         self.file.write_all_at(data, pos as u64)
     }
 
+    /// Sends up to `len` published bytes from `pos` to the socket `sock` with `sendfile`: the
+    /// kernel passes the page-cache pages to the socket without copying them through user
+    /// space (the HA master's frame bodies). Returns the bytes sent (fewer on a partial send).
+    #[cfg(target_os = "linux")]
+    pub fn send_to(&self, sock: &impl AsRawFd, pos: usize, len: usize) -> io::Result<usize> {
+        assert!(pos + len <= self.wrote_position(), "send beyond the published bytes");
+        let mut off = pos as libc::off_t;
+        loop {
+            // SAFETY: plain syscall on two descriptors we hold; the kernel bounds-checks.
+            let n = unsafe { libc::sendfile(sock.as_raw_fd(), self.file.as_raw_fd(), &mut off, len) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
     /// Publishes bytes written up to `pos`.
     pub fn set_wrote_position(&self, pos: usize) {
         debug_assert!(pos <= self.size);
