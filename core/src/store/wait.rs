@@ -65,6 +65,8 @@ pub struct WakeRelay {
 
 impl WakeRelay {
     const FAN_OUT: usize = 2;
+    /// The longest a sleeper sleeps without rechecking its word (see `wait_until`).
+    const RECHECK: Duration = Duration::from_millis(10);
 
     /// A relay where the platform has futexes (Linux); elsewhere `None`, and tickets keep
     /// their own condvars.
@@ -122,12 +124,22 @@ impl WakeRelay {
             }
             let left = match deadline {
                 Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
-                    _ => break word.load(Ordering::Acquire) == DONE,
+                    Some(left) if !left.is_zero() => left,
+                    // Giving up: no longer a sleeper, so no completion counts on this thread
+                    // to pass wake-ups on (unless it completed meanwhile).
+                    _ => {
+                        break word
+                            .compare_exchange(SLEEPING, PENDING, Ordering::AcqRel, Ordering::Acquire)
+                            .is_err_and(|now| now == DONE);
+                    }
                 },
-                None => None,
+                None => Self::RECHECK,
             };
-            futex::wait(word, SLEEPING, left);
+            // In slices: a thread counted as a sleeper but not asleep any more (its wait ended
+            // just as it completed) passes no wake-ups on, and the sleepers queued behind it
+            // would wait for other callers to pass by. Each sleeper rechecks its word at least
+            // this often, so that costs at most one slice.
+            futex::wait(word, SLEEPING, Some(left.min(Self::RECHECK)));
         };
         self.help();
         done
@@ -618,6 +630,39 @@ mod tests {
         w.advance(400);
         for t in threads {
             assert_eq!(t.join().unwrap().status, PutStatus::PutOk);
+        }
+    }
+
+    /// The first sleepers of a batch may not be asleep any more (their waits ended as they
+    /// completed): they pass no wake-ups on, and the sleepers queued behind them must still
+    /// wake, by rechecking their words.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn sleepers_behind_callers_that_pass_nothing_on_still_wake() {
+        let w = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
+        let relay = WakeRelay::new().unwrap();
+        let far = Instant::now() + Duration::from_secs(60);
+        let tickets: Vec<PutTicket> = (1..=7)
+            .map(|i| {
+                let t = PutTicket::with_relay(result(i * 10), 1, Some(relay.clone()));
+                w.register(i * 10, far, &t);
+                t
+            })
+            .collect();
+        // The first two look asleep to the completer, but no thread waits on them.
+        for t in &tickets[..2] {
+            t.inner.word.store(SLEEPING, Ordering::Release);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        for t in &tickets[2..] {
+            let (t, tx) = (t.clone(), tx.clone());
+            std::thread::spawn(move || tx.send(t.wait().status).unwrap());
+        }
+        until_asleep(&tickets[2..]);
+        w.advance(70);
+        for _ in 2..7 {
+            let status = rx.recv_timeout(Duration::from_secs(10)).expect("a sleeper was never woken");
+            assert_eq!(status, PutStatus::PutOk);
         }
     }
 
