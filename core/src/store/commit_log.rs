@@ -145,15 +145,37 @@ pub struct CommitLog {
     /// Signalled after every append before `appended`: the HA writers, which a SYNC_MASTER put
     /// waits on, are woken first.
     replicate: CachePadded<Notifier>,
-    /// Wakes the warmer (see `warm_signal`) once the log passes this offset.
-    warm_trigger: AtomicU64,
-    warm: Notifier,
-    /// Wakes the ASYNC_FLUSH flusher (see `flush_signal`) once the log passes this offset.
-    flush_trigger: AtomicU64,
-    flush_wake: Notifier,
+    /// Wakes the warmer (see `warm_signal`).
+    warm: OffsetTrigger,
+    /// Wakes the ASYNC_FLUSH flusher (see `flush_signal`).
+    flush: OffsetTrigger,
     /// Flush calls that synced new data (group commit batches many puts into one).
     flushes: AtomicU64,
     faults: FlushFaults,
+}
+
+/// A signal raised by the append that passes an offset its waiter set (`u64::MAX`: none), so
+/// that a thread with nothing to do until then costs the put path one comparison.
+struct OffsetTrigger {
+    at: AtomicU64,
+    signal: Notifier,
+}
+
+impl Default for OffsetTrigger {
+    fn default() -> Self {
+        OffsetTrigger { at: AtomicU64::new(u64::MAX), signal: Notifier::new() }
+    }
+}
+
+impl OffsetTrigger {
+    fn set(&self, offset: u64) {
+        self.at.store(offset, Ordering::SeqCst);
+    }
+    fn passed(&self, end: u64) {
+        if end >= self.at.load(Ordering::Relaxed) {
+            self.signal.notify();
+        }
+    }
 }
 
 /// Faults tests inject into the flush path (two relaxed loads when unused).
@@ -185,10 +207,8 @@ impl CommitLog {
             poisoned: OnceLock::new(),
             appended: CachePadded::new(Notifier::new()),
             replicate: CachePadded::new(Notifier::new()),
-            warm_trigger: AtomicU64::new(u64::MAX),
-            warm: Notifier::new(),
-            flush_trigger: AtomicU64::new(u64::MAX),
-            flush_wake: Notifier::new(),
+            warm: OffsetTrigger::default(),
+            flush: OffsetTrigger::default(),
             flushes: AtomicU64::new(0),
             faults: FlushFaults::default(),
         })
@@ -211,11 +231,11 @@ impl CommitLog {
     }
     /// The warmer's signal: raised by an append that passes the trigger the warmer set.
     pub fn warm_signal(&self) -> &Notifier {
-        &self.warm
+        &self.warm.signal
     }
     /// Sets the offset whose passing wakes the warmer.
     pub fn set_warm_trigger(&self, offset: u64) {
-        self.warm_trigger.store(offset, Ordering::Release);
+        self.warm.set(offset);
     }
 
     /// The ASYNC_FLUSH flusher's signal: raised by an append (or replicated bytes) that
@@ -223,11 +243,11 @@ impl CommitLog {
     /// every append (as RocketMQ does) made most puts pay a wake-up for a flusher that then
     /// found less than a folio to flush and slept again.
     pub fn flush_signal(&self) -> &Notifier {
-        &self.flush_wake
+        &self.flush.signal
     }
     /// Sets the offset whose passing wakes the flusher.
     pub fn set_flush_trigger(&self, offset: u64) {
-        self.flush_trigger.store(offset, Ordering::SeqCst);
+        self.flush.set(offset);
     }
 
     /// The end offset from which `flush_behind_writer(least_pages)` has something to flush:
@@ -248,12 +268,8 @@ impl CommitLog {
 
     /// Raises the signals whose triggers an append ending at `end` passed.
     fn signal_triggers(&self, end: u64) {
-        if end >= self.warm_trigger.load(Ordering::Relaxed) {
-            self.warm.notify();
-        }
-        if end >= self.flush_trigger.load(Ordering::Relaxed) {
-            self.flush_wake.notify();
-        }
+        self.warm.passed(end);
+        self.flush.passed(end);
     }
 
     /// The signal HA writers wait on (see `replicate`).

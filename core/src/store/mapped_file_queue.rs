@@ -149,12 +149,11 @@ impl Allocator {
             if !matches!(s.slots.get(&path), Some(None)) {
                 continue; // cancelled, or already made for an earlier request
             }
-            s.creating = Some(path);
+            s.creating = Some(path.clone());
             drop(s);
             let pretouch = self.pretouch.load(std::sync::atomic::Ordering::Acquire);
             let made = MappedFile::create(&dir, start, size).map(|f| {
                 if pretouch > 0 {
-                    let path = dir.join(file_name(start));
                     let ready = f.pretouch_fresh(pretouch, self.how, || {
                         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
                         !s.closed && !s.wanted.contains(&path)
@@ -168,10 +167,9 @@ impl Allocator {
                 Arc::new(f)
             });
             if let Err(e) = &made {
-                tracing::warn!("pre-allocating {} failed: {e}", dir.join(file_name(start)).display());
+                tracing::warn!("pre-allocating {} failed: {e}", path.display());
             }
             s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            let path = dir.join(file_name(start));
             s.creating = None;
             if let Some(slot @ None) = s.slots.get_mut(&path) {
                 *slot = Some(made);

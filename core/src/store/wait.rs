@@ -591,6 +591,22 @@ mod tests {
         assert_eq!(t2.wait().status, PutStatus::ServiceNotAvailable);
     }
 
+    /// Waiters, a relay, and `n` tickets on the relay registered for ends 10, 20, ... 10n.
+    #[cfg(target_os = "linux")]
+    fn relayed_tickets(n: i64) -> (Arc<OffsetWaiters>, Arc<WakeRelay>, Vec<PutTicket>) {
+        let w = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
+        let relay = WakeRelay::new().unwrap();
+        let far = Instant::now() + Duration::from_secs(60);
+        let tickets = (1..=n)
+            .map(|i| {
+                let t = PutTicket::with_relay(result(i * 10), 1, Some(relay.clone()));
+                w.register(i * 10, far, &t);
+                t
+            })
+            .collect();
+        (w, relay, tickets)
+    }
+
     /// Waits (with a deadline) until every ticket's caller sleeps on its word.
     #[cfg(target_os = "linux")]
     fn until_asleep(tickets: &[PutTicket]) {
@@ -604,18 +620,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn one_advance_wakes_exactly_the_sleepers_it_completes_through_the_relay() {
-        let w = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
-        let relay = WakeRelay::new().unwrap();
-        let far = Instant::now() + Duration::from_secs(60);
         // More sleepers than the completer wakes itself: the rest must be woken by the ones
         // it wakes, and by the ones those wake.
-        let tickets: Vec<PutTicket> = (1..=40)
-            .map(|i| {
-                let t = PutTicket::with_relay(result(i * 10), 1, Some(relay.clone()));
-                w.register(i * 10, far, &t);
-                t
-            })
-            .collect();
+        let (w, relay, tickets) = relayed_tickets(40);
         let threads: Vec<_> = tickets.iter().cloned().map(|t| std::thread::spawn(move || t.wait())).collect();
         until_asleep(&tickets);
         w.advance(320);
@@ -639,16 +646,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn sleepers_behind_callers_that_pass_nothing_on_still_wake() {
-        let w = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
-        let relay = WakeRelay::new().unwrap();
-        let far = Instant::now() + Duration::from_secs(60);
-        let tickets: Vec<PutTicket> = (1..=7)
-            .map(|i| {
-                let t = PutTicket::with_relay(result(i * 10), 1, Some(relay.clone()));
-                w.register(i * 10, far, &t);
-                t
-            })
-            .collect();
+        let (w, _relay, tickets) = relayed_tickets(7);
         // The first two look asleep to the completer, but no thread waits on them.
         for t in &tickets[..2] {
             t.inner.word.store(SLEEPING, Ordering::Release);
