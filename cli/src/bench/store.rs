@@ -85,6 +85,46 @@ struct PutCase {
     flushes: u64,
     /// Seconds from the start until the dispatcher had indexed every message.
     dispatched_secs: f64,
+    /// What the put threads used, summed over them.
+    cpu: ThreadCpu,
+}
+
+/// CPU time and page faults of threads (`getrusage(RUSAGE_THREAD)`), to tell a put path
+/// that is slow from one that is off the CPU (other threads of the store, or the host,
+/// running on its core) or faulting in pages.
+#[derive(Debug, Clone, Copy, Default)]
+struct ThreadCpu {
+    user_s: f64,
+    sys_s: f64,
+    minor_faults: i64,
+}
+
+impl ThreadCpu {
+    /// The calling thread's usage so far.
+    fn current() -> ThreadCpu {
+        // SAFETY: getrusage fills the zeroed struct we pass; RUSAGE_THREAD is Linux's
+        // per-thread variant.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) } != 0 {
+            return ThreadCpu::default();
+        }
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        ThreadCpu { user_s: secs(r.ru_utime), sys_s: secs(r.ru_stime), minor_faults: r.ru_minflt }
+    }
+    fn since(self, before: ThreadCpu) -> ThreadCpu {
+        ThreadCpu {
+            user_s: self.user_s - before.user_s,
+            sys_s: self.sys_s - before.sys_s,
+            minor_faults: self.minor_faults - before.minor_faults,
+        }
+    }
+    fn add(self, o: ThreadCpu) -> ThreadCpu {
+        ThreadCpu {
+            user_s: self.user_s + o.user_s,
+            sys_s: self.sys_s + o.sys_s,
+            minor_faults: self.minor_faults + o.minor_faults,
+        }
+    }
 }
 
 impl PutCase {
@@ -150,6 +190,7 @@ fn run_in(args: &StoreBenchArgs, base: &Path) -> Result<(), String> {
         // Baselines right before the cases they judge: on a shared machine the load drifts.
         let r = plain_copy_rate(base, body, args.file_size, case_time, true)?;
         let fresh = plain_copy_rate(base, body, args.file_size, case_time, false)?;
+        let enc = encode_rate(base, body, args.file_size, case_time)?;
         say(
             &mut out,
             format!(
@@ -160,6 +201,15 @@ fn run_in(args: &StoreBenchArgs, base: &Path) -> Result<(), String> {
                 r.bytes / 1e6,
                 fresh.records,
                 fresh.bytes / 1e6
+            ),
+        );
+        say(
+            &mut out,
+            format!(
+                "encode only (each record encoded from its message into the pre-touched file, no store): \
+                 {:.0} records/s, {:.0}% of plain copy",
+                enc.records,
+                100.0 * enc.records / r.records
             ),
         );
         copies.push((body, r, fresh));
@@ -204,8 +254,10 @@ fn run_in(args: &StoreBenchArgs, base: &Path) -> Result<(), String> {
 }
 
 fn describe(c: &PutCase) -> String {
+    let on_cpu = c.cpu.user_s + c.cpu.sys_s;
     format!(
-        "{} {:>2} thread(s), {:>4} B: {:>9.0} msgs/s {:>7.1} MB/s{}; dispatch done {:.3} s after the start of a {:.3} s run",
+        "{} {:>2} thread(s), {:>4} B: {:>9.0} msgs/s {:>7.1} MB/s{}; dispatch done {:.3} s after the start of a {:.3} s run\n  \
+         put threads: on a CPU {:.0}% of the run ({:.2} s user, {:.2} s system, {:.0} ns of CPU per put), {} page faults",
         if c.sync { "SYNC_FLUSH " } else { "ASYNC_FLUSH" },
         c.threads,
         c.body,
@@ -213,7 +265,12 @@ fn describe(c: &PutCase) -> String {
         c.mb_per_s(),
         if c.sync { format!(", {:.1} msgs/flush", c.per_flush()) } else { String::new() },
         c.dispatched_secs,
-        c.secs
+        c.secs,
+        100.0 * on_cpu / (c.secs * c.threads as f64),
+        c.cpu.user_s,
+        c.cpu.sys_s,
+        1e9 * on_cpu / c.msgs.max(1) as f64,
+        c.cpu.minor_faults
     )
 }
 
@@ -375,6 +432,7 @@ fn put_case(
                 let pool: Vec<Message> =
                     (0..queues).map(|q| bench_message(&body(body_len), (q + t as i32) % queues)).collect();
                 let (mut n, mut b, mut i) = (0u64, 0u64, 0usize);
+                let cpu_before = ThreadCpu::current();
                 while Instant::now() < deadline {
                     // Check the clock every 64 puts in the async cases (a put is sub-microsecond).
                     for _ in 0..if sync { 1 } else { 64 } {
@@ -392,19 +450,21 @@ fn put_case(
                             }
                             _ => {
                                 failed.store(true, Ordering::Relaxed);
-                                return;
+                                return ThreadCpu::default();
                             }
                         }
                     }
                 }
                 msgs.fetch_add(n, Ordering::Relaxed);
                 bytes.fetch_add(b, Ordering::Relaxed);
+                ThreadCpu::current().since(cpu_before)
             })
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("cannot start a put thread: {e}"))?;
+    let mut cpu = ThreadCpu::default();
     for h in handles {
-        h.join().map_err(|_| "a put thread panicked".to_string())?;
+        cpu = cpu.add(h.join().map_err(|_| "a put thread panicked".to_string())?);
     }
     let secs = start.elapsed().as_secs_f64();
     if failed.load(Ordering::Relaxed) {
@@ -424,6 +484,7 @@ fn put_case(
         secs,
         flushes,
         dispatched_secs,
+        cpu,
     };
     Ok((case, store))
 }
@@ -484,6 +545,25 @@ fn plain_copy_rate(
     time: Duration,
     pretouch: bool,
 ) -> Result<Rate, String> {
+    mapped_write_rate(base, body_len, file_size, time, pretouch, false)
+}
+
+/// Like the pre-touched plain copy, but each record is encoded in place from its message
+/// (`PreparedMessage::prepare` and `write`: validation, body CRC, header fields), with no
+/// lock, no offsets and no store around it: what the record format itself costs against the
+/// copy, and so how much of a put's cost is the store's.
+fn encode_rate(base: &Path, body_len: usize, file_size: u64, time: Duration) -> Result<Rate, String> {
+    mapped_write_rate(base, body_len, file_size, time, true, true)
+}
+
+fn mapped_write_rate(
+    base: &Path,
+    body_len: usize,
+    file_size: u64,
+    time: Duration,
+    pretouch: bool,
+    encode: bool,
+) -> Result<Rate, String> {
     let host: SocketAddr = ([127, 0, 0, 1], 10911).into();
     let msg = bench_message(&body(body_len), 0);
     let p = PreparedMessage::prepare(&msg, &host, usize::MAX, 1).map_err(|e| format!("{e:?}"))?;
@@ -518,7 +598,12 @@ fn plain_copy_rate(
                 }
                 pos = 0;
             }
-            map[pos..pos + len].copy_from_slice(&record);
+            if encode {
+                let p = PreparedMessage::prepare(&msg, &host, usize::MAX, 1).map_err(|e| format!("{e:?}"))?;
+                p.write(&mut map[pos..pos + len], records as i64, pos as i64, 2, &host);
+            } else {
+                map[pos..pos + len].copy_from_slice(&record);
+            }
             pos += len;
             records += 1;
             copied += len as u64;
