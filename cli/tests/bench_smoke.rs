@@ -7,83 +7,69 @@ use std::time::{Duration, Instant};
 
 const RMQHA: &str = env!("CARGO_BIN_EXE_rmqha");
 
-fn run(args: &[&str], dir: &std::path::Path) -> String {
+/// Runs `rmqha ARGS --dir DIR` (ARGS split at spaces) and returns its standard output.
+fn run(args: &str, dir: &std::path::Path) -> String {
     let start = Instant::now();
-    let out = Command::new(RMQHA).args(args).args(["--dir", dir.to_str().unwrap()]).output().unwrap();
+    let out = Command::new(RMQHA)
+        .args(args.split_whitespace())
+        .args(["--dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "rmqha {args:?} failed after {:?}:\n{stdout}\n{}",
+        "rmqha {args} failed after {:?}:\n{stdout}\n{}",
         start.elapsed(),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(start.elapsed() < Duration::from_secs(120), "rmqha {args:?} took {:?}", start.elapsed());
+    assert!(start.elapsed() < Duration::from_secs(120), "rmqha {args} took {:?}", start.elapsed());
     stdout
+}
+
+fn assert_prints(out: &str, lines: &[&str]) {
+    for want in lines {
+        assert!(out.contains(want), "no {want:?} in:\n{out}");
+    }
 }
 
 #[test]
 fn bench_store_prints_every_case_with_its_baselines() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(
-        &[
-            "bench",
-            "store",
-            "--seconds",
-            "0.1",
-            "--body-sizes",
-            "128",
-            "--async-threads",
-            "1",
-            "--sync-threads",
-            "2",
-            "--file-size",
-            "4194304",
-            "--prewarm",
-            "false",
-        ],
+        "bench store --seconds 0.1 --body-sizes 128 --async-threads 1 --sync-threads 2 \
+         --file-size 4194304 --prewarm false",
         dir.path(),
     );
-    for want in [
-        "baseline plain copy, 128 B body",
-        "encode only",
-        "ASYNC_FLUSH  1 thread(s),  128 B",
-        "SYNC_FLUSH   2 thread(s),  128 B",
-        "put threads: on a CPU",
-        "baseline fdatasync",
-        "| dispatch (rebuild) | 1 | 128 |",
-        "ASYNC 1 thread 128 B msgs/s vs plain copy",
-    ] {
-        assert!(out.contains(want), "no {want:?} in:\n{out}");
-    }
+    assert_prints(
+        &out,
+        &[
+            "baseline plain copy, 128 B body",
+            "encode only",
+            "ASYNC_FLUSH  1 thread(s),  128 B",
+            "SYNC_FLUSH   2 thread(s),  128 B",
+            "put threads: on a CPU",
+            "baseline fdatasync",
+            "| dispatch (rebuild) | 1 | 128 |",
+            "ASYNC 1 thread 128 B msgs/s vs plain copy",
+        ],
+    );
 }
 
 #[test]
 fn bench_ha_prints_catch_up_sync_and_async_and_the_cost_of_slaves() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(
+    let out =
+        run("bench ha --rounds 1 --seconds 0.2 --catchup-bytes 4194304 --file-size 1048576", dir.path());
+    assert_prints(
+        &out,
         &[
-            "bench",
-            "ha",
-            "--rounds",
-            "1",
-            "--seconds",
-            "0.2",
-            "--catchup-bytes",
-            "4194304",
-            "--file-size",
-            "1048576",
+            "(a) catch-up",
+            "plain pipeline",
+            "loopback round trip",
+            "SYNC_MASTER        64",
+            "SYNC/ASYNC throughput at 64 threads",
+            "(c) ASYNC_MASTER",
+            "2 slave(s)",
         ],
-        dir.path(),
     );
-    for want in [
-        "(a) catch-up",
-        "plain pipeline",
-        "loopback round trip",
-        "SYNC_MASTER        64",
-        "SYNC/ASYNC throughput at 64 threads",
-        "(c) ASYNC_MASTER",
-        "2 slave(s)",
-    ] {
-        assert!(out.contains(want), "no {want:?} in:\n{out}");
-    }
 }

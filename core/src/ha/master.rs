@@ -567,7 +567,7 @@ fn send_header(stream: &mut TcpStream, offset: i64, len: usize, more: bool) -> i
         #[cfg(target_os = "linux")]
         let n = {
             use std::os::unix::io::AsRawFd;
-            let flags = libc::MSG_NOSIGNAL | if more && len > 0 { libc::MSG_MORE } else { 0 };
+            let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
             // SAFETY: a send of our own buffer on a socket we hold.
             let n = unsafe { libc::send(stream.as_raw_fd(), hdr.as_ptr().cast(), hdr.len(), flags) };
             if n < 0 {

@@ -97,15 +97,12 @@ impl Allocator {
                         Err(e) => Err(e),
                     };
                 }
-                Some(None) => {
-                    // Queued (it is not being made, see above): take it over ourselves.
-                    s.queue.retain(|(d, st, _)| !(d == dir && *st == start));
-                    s.slots.remove(&path);
-                    s.wanted.remove(&path);
-                    drop(s);
-                    return MappedFile::create(dir, start, size).map(Arc::new);
-                }
-                None => {
+                queued_or_unrequested => {
+                    // Not being made (see above): if queued, take the request over ourselves.
+                    if queued_or_unrequested.is_some() {
+                        s.queue.retain(|(d, st, _)| !(d == dir && *st == start));
+                        s.slots.remove(&path);
+                    }
                     s.wanted.remove(&path);
                     drop(s);
                     return MappedFile::create(dir, start, size).map(Arc::new);
