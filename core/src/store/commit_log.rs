@@ -81,49 +81,10 @@ struct PutState {
     scratch: Vec<u8>,
 }
 
-/// A map hashed with FxHash (rustc's hasher). The queue-offset table is looked up twice per
-/// put under the put lock, where SipHash cost more than the rest of the bookkeeping; its
+/// A map hashed with FxHash (rustc's hasher). The queue-offset table is looked up under the
+/// put lock on every put, where SipHash cost more than the rest of the bookkeeping; its
 /// resistance to crafted keys buys little for topic names the broker has accepted.
-type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
-
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl FxHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl std::hash::Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().unwrap_or_default()));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(b));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64);
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.add(i as u64);
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// The log.
 pub struct CommitLog {

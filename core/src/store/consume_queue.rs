@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use super::mapped_file::MappedFile;
 use super::mapped_file_queue::MappedFileQueue;
 
 /// Bytes of one unit.
@@ -103,43 +104,60 @@ impl ConsumeQueue {
     /// Appends the unit of queue offset `cq_offset` (dispatcher thread only). Units already
     /// present are skipped, which makes re-dispatch after a crash idempotent.
     pub fn put(&self, unit: CqUnit, cq_offset: i64) -> io::Result<()> {
+        self.put_cached(&mut None, unit, cq_offset)
+    }
+
+    /// `put`, with the caller keeping the queue's last file between calls in `current`, tagged
+    /// with the generation of the file list it was read at: while the list is unchanged, a
+    /// put neither takes the list's lock nor touches the file's reference count, whose cache
+    /// line the readers' clones share (the dispatcher puts millions of units a second).
+    pub fn put_cached(
+        &self,
+        current: &mut Option<(u64, Arc<MappedFile>)>,
+        unit: CqUnit,
+        cq_offset: i64,
+    ) -> io::Result<()> {
         if unit.phy_offset + unit.size as i64 <= self.max_physic_offset() {
             return Ok(()); // rebuilt duplicate
         }
+        let generation = self.files.generation();
+        if !matches!(current, Some((g, _)) if *g == generation) {
+            // The list is read after its generation: a change in between costs one more read.
+            *current = self.files.last().map(|f| (generation, f));
+        }
         let fs = self.files.file_size() as u64;
         let expect = cq_offset as u64 * CQ_UNIT_SIZE as u64;
-        let mut file = match self.files.last() {
-            Some(f) => f,
-            None => {
-                // A queue starting mid-stream: its first file begins where the unit falls,
-                // filled up to it with filler units.
-                let f = self.files.create_file(expect - expect % fs)?;
-                let fill = (expect % fs) as usize;
-                if fill > 0 {
-                    f.write_region(0, fill, |b| {
-                        for chunk in b.chunks_mut(CQ_UNIT_SIZE) {
-                            chunk.copy_from_slice(&CqUnit::FILLER.encode());
-                        }
-                    });
-                    f.set_wrote_position(fill);
-                }
-                self.min_logic_offset.store(expect, Ordering::Release);
-                f
+        let Some((_, file)) = current.as_ref() else {
+            // A queue starting mid-stream: its first file begins where the unit falls,
+            // filled up to it with filler units.
+            let f = self.files.create_file(expect - expect % fs)?;
+            let fill = (expect % fs) as usize;
+            if fill > 0 {
+                f.write_region(0, fill, |b| {
+                    for chunk in b.chunks_mut(CQ_UNIT_SIZE) {
+                        chunk.copy_from_slice(&CqUnit::FILLER.encode());
+                    }
+                });
+                f.set_wrote_position(fill);
             }
+            self.min_logic_offset.store(expect, Ordering::Release);
+            // The new file moved the generation: the next round reads it as the last.
+            return self.put_cached(current, unit, cq_offset);
         };
-        let current = file.start_offset() + file.wrote_position() as u64;
-        if expect < current {
+        let end = file.start_offset() + file.wrote_position() as u64;
+        if expect < end {
             return Ok(());
         }
-        if expect > current {
+        if file.is_full() {
+            self.files.create_file(file.end_offset())?;
+            return self.put_cached(current, unit, cq_offset);
+        }
+        if expect > end {
             tracing::warn!(
-                "consume queue {}/{}: unit for offset {cq_offset} expected at byte {expect} but the queue ends at {current}; appending at the end",
+                "consume queue {}/{}: unit for offset {cq_offset} expected at byte {expect} but the queue ends at {end}; appending at the end",
                 self.topic,
                 self.queue_id
             );
-        }
-        if file.is_full() {
-            file = self.files.create_file(file.end_offset())?;
         }
         let pos = file.wrote_position();
         file.write_region(pos, CQ_UNIT_SIZE, |b| b.copy_from_slice(&unit.encode()));
@@ -404,5 +422,51 @@ impl ConsumeQueueStore {
             q.destroy()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(i: i64) -> CqUnit {
+        CqUnit { phy_offset: i * 100, size: 100, tags_code: i }
+    }
+
+    /// A kept last file is dropped as soon as the file list changes: units go where their
+    /// queue offset says across file rolls, a truncation, and the queue's destruction.
+    #[test]
+    fn put_cached_follows_rolls_truncation_and_destroy() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = ConsumeQueue::open(dir.path(), "T", 0, 3 * CQ_UNIT_SIZE).unwrap();
+        let mut current = None;
+        for i in 0..10 {
+            q.put_cached(&mut current, unit(i), i).unwrap();
+        }
+        assert_eq!(q.files().file_count(), 4);
+        assert_eq!(q.max_offset_in_queue(), 10);
+        for i in 0..10 {
+            assert_eq!(q.get(i), Some(unit(i)), "unit {i}");
+        }
+
+        // Cut back to 5 units (two files left, the last half full); the cached file was the
+        // fourth, now gone.
+        q.truncate_dirty(unit(5).phy_offset).unwrap();
+        assert_eq!(q.max_offset_in_queue(), 5);
+        for i in 5..8 {
+            let u = CqUnit { tags_code: 1000 + i, ..unit(i) };
+            q.put_cached(&mut current, u, i).unwrap();
+            assert_eq!(q.get(i), Some(u), "unit {i} after the truncation");
+        }
+        assert_eq!(q.get(4), Some(unit(4)));
+        assert_eq!(q.max_offset_in_queue(), 8);
+
+        // Emptied, the queue starts again mid-stream, behind fillers, in a new first file.
+        q.destroy().unwrap();
+        q.put_cached(&mut current, unit(40), 40).unwrap();
+        assert_eq!(q.get(40), Some(unit(40)));
+        assert_eq!(q.get(39), Some(CqUnit::FILLER));
+        assert_eq!(q.min_offset_in_queue(), 40);
+        assert_eq!(q.max_offset_in_queue(), 41);
     }
 }

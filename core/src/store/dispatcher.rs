@@ -5,14 +5,18 @@
 //! It sleeps on the CommitLog's append signal, so it is woken by local puts and by a slave's
 //! replicated writes alike; there is no polling interval on the hot path.
 
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+use rustc_hash::FxHashMap;
+
 use super::checkpoint::StoreCheckpoint;
 use super::commit_log::CommitLog;
-use super::consume_queue::{ConsumeQueueStore, CqUnit};
+use super::consume_queue::{ConsumeQueue, ConsumeQueueStore, CqUnit};
 use super::index::IndexService;
+use super::mapped_file::MappedFile;
 use super::notify::Notifier;
 use crate::message::{CheckResult, DispatchRequest, check_record, sysflag};
 
@@ -35,8 +39,14 @@ pub struct Dispatcher {
     /// Offset at which a bad record was last reported (to log each once).
     reported_bad: AtomicU64,
     /// Held for each round (see `exclusive`).
-    round: parking_lot::Mutex<()>,
+    round: parking_lot::Mutex<QueueCache>,
 }
+
+/// The ConsumeQueues the dispatcher has written to, by topic and queue id, each with its last
+/// file (see `ConsumeQueue::put_cached`): a record's queue is found here without the store's
+/// shared lock, SipHash or a reference-count bump. The store never removes a queue
+/// (`destroy` empties it), so an entry never goes stale.
+type QueueCache = FxHashMap<String, FxHashMap<i32, (Arc<ConsumeQueue>, Option<(u64, Arc<MappedFile>)>)>>;
 
 impl Dispatcher {
     pub fn new(
@@ -57,7 +67,7 @@ impl Dispatcher {
             last_dispatched_ts: AtomicI64::new(0),
             dispatched: Notifier::new(),
             reported_bad: AtomicU64::new(u64::MAX),
-            round: parking_lot::Mutex::new(()),
+            round: parking_lot::Mutex::new(QueueCache::default()),
         }
     }
 
@@ -90,13 +100,13 @@ impl Dispatcher {
     /// round that overlapped a truncation used to publish its stale reput offset after the
     /// cut (so the records appended next were never dispatched) and could append units for
     /// records the cut removed.
-    pub fn exclusive(&self) -> parking_lot::MutexGuard<'_, ()> {
+    pub fn exclusive(&self) -> parking_lot::MutexGuard<'_, impl Sized> {
         self.round.lock()
     }
 
     /// Dispatches everything available now; returns whether anything was consumed.
     pub fn dispatch_available(&self) -> std::io::Result<bool> {
-        let _round = self.round.lock();
+        let mut queues = self.round.lock();
         let cl = &self.commit_log;
         let mut reput = self.reput_from();
         let start = reput;
@@ -128,7 +138,7 @@ impl Dispatcher {
             while at < data.len() {
                 match check_record(&data[at..], &opts) {
                     CheckResult::Message(req) => {
-                        self.dispatch(&req)?;
+                        self.dispatch(&mut queues, &req)?;
                         count += 1;
                         at += req.msg_size as usize;
                     }
@@ -182,11 +192,19 @@ impl Dispatcher {
         }
     }
 
-    fn dispatch(&self, req: &DispatchRequest<'_>) -> std::io::Result<()> {
+    fn dispatch(&self, queues: &mut QueueCache, req: &DispatchRequest<'_>) -> std::io::Result<()> {
         let tx = sysflag::transaction_type(req.sys_flag);
         if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
-            let cq = self.cqs.find_or_create(req.topic, req.queue_id)?;
-            cq.put(
+            let of_topic = match queues.get_mut(req.topic) {
+                Some(q) => q,
+                None => queues.entry(req.topic.to_owned()).or_default(),
+            };
+            let (cq, last_file) = match of_topic.entry(req.queue_id) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert((self.cqs.find_or_create(req.topic, req.queue_id)?, None)),
+            };
+            cq.put_cached(
+                last_file,
                 CqUnit { phy_offset: req.commit_log_offset, size: req.msg_size, tags_code: req.tags_code },
                 req.consume_queue_offset,
             )?;
