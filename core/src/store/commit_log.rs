@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::clock::StoreClock;
 use super::mapped_file::{FOLIO_ALIGN, MappedFile, OS_PAGE_SIZE, ZERO_CHUNK};
 use super::mapped_file_queue::{Allocator, MappedFileQueue};
 use super::notify::Notifier;
@@ -21,10 +21,7 @@ use crate::message::{
     CheckOptions, CheckResult, InvalidMessage, Message, PreparedMessage, check_record, sysflag,
 };
 
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
+pub use super::clock::now_ms;
 
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +76,8 @@ struct PutState {
     /// Where a batch is encoded before its `pwrite` (with `append_with_pwrite`); kept, so
     /// that puts do not allocate.
     scratch: Vec<u8>,
+    /// The store timestamps' clock (see `StoreClock`).
+    clock: StoreClock,
 }
 
 /// A map hashed with FxHash (rustc's hasher). The queue-offset table is looked up under the
@@ -162,6 +161,7 @@ impl CommitLog {
                 queue_offsets: FastMap::default(),
                 current: None,
                 scratch: Vec::new(),
+                clock: StoreClock::default(),
             })),
             max_offset: CachePadded::new(AtomicU64::new(max)),
             locked_since: AtomicI64::new(0),
@@ -365,7 +365,7 @@ impl CommitLog {
             }
         }
         let mut state = self.put.lock();
-        let store_ts = now_ms();
+        let store_ts = state.clock.now_ms();
         self.locked_since.store(store_ts, Ordering::Relaxed);
         let result = self.append_locked(&mut state, prepared, total, store_ts);
         self.locked_since.store(0, Ordering::Relaxed);
@@ -384,7 +384,7 @@ impl CommitLog {
         total: usize,
         store_ts: i64,
     ) -> Result<AppendOutcome, AppendError> {
-        let PutState { queue_offsets, current, scratch } = state;
+        let PutState { queue_offsets, current, scratch, .. } = state;
         let file = self.file_for_append(current, total)?;
         let pos = file.wrote_position();
         let phy = file.start_offset() + pos as u64;

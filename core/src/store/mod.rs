@@ -1,6 +1,7 @@
 //! The store: CommitLog, ConsumeQueue, IndexFile, dispatcher, flush, recovery, retention.
 
 pub mod checkpoint;
+pub mod clock;
 pub mod commit_log;
 pub mod consume_queue;
 pub mod dispatcher;
