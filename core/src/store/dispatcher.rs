@@ -8,7 +8,7 @@
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
@@ -46,7 +46,36 @@ pub struct Dispatcher {
 /// file (see `ConsumeQueue::put_cached`): a record's queue is found here without the store's
 /// shared lock, SipHash or a reference-count bump. The store never removes a queue
 /// (`destroy` empties it), so an entry never goes stale.
-type QueueCache = FxHashMap<String, FxHashMap<i32, (Arc<ConsumeQueue>, Option<(u64, Arc<MappedFile>)>)>>;
+struct QueueCache {
+    queues: FxHashMap<String, FxHashMap<i32, KeptQueue>>,
+    swept: Instant,
+}
+
+type KeptQueue = (Arc<ConsumeQueue>, Option<(u64, Arc<MappedFile>)>);
+
+/// How often the dispatcher lets go of kept files that left their queue's file list.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+impl QueueCache {
+    fn new() -> Self {
+        QueueCache { queues: FxHashMap::default(), swept: Instant::now() }
+    }
+
+    /// Drops the kept last files that retention, truncation or `destroy` took out of their
+    /// queue's file list (a put drops them too, but an idle queue would keep a deleted file's
+    /// mapping, and its disk space, for as long as no record came), at most every `every`.
+    fn sweep(&mut self, every: Duration) {
+        if self.swept.elapsed() < every {
+            return;
+        }
+        self.swept = Instant::now();
+        for (cq, last) in self.queues.values_mut().flat_map(|m| m.values_mut()) {
+            if matches!(last, Some((g, _)) if *g != cq.files().generation()) {
+                *last = None;
+            }
+        }
+    }
+}
 
 impl Dispatcher {
     pub fn new(
@@ -67,7 +96,7 @@ impl Dispatcher {
             last_dispatched_ts: AtomicI64::new(0),
             dispatched: Notifier::new(),
             reported_bad: AtomicU64::new(u64::MAX),
-            round: parking_lot::Mutex::new(QueueCache::default()),
+            round: parking_lot::Mutex::new(QueueCache::new()),
         }
     }
 
@@ -107,6 +136,7 @@ impl Dispatcher {
     /// Dispatches everything available now; returns whether anything was consumed.
     pub fn dispatch_available(&self) -> std::io::Result<bool> {
         let mut queues = self.round.lock();
+        queues.sweep(SWEEP_EVERY);
         let cl = &self.commit_log;
         let mut reput = self.reput_from();
         let start = reput;
@@ -195,9 +225,9 @@ impl Dispatcher {
     fn dispatch(&self, queues: &mut QueueCache, req: &DispatchRequest<'_>) -> std::io::Result<()> {
         let tx = sysflag::transaction_type(req.sys_flag);
         if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
-            let of_topic = match queues.get_mut(req.topic) {
+            let of_topic = match queues.queues.get_mut(req.topic) {
                 Some(q) => q,
-                None => queues.entry(req.topic.to_owned()).or_default(),
+                None => queues.queues.entry(req.topic.to_owned()).or_default(),
             };
             let (cq, last_file) = match of_topic.entry(req.queue_id) {
                 Entry::Occupied(e) => e.into_mut(),
@@ -263,5 +293,37 @@ impl Dispatcher {
                 signal.wait(seen, Duration::from_millis(500));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kept last file that left its queue's file list is let go by the next sweep, so an
+    /// idle queue does not keep a deleted file mapped; a current one is kept.
+    #[test]
+    fn sweep_lets_go_of_files_that_left_their_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ConsumeQueueStore::load(dir.path(), 3 * 20).unwrap();
+        let mut cache = QueueCache::new();
+        for qid in 0..2 {
+            let cq = store.find_or_create("T", qid).unwrap();
+            let mut last = None;
+            for i in 0..2 {
+                cq.put_cached(&mut last, CqUnit { phy_offset: i * 100, size: 100, tags_code: 0 }, i).unwrap();
+            }
+            cache.queues.entry("T".into()).or_default().insert(qid, (cq, last));
+        }
+        let kept = |c: &QueueCache, qid: i32| c.queues["T"][&qid].1.as_ref().map(|(_, f)| f.clone());
+        let file = kept(&cache, 0).expect("queue 0 keeps its last file");
+        store.find("T", 0).unwrap().destroy().unwrap();
+
+        cache.sweep(Duration::from_secs(3600));
+        assert!(kept(&cache, 0).is_some(), "swept before its time");
+        cache.sweep(Duration::ZERO);
+        assert!(kept(&cache, 0).is_none(), "the destroyed queue's file is still kept");
+        assert!(kept(&cache, 1).is_some(), "queue 1's current file was dropped");
+        assert_eq!(Arc::strong_count(&file), 1, "someone else still holds the deleted file");
     }
 }
