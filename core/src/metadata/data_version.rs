@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::store::clock::now_ms;
 
 /// RocketMQ's `DataVersion`. Two versions are equal when all three fields are equal, as in
 /// Java; the config synchronizer skips a table whose version equals the master's.
@@ -64,15 +65,6 @@ impl Ord for DataVersion {
             other.timestamp,
         ))
     }
-}
-
-/// Wall-clock milliseconds, as `System.currentTimeMillis()`. A clock before 1970 reads as 0
-/// rather than failing: the counter still moves, so versions still differ.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

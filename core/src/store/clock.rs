@@ -3,8 +3,9 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-/// Milliseconds since the epoch (`CLOCK_REALTIME`), without `SystemTime`'s `Duration` and
-/// 128-bit arithmetic, which cost a third as much again as the clock read on the put path.
+/// Wall-clock milliseconds since the epoch (`CLOCK_REALTIME`), as `System.currentTimeMillis()`,
+/// without `SystemTime`'s `Duration` and 128-bit arithmetic, which cost a third as much again
+/// as the clock read on the put path. A clock before 1970 reads as 0 rather than failing.
 pub fn now_ms() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec for the call.
@@ -12,7 +13,7 @@ pub fn now_ms() -> i64 {
         // `time_t` and `c_long` are 32 bits wide on some targets.
         #[allow(clippy::unnecessary_cast)]
         let ms = ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000;
-        ms
+        ms.max(0)
     } else {
         SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
     }

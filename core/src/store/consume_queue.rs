@@ -103,15 +103,13 @@ impl ConsumeQueue {
 
     /// Appends the unit of queue offset `cq_offset` (dispatcher thread only). Units already
     /// present are skipped, which makes re-dispatch after a crash idempotent.
-    pub fn put(&self, unit: CqUnit, cq_offset: i64) -> io::Result<()> {
-        self.put_cached(&mut None, unit, cq_offset)
-    }
-
-    /// `put`, with the caller keeping the queue's last file between calls in `current`, tagged
-    /// with the generation of the file list it was read at: while the list is unchanged, a
-    /// put neither takes the list's lock nor touches the file's reference count, whose cache
-    /// line the readers' clones share (the dispatcher puts millions of units a second).
-    pub fn put_cached(
+    ///
+    /// The caller keeps the queue's last file between calls in `current` (start with `None`),
+    /// tagged with the generation of the file list it was read at: while the list is
+    /// unchanged, a put neither takes the list's lock nor touches the file's reference count,
+    /// whose cache line the readers' clones share (the dispatcher puts millions of units a
+    /// second).
+    pub fn put(
         &self,
         current: &mut Option<(u64, Arc<MappedFile>)>,
         unit: CqUnit,
@@ -142,7 +140,7 @@ impl ConsumeQueue {
             }
             self.min_logic_offset.store(expect, Ordering::Release);
             // The new file moved the generation: the next round reads it as the last.
-            return self.put_cached(current, unit, cq_offset);
+            return self.put(current, unit, cq_offset);
         };
         let end = file.start_offset() + file.wrote_position() as u64;
         if expect < end {
@@ -150,7 +148,7 @@ impl ConsumeQueue {
         }
         if file.is_full() {
             self.files.create_file(file.end_offset())?;
-            return self.put_cached(current, unit, cq_offset);
+            return self.put(current, unit, cq_offset);
         }
         if expect > end {
             tracing::warn!(
@@ -436,12 +434,12 @@ mod tests {
     /// A kept last file is dropped as soon as the file list changes: units go where their
     /// queue offset says across file rolls, a truncation, and the queue's destruction.
     #[test]
-    fn put_cached_follows_rolls_truncation_and_destroy() {
+    fn put_follows_rolls_truncation_and_destroy_with_a_kept_file() {
         let dir = tempfile::tempdir().unwrap();
         let q = ConsumeQueue::open(dir.path(), "T", 0, 3 * CQ_UNIT_SIZE).unwrap();
         let mut current = None;
         for i in 0..10 {
-            q.put_cached(&mut current, unit(i), i).unwrap();
+            q.put(&mut current, unit(i), i).unwrap();
         }
         assert_eq!(q.files().file_count(), 4);
         assert_eq!(q.max_offset_in_queue(), 10);
@@ -455,7 +453,7 @@ mod tests {
         assert_eq!(q.max_offset_in_queue(), 5);
         for i in 5..8 {
             let u = CqUnit { tags_code: 1000 + i, ..unit(i) };
-            q.put_cached(&mut current, u, i).unwrap();
+            q.put(&mut current, u, i).unwrap();
             assert_eq!(q.get(i), Some(u), "unit {i} after the truncation");
         }
         assert_eq!(q.get(4), Some(unit(4)));
@@ -463,7 +461,7 @@ mod tests {
 
         // Emptied, the queue starts again mid-stream, behind fillers, in a new first file.
         q.destroy().unwrap();
-        q.put_cached(&mut current, unit(40), 40).unwrap();
+        q.put(&mut current, unit(40), 40).unwrap();
         assert_eq!(q.get(40), Some(unit(40)));
         assert_eq!(q.get(39), Some(CqUnit::FILLER));
         assert_eq!(q.min_offset_in_queue(), 40);

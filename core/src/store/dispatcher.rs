@@ -43,9 +43,10 @@ pub struct Dispatcher {
 }
 
 /// The ConsumeQueues the dispatcher has written to, by topic and queue id, each with its last
-/// file (see `ConsumeQueue::put_cached`): a record's queue is found here without the store's
-/// shared lock, SipHash or a reference-count bump. The store never removes a queue
-/// (`destroy` empties it), so an entry never goes stale.
+/// file (see `ConsumeQueue::put`): a record's queue is found here without the store's shared
+/// lock, SipHash or a reference-count bump. The store never removes a queue (`destroy`
+/// empties it), so a queue entry never goes stale; a kept file is checked against its queue's
+/// file-list generation by each put and by `sweep`.
 struct QueueCache {
     queues: FxHashMap<String, FxHashMap<i32, KeptQueue>>,
     swept: Instant,
@@ -233,7 +234,7 @@ impl Dispatcher {
                 Entry::Occupied(e) => e.into_mut(),
                 Entry::Vacant(e) => e.insert((self.cqs.find_or_create(req.topic, req.queue_id)?, None)),
             };
-            cq.put_cached(
+            cq.put(
                 last_file,
                 CqUnit { phy_offset: req.commit_log_offset, size: req.msg_size, tags_code: req.tags_code },
                 req.consume_queue_offset,
@@ -311,7 +312,7 @@ mod tests {
             let cq = store.find_or_create("T", qid).unwrap();
             let mut last = None;
             for i in 0..2 {
-                cq.put_cached(&mut last, CqUnit { phy_offset: i * 100, size: 100, tags_code: 0 }, i).unwrap();
+                cq.put(&mut last, CqUnit { phy_offset: i * 100, size: 100, tags_code: 0 }, i).unwrap();
             }
             cache.queues.entry("T".into()).or_default().insert(qid, (cq, last));
         }
