@@ -2,7 +2,7 @@
 // An rmqha master embedded in Node: puts a message every --interval ms and prints each
 // answer, until Ctrl-C (or --messages puts), then closes gracefully.
 //
-//   node examples/node/master.js [--dir DIR] [--role SYNC_MASTER|ASYNC_MASTER]
+//   node examples/node/master.js [--dir DIR (default: a temporary one, removed at exit)] [--role SYNC_MASTER|ASYNC_MASTER]
 //                                [--config broker.properties] [--interval MS] [--messages N]
 //
 // Start examples/node/slave.js with the HA port this prints. On a SYNC_MASTER a put is
@@ -28,11 +28,13 @@ const { values: args } = parseArgs({
 })
 
 async function main() {
+  // A store of our own (no --dir, no --config) is removed once the master is closed.
+  const ownDir = args.config || args.dir ? null : fs.mkdtempSync(path.join(os.tmpdir(), 'rmqha-master-'))
   // A properties file, or RocketMQ keys in an object: the same names either way.
   const config = args.config
     ? await rmqha.loadProperties(args.config)
     : {
-        storePathRootDir: args.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'rmqha-master-')),
+        storePathRootDir: args.dir ?? ownDir,
         brokerRole: args.role,
         bindAddress: '127.0.0.1',
         brokerIP1: '127.0.0.1',
@@ -57,6 +59,10 @@ async function main() {
     // Puts still waiting for a slave settle before close() resolves.
     await master.close()
     console.log('closed')
+    if (ownDir) {
+      fs.rmSync(ownDir, { recursive: true, force: true })
+      console.log(`removed ${ownDir}`)
+    }
   }
   const timer = setInterval(async () => {
     if (n >= limit) return stop()

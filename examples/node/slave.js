@@ -2,7 +2,8 @@
 // An rmqha slave embedded in Node: replicates a master's CommitLog and prints its progress
 // and the newest messages it holds, until Ctrl-C, then closes gracefully.
 //
-//   node examples/node/slave.js --master HOST:HA_PORT [--dir DIR] [--interval MS]
+//   node examples/node/slave.js --master HOST:HA_PORT [--interval MS]
+//                               [--dir DIR (default: a temporary one, removed at exit)]
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -23,7 +24,9 @@ const { values: args } = parseArgs({
 
 async function main() {
   if (!args.master) throw Object.assign(new Error('--master HOST:HA_PORT is required'), { code: 'USAGE' })
-  const dir = args.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'rmqha-slave-'))
+  // A store of our own (no --dir) is removed once the slave is closed.
+  const ownDir = args.dir ? null : fs.mkdtempSync(path.join(os.tmpdir(), 'rmqha-slave-'))
+  const dir = args.dir ?? ownDir
   const slave = await rmqha.startSlave({
     storePathRootDir: dir,
     brokerRole: 'SLAVE',
@@ -59,6 +62,10 @@ async function main() {
     stopping = true
     await slave.close()
     console.log('closed')
+    if (ownDir) {
+      fs.rmSync(ownDir, { recursive: true, force: true })
+      console.log(`removed ${ownDir}`)
+    }
   }
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)

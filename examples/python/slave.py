@@ -7,6 +7,7 @@ given, and prints its offsets and the messages it receives, until Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 
@@ -19,7 +20,7 @@ def main() -> None:
         "master",
         help="the master's HA address, host:port (or just the port, on 127.0.0.1)",
     )
-    p.add_argument("--store", help="store directory (default: a new temporary one)")
+    p.add_argument("--store", help="store directory (default: a new temporary one, removed at exit)")
     p.add_argument("--config", help="a broker.properties file to start from")
     p.add_argument(
         "--file-size",
@@ -41,11 +42,13 @@ def main() -> None:
     args = p.parse_args()
     master = args.master if ":" in args.master else f"127.0.0.1:{args.master}"
 
+    # A store of our own (no --store) is removed at exit, once the broker is closed.
+    own_store = None if args.store else tempfile.mkdtemp(prefix="rmqha-slave-")
     config: dict[str, rmqha.ConfigValue] = {"mappedFileSizeCommitLog": args.file_size}
     if args.config:
         config.update(rmqha.load_properties(args.config))
     config.update(
-        storePathRootDir=args.store or tempfile.mkdtemp(prefix="rmqha-slave-"),
+        storePathRootDir=args.store or own_store,
         brokerRole="SLAVE",
         brokerId=1,
         bindAddress=args.bind,
@@ -53,31 +56,38 @@ def main() -> None:
         haMasterAddress=master,
     )
 
-    with rmqha.start_slave(config) as slave:
-        print(f"slave of {master} store={config['storePathRootDir']}", flush=True)
-        next_offset = 0  # in the topic's queue 0, where the master example puts
-        deadline = time.monotonic() + args.seconds if args.seconds else None
-        try:
-            while (deadline is None or time.monotonic() < deadline) and (
-                args.messages == 0 or next_offset < args.messages
-            ):
-                o = slave.offsets()
-                print(
-                    f"connected={o['connected']} max_offset={o['max_offset']} "
-                    f"acked={o['slave_ack_offset']} last_error={o['last_ha_error']}",
-                    flush=True,
-                )
-                while True:
-                    got = slave.get_messages(args.topic, 0, next_offset, 32)
-                    if not got.messages:
-                        break
-                    for m in got.messages:
-                        print(f"  replicated {m.msg_id} q{m.queue_id}@{m.queue_offset}: {m.body.decode()!r}")
-                    next_offset = got.messages[-1].queue_offset + 1
-                time.sleep(args.interval)
-        except KeyboardInterrupt:
-            print("stopping")
-    print("closed")
+    try:
+        with rmqha.start_slave(config) as slave:
+            print(f"slave of {master} store={config['storePathRootDir']}", flush=True)
+            next_offset = 0  # in the topic's queue 0, where the master example puts
+            deadline = time.monotonic() + args.seconds if args.seconds else None
+            try:
+                while (deadline is None or time.monotonic() < deadline) and (
+                    args.messages == 0 or next_offset < args.messages
+                ):
+                    o = slave.offsets()
+                    print(
+                        f"connected={o['connected']} max_offset={o['max_offset']} "
+                        f"acked={o['slave_ack_offset']} last_error={o['last_ha_error']}",
+                        flush=True,
+                    )
+                    while True:
+                        got = slave.get_messages(args.topic, 0, next_offset, 32)
+                        if not got.messages:
+                            break
+                        for m in got.messages:
+                            print(
+                                f"  replicated {m.msg_id} q{m.queue_id}@{m.queue_offset}: {m.body.decode()!r}"
+                            )
+                        next_offset = got.messages[-1].queue_offset + 1
+                    time.sleep(args.interval)
+            except KeyboardInterrupt:
+                print("stopping")
+        print("closed")
+    finally:
+        if own_store:
+            shutil.rmtree(own_store, ignore_errors=True)
+            print(f"removed {own_store}")
 
 
 if __name__ == "__main__":

@@ -8,12 +8,12 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 const rmqha = require('..')
-const { tmpStore, brokerConfig, waitFor } = require('./helpers')
+const { cleanup, tmpStore, brokerConfig, waitFor } = require('./helpers')
 
 test('put, read back by queue, key and id; offsets are numbers', async (t) => {
   const dir = tmpStore(t, 'api')
   const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
-  t.after(() => b.close())
+  cleanup(t, () => b.close())
   assert.equal(b.role(), 'ASYNC_MASTER')
   assert.ok(b.listenPort() > 0 && b.haPort() > 0)
   assert.equal(b.maxOffset(), 0)
@@ -89,7 +89,7 @@ test('consumer offsets are committed and survive a restart', async (t) => {
   await b.close()
 
   b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
-  t.after(() => b.close())
+  cleanup(t, () => b.close())
   assert.equal(b.consumerOffset('g1', 'T', 0), 42)
   assert.equal(b.maxOffset(), end)
 })
@@ -110,7 +110,7 @@ test('errors carry a code', async (t) => {
   })
 
   const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
-  t.after(() => b.close())
+  cleanup(t, () => b.close())
   await assert.rejects(b.putMessage('', 'no topic'), { code: 'PUT_FAILED', putStatus: 'MESSAGE_ILLEGAL' })
   assert.throws(() => b.putMessageSync('', 'no topic'), { code: 'PUT_FAILED', putStatus: 'MESSAGE_ILLEGAL' })
   assert.throws(() => b.setMasterAddress('127.0.0.1:1'), { code: 'WRONG_ROLE' })
@@ -165,7 +165,7 @@ test('loadProperties reads a broker.properties file', async (t) => {
   const warnings = []
   const onWarning = (w) => warnings.push(w)
   process.on('warning', onWarning)
-  t.after(() => process.off('warning', onWarning))
+  cleanup(t, () => process.off('warning', onWarning))
 
   const cfg = await rmqha.loadProperties(file)
   assert.equal(cfg.brokerName, 'broker-b')
@@ -175,7 +175,7 @@ test('loadProperties reads a broker.properties file', async (t) => {
   await waitFor('the unknown key warning', () => warnings.some((w) => /namesrvAddrr/.test(w.message)))
 
   const b = await rmqha.startMaster(cfg)
-  t.after(() => b.close())
+  cleanup(t, () => b.close())
   assert.equal(b.role(), 'SYNC_MASTER')
   // No slave: stored, but SLAVE_NOT_AVAILABLE (a result, not an error).
   assert.equal((await b.putMessage('T', 'x')).status, 'SLAVE_NOT_AVAILABLE')
@@ -187,4 +187,15 @@ test('loadProperties reads a broker.properties file', async (t) => {
     return true
   })
   await assert.rejects(rmqha.loadProperties(path.join(dir, 'missing.properties')), { code: 'CONFIG' })
+})
+
+test('a store is removed after its broker is closed, leaving nothing behind', async (t) => {
+  let dir
+  await t.test('a broker that persists its config as it closes', async (t) => {
+    dir = tmpStore(t, 'cleanup')
+    const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+    cleanup(t, () => b.close())
+    assert.equal((await b.putMessage('Orders', 'kept until the test ends')).status, 'PUT_OK')
+  })
+  assert.equal(fs.existsSync(dir), false, `${dir} was left behind`)
 })

@@ -5,9 +5,10 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
+const fs = require('node:fs')
 const path = require('node:path')
 
-const { tmpStore, waitFor, exitOf } = require('./helpers')
+const { cleanup, killChild, tmpStore, waitFor, exitOf } = require('./helpers')
 
 const examples = path.join(__dirname, '..', '..', 'examples', 'node')
 
@@ -16,9 +17,7 @@ function run(t, script, args) {
   const proc = { child, out: '' }
   child.stdout.on('data', (d) => (proc.out += d))
   child.stderr.on('data', (d) => (proc.out += d))
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-  })
+  cleanup(t, () => killChild(child))
   return proc
 }
 
@@ -35,4 +34,19 @@ test('examples/node master.js and slave.js replicate and close on SIGINT', async
   master.child.kill('SIGINT')
   assert.equal(await exitOf(master.child, 20000), 0, master.out)
   assert.match(master.out, /closed/)
+})
+
+test('examples/node master.js and slave.js remove the temporary stores they made', async (t) => {
+  const master = run(t, 'master.js', ['--role', 'ASYNC_MASTER', '--interval', '50'])
+  const haPort = await waitFor('the master to start', () => master.out.match(/HA port (\d+)/)?.[1])
+  const slave = run(t, 'slave.js', ['--master', `127.0.0.1:${haPort}`, '--interval', '50'])
+  await waitFor('the slave to show a message', () => /replicated: hello #1 /.test(slave.out), 20000)
+  for (const p of [slave, master]) {
+    const dir = p.out.match(/store (\S+)/)[1]
+    assert.ok(fs.existsSync(dir), `${dir} should exist while the broker runs`)
+    p.child.kill('SIGINT')
+    assert.equal(await exitOf(p.child, 20000), 0, p.out)
+    assert.match(p.out, new RegExp(`removed ${dir}`))
+    assert.equal(fs.existsSync(dir), false, `${dir} was left behind`)
+  }
 })

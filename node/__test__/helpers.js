@@ -8,11 +8,50 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-/** A fresh store directory under os.tmpdir(), removed after the test. */
+const cleanups = new WeakMap()
+
+/**
+ * Runs `fn` once the test is over, before everything registered with `cleanup` earlier (last
+ * in, first out, as Go's `t.Cleanup`). node:test runs `t.after` hooks in the order they were
+ * added, so a store removed by a hook added before its broker's `close()` came back: closing
+ * persists the broker's config files into it. Every hook runs; the first error is thrown.
+ */
+function cleanup(t, fn) {
+  let stack = cleanups.get(t)
+  if (!stack) {
+    stack = []
+    cleanups.set(t, stack)
+    t.after(async () => {
+      let failed = null
+      while (stack.length > 0) {
+        try {
+          await stack.pop()()
+        } catch (e) {
+          failed ??= e
+        }
+      }
+      if (failed) throw failed
+    })
+  }
+  stack.push(fn)
+}
+
+/** A fresh store directory under os.tmpdir(), removed after the test (after anything using it
+ * that was registered with `cleanup` later). */
 function tmpStore(t, name) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `rmqha-node-${name}-`))
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  cleanup(t, () => fs.rmSync(dir, { recursive: true, force: true }))
   return dir
+}
+
+/** Kills a child process (continuing it first, should it be stopped) and waits until it is
+ * gone, so that it writes nothing more into a directory about to be removed. */
+async function killChild(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const gone = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGCONT')
+  child.kill('SIGKILL')
+  await gone
 }
 
 /** A broker config for tests: 127.0.0.1, ports picked by the OS, small files. */
@@ -100,12 +139,7 @@ async function startBrokerProcess(t, role, config) {
     for (const p of pending.values()) p.reject(new Error('broker child exited'))
     pending.clear()
   })
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGCONT')
-      child.kill('SIGKILL')
-    }
-  })
+  cleanup(t, () => killChild(child))
   const request = (cmd, args = {}) =>
     new Promise((resolve, reject) => {
       const id = nextId++
@@ -116,4 +150,4 @@ async function startBrokerProcess(t, role, config) {
   return { child, request, ...info }
 }
 
-module.exports = { tmpStore, brokerConfig, waitFor, freeze, exitOf, startBrokerProcess }
+module.exports = { cleanup, killChild, tmpStore, brokerConfig, waitFor, freeze, exitOf, startBrokerProcess }

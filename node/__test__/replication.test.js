@@ -7,11 +7,11 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 
 const rmqha = require('..')
-const { tmpStore, brokerConfig, waitFor, exitOf, startBrokerProcess } = require('./helpers')
+const { cleanup, tmpStore, brokerConfig, waitFor, exitOf, startBrokerProcess } = require('./helpers')
 
 test('a slave in another process replicates a SYNC_MASTER', async (t) => {
   const master = await rmqha.startMaster(brokerConfig(tmpStore(t, 'master'), 'SYNC_MASTER'))
-  t.after(() => master.close())
+  cleanup(t, () => master.close())
   const slave = await startBrokerProcess(
     t,
     'SLAVE',

@@ -9,13 +9,13 @@ const fs = require('node:fs')
 const { performance } = require('node:perf_hooks')
 
 const rmqha = require('..')
-const { tmpStore, brokerConfig, waitFor, freeze, startBrokerProcess } = require('./helpers')
+const { cleanup, tmpStore, brokerConfig, waitFor, freeze, startBrokerProcess } = require('./helpers')
 
 test('1000 concurrent puts on a SYNC_MASTER resolve PUT_OK; waits hold no libuv thread', async (t) => {
   const master = await rmqha.startMaster(
     brokerConfig(tmpStore(t, 'load-master'), 'SYNC_MASTER', { slaveTimeout: 20000 }),
   )
-  t.after(() => master.close())
+  cleanup(t, () => master.close())
   const slave = await startBrokerProcess(
     t,
     'SLAVE',
@@ -26,7 +26,7 @@ test('1000 concurrent puts on a SYNC_MASTER resolve PUT_OK; waits hold no libuv 
 
   let ticks = 0
   const timer = setInterval(() => ticks++, 5)
-  t.after(() => clearInterval(timer))
+  cleanup(t, () => clearInterval(timer))
 
   // No acks while the slave is stopped: every put below waits for replication.
   await freeze(slave.child)

@@ -47,7 +47,33 @@ def test_master_and_slave_examples(tmp_path: Path) -> None:
         # A SYNC_MASTER that waited for its slave: every put is acked.
         assert out.count(": PUT_OK ") == 3, out
         assert out.rstrip().endswith("closed")
+        # A store the user named is kept.
+        assert (tmp_path / "m" / "commitlog").is_dir() and (tmp_path / "s" / "commitlog").is_dir()
     finally:
         if master.poll() is None:
             master.kill()
             master.wait()
+
+
+def test_a_store_of_the_examples_own_is_removed_at_exit() -> None:
+    """Without --store the example makes a temporary store, and removes it once closed."""
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / "master.py"),
+            "--role",
+            "ASYNC_MASTER",
+            "--count",
+            "2",
+            "--interval",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    store = Path(run.stdout.split("store=", 1)[1].split()[0])
+    assert run.stdout.count(": PUT_OK ") == 2, run.stdout
+    assert f"removed {store}" in run.stdout, run.stdout
+    assert not store.exists(), f"{store} is left behind"
