@@ -357,8 +357,20 @@ fn slaves_case(a: &HaBenchArgs, dir: &Path, n: usize) -> Result<f64, String> {
         return Err("slaves did not connect".into());
     }
     let r = drive(&master, 4, a.seconds, a.body_size)?;
+    // A slave that stopped applying (a full disk, say) would make the case look cheaper than
+    // it is: its number would count against fewer slaves than it claims.
+    let failed: Vec<String> = slaves
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.offsets().last_ha_error.map(|e| format!("slave {i}: {e}")))
+        .collect();
     for s in slaves {
         s.shutdown();
+    }
+    if !failed.is_empty() {
+        master.shutdown();
+        let _ = std::fs::remove_dir_all(dir);
+        return Err(format!("a slave failed during the {n}-slave case ({})", failed.join("; ")));
     }
     master.shutdown();
     drop(master);
