@@ -23,7 +23,7 @@ use crate::message::{
 
 pub use super::clock::now_ms;
 
-/// How far past a record's end the put asks the CPU to fetch lines for writing (16 KiB: a few
+/// How far past a record's end the put has the CPU fetch the lines it will write (16 KiB: a few
 /// dozen records ahead, inside L1 and L2, and well behind the warmer's zeroed window). Measured
 /// with `bench store`: 1 KiB ASYNC puts 1.12-1.23 M msgs/s without, 1.24-1.34 M with.
 const PREFETCH_AHEAD: usize = 16 * 1024;
@@ -449,8 +449,8 @@ impl CommitLog {
         } else {
             file.write_region(pos, total, encode);
             // As many lines as this record took, PREFETCH_AHEAD further on: the put lock's
-            // release waits for the record's stores, and stores into lines already fetched
-            // for writing do not wait for memory.
+            // release waits for the record's stores, and stores into lines already in the
+            // cache do not wait for memory.
             file.prefetch_for_write(pos + total + PREFETCH_AHEAD, total);
         }
         file.set_store_timestamp(store_ts);
