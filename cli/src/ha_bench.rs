@@ -15,7 +15,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use rmqha_core::{Broker, Message, PutStatus};
 
-use crate::bench::{broker_config, wait_for};
+use crate::bench::{WRITE_RATE_BOUND, broker_config, wait_for, warn_if_short_of_space};
 
 #[derive(Args)]
 pub struct HaBenchArgs {
@@ -64,6 +64,20 @@ pub fn run(a: HaBenchArgs) -> Result<(), String> {
         }
     };
     let want = |p: &str| a.only.is_empty() || a.only.iter().any(|o| o == p);
+    // What the largest part keeps on disk at once: (a) the master's log, the slave's copy and
+    // the pipeline's; (b) a master and its slave; (c) a master and two slaves. Each store
+    // also has its current and next files.
+    let (files, catchup) = (2.0 * a.file_size as f64, a.catchup_bytes as f64);
+    let need = [
+        ("a", 3.0 * catchup + 2.0 * files),
+        ("b", 2.0 * (a.seconds * WRITE_RATE_BOUND + files)),
+        ("c", 3.0 * (a.seconds * WRITE_RATE_BOUND + files)),
+    ]
+    .into_iter()
+    .filter(|(p, _)| want(p))
+    .map(|(_, n)| n)
+    .fold(0.0, f64::max);
+    warn_if_short_of_space(&root, need, "bench ha");
     if want("a") {
         catch_up(&a, &root.join("a"))?;
     }

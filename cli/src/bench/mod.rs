@@ -35,6 +35,33 @@ pub fn broker_config(
     Ok(c)
 }
 
+/// A generous bound on the bytes one benchmark store writes per second on a machine like the
+/// project's (about 1.7 GB/s was the most seen): used only to warn before a run that may fill
+/// the disk.
+pub const WRITE_RATE_BOUND: f64 = 2.5e9;
+
+/// Prints a warning when the file system holding `dir` (or its nearest existing ancestor) has
+/// less than `need` bytes available: a benchmark that fills the disk fails part way (and so
+/// does everything else writing to that disk meanwhile), so the user should know first.
+pub fn warn_if_short_of_space(dir: &Path, need: f64, what: &str) {
+    if let Some(w) = space_warning(dir, need, what) {
+        println!("{w}");
+    }
+}
+
+fn space_warning(dir: &Path, need: f64, what: &str) -> Option<String> {
+    let free = dir.ancestors().find_map(rmqha_core::store::retention::disk_available_bytes)?;
+    ((free as f64) < need).then(|| {
+        format!(
+            "warning: {what} may write up to {:.1} GB at a time into {}, whose file system has {:.1} GB \
+             available; a full disk fails the run (choose another place with --dir)",
+            need / 1e9,
+            dir.display(),
+            free as f64 / 1e9
+        )
+    })
+}
+
 /// Polls `f` every millisecond until it holds or `timeout` passes.
 pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
@@ -45,4 +72,21 @@ pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(1));
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The warning names the need and the place, only when the disk is short of it; a
+    /// directory that does not exist yet is judged by its nearest existing ancestor.
+    #[test]
+    fn warns_only_when_the_disk_is_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_yet = dir.path().join("c/r0-slaves-2");
+        assert_eq!(space_warning(&not_yet, 0.0, "bench ha"), None);
+        let w = space_warning(&not_yet, 1e18, "bench ha").expect("no disk has an exabyte free");
+        assert!(w.starts_with("warning: bench ha may write up to 1000000000.0 GB"), "{w}");
+        assert!(w.contains(&not_yet.display().to_string()), "{w}");
+    }
 }

@@ -28,6 +28,8 @@ use rmqha_core::message::PreparedMessage;
 use rmqha_core::store::GetMessageStatus;
 use rmqha_core::{BrokerConfig, Message, MessageStore, PutStatus};
 
+use super::{WRITE_RATE_BOUND, warn_if_short_of_space};
+
 /// Options of `rmqha bench store`.
 #[derive(Debug, Clone, Args)]
 pub struct StoreBenchArgs {
@@ -189,6 +191,14 @@ fn run_in(args: &StoreBenchArgs, base: &Path) -> Result<(), String> {
             args.queues,
             base.display()
         ),
+    );
+
+    // One case's store at a time (each is removed after its case), with its current and next
+    // files; the baselines' files are smaller.
+    warn_if_short_of_space(
+        base,
+        args.seconds * WRITE_RATE_BOUND + 2.0 * args.file_size as f64,
+        "bench store",
     );
 
     let mut copies = Vec::new();

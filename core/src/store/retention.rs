@@ -45,23 +45,32 @@ impl StoreClock for SystemClock {
     }
 }
 
-/// Used fraction of the file system holding `path`.
-pub fn disk_used_ratio(path: &Path) -> Option<f64> {
+fn statvfs(path: &Path) -> Option<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: statvfs fills our zeroed struct from a NUL-terminated path.
-    let st = unsafe {
+    unsafe {
         let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
-            return None;
-        }
-        st
-    };
+        (libc::statvfs(c.as_ptr(), &mut st) == 0).then_some(st)
+    }
+}
+
+/// Used fraction of the file system holding `path`.
+pub fn disk_used_ratio(path: &Path) -> Option<f64> {
+    let st = statvfs(path)?;
     let total = st.f_blocks as f64;
     if total <= 0.0 {
         return None;
     }
     Some((total - st.f_bavail as f64) / total)
+}
+
+/// Bytes an unprivileged writer can still put on the file system holding `path`.
+pub fn disk_available_bytes(path: &Path) -> Option<u64> {
+    let st = statvfs(path)?;
+    // `c_ulong` and `fsblkcnt_t` are narrower than u64 on some targets.
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    Some(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
 }
 
 /// Settings of retention.
@@ -179,5 +188,27 @@ impl StoreClock for ManualClock {
     }
     fn disk_used_ratio(&self, _path: &Path) -> f64 {
         self.used_ratio_millis.load(std::sync::atomic::Ordering::SeqCst) as f64 / 1000.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both readings come from one `statvfs` of a real file system and agree with each
+    /// other: the bytes available fit the used fraction's complement; a missing path has none.
+    #[test]
+    fn statvfs_readings_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let used = disk_used_ratio(dir.path()).expect("statvfs of a temporary directory");
+        assert!((0.0..=1.0).contains(&used), "used ratio {used}");
+        let free = disk_available_bytes(dir.path()).expect("statvfs of a temporary directory");
+        let st = statvfs(dir.path()).unwrap();
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        let total = u64::from(st.f_blocks) * u64::from(st.f_frsize);
+        assert!(free <= total, "{free} available of {total}");
+        let implied = 1.0 - free as f64 / total as f64;
+        assert!((implied - used).abs() < 0.01, "used {used}, implied by available bytes {implied}");
+        assert_eq!(disk_available_bytes(&dir.path().join("missing")), None);
     }
 }
