@@ -77,3 +77,18 @@ def test_a_store_of_the_examples_own_is_removed_at_exit() -> None:
     assert run.stdout.count(": PUT_OK ") == 2, run.stdout
     assert f"removed {store}" in run.stdout, run.stdout
     assert not store.exists(), f"{store} is left behind"
+
+
+def test_the_slave_examples_own_store_is_removed_too() -> None:
+    """The slave example without --store, against a port nobody listens on, for a moment."""
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLES / "slave.py"), "127.0.0.1:1", "--seconds", "0.3", "--interval", "0.05"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    store = Path(run.stdout.split("store=", 1)[1].split()[0])
+    assert "connected=False" in run.stdout, run.stdout
+    assert f"removed {store}" in run.stdout, run.stdout
+    assert not store.exists(), f"{store} is left behind"
