@@ -381,13 +381,11 @@ fn slaves_case(a: &HaBenchArgs, dir: &Path, n: usize) -> Result<f64, String> {
     for s in slaves {
         s.shutdown();
     }
-    if !failed.is_empty() {
-        master.shutdown();
-        let _ = std::fs::remove_dir_all(dir);
-        return Err(format!("a slave failed during the {n}-slave case ({})", failed.join("; ")));
-    }
     master.shutdown();
     drop(master);
     let _ = std::fs::remove_dir_all(dir);
+    if !failed.is_empty() {
+        return Err(format!("a slave failed during the {n}-slave case ({})", failed.join("; ")));
+    }
     Ok(r.msgs as f64 / r.secs)
 }
