@@ -128,6 +128,30 @@ fn two_master_two_slave_sync_sample() {
     );
     let low = BrokerConfig::from_properties_str("diskMaxUsedSpaceRatio=5").unwrap();
     assert_eq!(low.disk_max_used_space_ratio, 10);
+
+    // The disk guard's ratios (RocketMQ 5's MessageStoreConfig keys) are clamped the same way,
+    // to 30..85 and 35..90, in the getters of RocketMQ's CleanCommitLogService.
+    let d = BrokerConfig::default();
+    assert_eq!(
+        (d.disk_space_clean_forcibly_ratio, d.disk_space_warning_level_ratio, d.clean_file_forcibly_enable),
+        (85, 90, true)
+    );
+    let c = BrokerConfig::from_properties_str(
+        "diskSpaceWarningLevelRatio=95\ndiskSpaceCleanForciblyRatio=20\ncleanFileForciblyEnable=false\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (c.disk_space_warning_level_ratio, c.disk_space_clean_forcibly_ratio, c.clean_file_forcibly_enable),
+        (90, 30, false)
+    );
+    for key in [
+        "diskSpaceWarningLevelRatio=95 is outside 35..90",
+        "diskSpaceCleanForciblyRatio=20 is outside 30..85",
+    ] {
+        assert!(c.warnings.iter().any(|w| w.contains(key)), "{key}: {:?}", c.warnings);
+    }
+    let e = BrokerConfig::from_properties_str("diskSpaceWarningLevelRatio=ninety").unwrap_err();
+    assert!(e.to_string().contains("diskSpaceWarningLevelRatio"), "{e}");
 }
 
 /// Every key of spec section 11's table, set to something other than its default.

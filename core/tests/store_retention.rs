@@ -1,7 +1,10 @@
-//! Retention (spec 11: fileReservedTime, deleteWhen, diskMaxUsedSpaceRatio) with a manual
-//! clock and disk gauge: expired CommitLog files go only at a delete hour, or at once when the
-//! disk is too full; ConsumeQueue and index files follow; reads of deleted offsets answer
-//! OFFSET_TOO_SMALL or MESSAGE_WAS_REMOVING, and a reader holding records keeps their bytes.
+//! Retention (spec 11: fileReservedTime, deleteWhen, diskMaxUsedSpaceRatio) and the disk guard
+//! with a manual clock and disk gauge: expired CommitLog files go at a delete hour, or at any
+//! hour above diskMaxUsedSpaceRatio; files of any age go above diskSpaceCleanForciblyRatio;
+//! above diskSpaceWarningLevelRatio puts are refused until the disk is back at or below
+//! diskSpaceCleanForciblyRatio. ConsumeQueue and index files follow; reads of deleted offsets
+//! answer OFFSET_TOO_SMALL or MESSAGE_WAS_REMOVING, and a reader holding records keeps their
+//! bytes.
 
 mod common;
 
@@ -12,33 +15,39 @@ use std::time::Duration;
 use common::{list_files, message, store_config, wait_until};
 use rmqha_core::store::GetMessageStatus;
 use rmqha_core::store::retention::ManualClock;
-use rmqha_core::{MessageStore, PutResult};
+use rmqha_core::{Error, MessageStore, PutResult, PutStatus};
 
 const HOUR: i64 = 3_600_000;
 const FILE: i64 = 8192;
 
+/// Fields drop in order: the store shuts down before its directory is removed (the other way
+/// round, its last dispatch fails and shutdown waits out its 5 s bound).
 struct Fixture {
-    dir: tempfile::TempDir,
-    clock: Arc<ManualClock>,
     store: Arc<MessageStore>,
+    clock: Arc<ManualClock>,
     puts: Vec<(PutResult, Vec<u8>)>,
+    dir: tempfile::TempDir,
 }
 
 fn setup(messages: usize) -> Fixture {
+    setup_with(messages, &[])
+}
+
+/// `setup` with more config keys.
+fn setup_with(messages: usize, extra: &[(&str, &str)]) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = store_config(
-        dir.path(),
-        &[
-            ("mappedFileSizeCommitLog", "8192"),
-            ("mappedFileSizeConsumeQueue", "200"),
-            ("maxIndexNum", "16"),
-            ("fileReservedTime", "1"),
-            ("deleteWhen", "04"),
-            ("diskMaxUsedSpaceRatio", "75"),
-            // The background pass would use the manual clock too: keep it out of the way.
-            ("cleanResourceInterval", "3600000"),
-        ],
-    );
+    let mut keys = vec![
+        ("mappedFileSizeCommitLog", "8192"),
+        ("mappedFileSizeConsumeQueue", "200"),
+        ("maxIndexNum", "16"),
+        ("fileReservedTime", "1"),
+        ("deleteWhen", "04"),
+        ("diskMaxUsedSpaceRatio", "75"),
+        // The background pass would use the manual clock too: keep it out of the way.
+        ("cleanResourceInterval", "3600000"),
+    ];
+    keys.extend_from_slice(extra);
+    let cfg = store_config(dir.path(), &keys);
     let clock = ManualClock::new(10, 0.10);
     let store = MessageStore::open_with_clock(cfg, clock.clone()).unwrap();
     store.start().unwrap();
@@ -159,21 +168,131 @@ fn expired_files_go_only_at_the_delete_hour() {
 }
 
 #[test]
-fn a_full_disk_deletes_at_once() {
+fn above_max_used_ratio_expired_files_go_at_any_hour() {
     let f = setup(300);
     let cl_files = f.store.commit_log().queue().file_count();
-    // Not expired, not the delete hour, but the disk is above diskMaxUsedSpaceRatio.
+    // Above diskMaxUsedSpaceRatio, below diskSpaceCleanForciblyRatio, not the delete hour:
+    // nothing has expired, so nothing goes (RocketMQ keeps young files up to 85%).
     f.clock.set_used_ratio(0.80);
+    assert_eq!(retain(&f.store), 0);
+    assert_eq!(f.store.min_offset(), 0);
+    // Once they are older than fileReservedTime they go at once, without waiting for 04.
+    f.clock.advance_ms(2 * HOUR);
+    assert_eq!(retain(&f.store), cl_files - 1);
+    check_after_deletion(&f);
+    // Puts were never refused on the way.
+    assert!(!f.store.disk_guard().is_full());
+    assert!(f.store.put_message_sync(&message("Ret", 0, 10_000, 150)).unwrap().status.is_stored());
+}
+
+#[test]
+fn above_clean_forcibly_ratio_files_go_whatever_their_age() {
+    let f = setup(300);
+    let cl_files = f.store.commit_log().queue().file_count();
+    // Not expired, not the delete hour, but the disk is above diskSpaceCleanForciblyRatio.
+    f.clock.set_used_ratio(0.86);
     let deleted = retain(&f.store);
     assert_eq!(deleted, cl_files - 1);
     check_after_deletion(&f);
-    // Below the ratio again: new files stay.
+    // Below the ratios again: new files stay.
     f.clock.set_used_ratio(0.50);
     for i in 0..100 {
         f.store.put_message_sync(&message("Ret", 0, 20_000 + i, 150)).unwrap();
     }
     assert!(f.store.wait_dispatched(Duration::from_secs(10)));
     assert_eq!(retain(&f.store), 0);
+}
+
+#[test]
+fn clean_file_forcibly_disabled_keeps_young_files_on_a_full_disk() {
+    let f = setup_with(300, &[("cleanFileForciblyEnable", "false")]);
+    let cl_files = f.store.commit_log().queue().file_count();
+    f.clock.set_used_ratio(0.95);
+    assert_eq!(retain(&f.store), 0, "young files stay without cleanFileForciblyEnable");
+    assert_eq!(f.store.commit_log().queue().file_count(), cl_files);
+    // The store is still marked full; expired files still go.
+    assert!(f.store.disk_guard().is_full());
+    f.clock.advance_ms(2 * HOUR);
+    assert_eq!(retain(&f.store), cl_files - 1);
+}
+
+/// Puts one message and expects the disk guard to refuse it, storing nothing.
+fn assert_refused(f: &Fixture, i: usize, used_pct: &str) {
+    let before = f.store.max_offset();
+    match f.store.put_message_sync(&message("Ret", 0, 30_000 + i, 150)) {
+        Err(Error::PutFailed { status: PutStatus::ServiceNotAvailable, reason }) => {
+            for needle in ["diskSpaceWarningLevelRatio (90%)", "diskSpaceCleanForciblyRatio (85%)", used_pct]
+            {
+                assert!(reason.contains(needle), "{needle:?} not in {reason:?}");
+            }
+            assert!(reason.contains(&f.dir.path().join("commitlog").display().to_string()), "{reason}");
+        }
+        other => panic!("expected SERVICE_NOT_AVAILABLE, got {other:?}"),
+    }
+    assert_eq!(f.store.max_offset(), before, "a refused put stored nothing");
+}
+
+#[test]
+fn above_warning_level_puts_are_refused_until_back_at_clean_forcibly_ratio() {
+    let f = setup_with(50, &[("cleanFileForciblyEnable", "false")]);
+    // At the warning level exactly: still accepted (RocketMQ compares with `>`).
+    f.clock.set_used_ratio(0.90);
+    retain(&f.store);
+    assert!(!f.store.disk_guard().is_full());
+    assert!(f.store.put_message_sync(&message("Ret", 0, 1, 150)).unwrap().status.is_stored());
+    // Above it: marked full at the next reading; every put is refused with a reason.
+    f.clock.set_used_ratio(0.913);
+    retain(&f.store);
+    assert!(f.store.disk_guard().is_full());
+    assert!((f.store.disk_guard().used_ratio() - 0.913).abs() < 1e-6);
+    for i in 0..3 {
+        assert_refused(&f, i, "91.3% used");
+    }
+    let batch = [message("Ret", 1, 40_000, 150), message("Ret", 1, 40_001, 150)];
+    assert!(matches!(
+        f.store.put_messages(&batch),
+        Err(Error::PutFailed { status: PutStatus::ServiceNotAvailable, .. })
+    ));
+    // Between the two ratios: still refused (no flapping at the threshold).
+    f.clock.set_used_ratio(0.88);
+    retain(&f.store);
+    assert_refused(&f, 10, "91.3% used");
+    // At diskSpaceCleanForciblyRatio: accepted again, and what was stored before reads back.
+    f.clock.set_used_ratio(0.85);
+    retain(&f.store);
+    assert!(!f.store.disk_guard().is_full());
+    let r = f.store.put_message_sync(&message("Ret", 0, 50_000, 150)).unwrap();
+    assert_eq!(r.status, PutStatus::PutOk);
+    assert!(f.store.wait_dispatched(Duration::from_secs(10)));
+    for (p, body) in &f.puts {
+        assert_eq!(&f.store.message_at(p.phy_offset).unwrap().body, body);
+    }
+}
+
+/// The retention thread takes the readings by itself, every cleanResourceInterval.
+#[test]
+fn the_retention_thread_marks_the_store_full_and_clears_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg =
+        store_config(dir.path(), &[("mappedFileSizeCommitLog", "8192"), ("cleanResourceInterval", "20")]);
+    let clock = ManualClock::new(10, 0.10);
+    let store = MessageStore::open_with_clock(cfg, clock.clone()).unwrap();
+    store.start().unwrap();
+    assert_eq!(store.put_message_sync(&message("Ret", 0, 1, 150)).unwrap().status, PutStatus::PutOk);
+    clock.set_used_ratio(0.97);
+    assert!(wait_until(Duration::from_secs(10), || store.disk_guard().is_full()));
+    let max = store.max_offset();
+    match store.put_message_sync(&message("Ret", 0, 2, 150)) {
+        Err(Error::PutFailed { status: PutStatus::ServiceNotAvailable, reason }) => {
+            assert!(reason.contains("97.0% used"), "{reason}");
+        }
+        other => panic!("expected SERVICE_NOT_AVAILABLE, got {other:?}"),
+    }
+    assert_eq!(store.max_offset(), max);
+    clock.set_used_ratio(0.40);
+    assert!(wait_until(Duration::from_secs(10), || !store.disk_guard().is_full()));
+    assert_eq!(store.put_message_sync(&message("Ret", 0, 3, 150)).unwrap().status, PutStatus::PutOk);
+    store.shutdown();
 }
 
 #[test]

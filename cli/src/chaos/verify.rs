@@ -26,7 +26,8 @@ pub fn store_settings(file_size: u64, flush_disk_type: &str) -> Vec<(&'static st
         ("flushIntervalCommitLog", "100".into()),
         ("flushIntervalConsumeQueue", "200".into()),
         // Retention would (rightly) delete old CommitLog files on a full disk; the harness
-        // checks every acknowledged message from the first, so it never runs here.
+        // checks every acknowledged message from the first, so it never runs here (nor does
+        // the disk guard, which reads the disk in the same pass).
         ("cleanResourceInterval", "86400000".into()),
     ]
 }

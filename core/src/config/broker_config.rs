@@ -294,8 +294,18 @@ broker_config! {
     delete_when: String = "04".into(), "deleteWhen";
     /// Hours a CommitLog file is kept.
     file_reserved_time: i64 = 72, "fileReservedTime";
-    /// Disk usage percentage above which files are deleted at once.
+    /// Disk usage percentage above which a retention pass runs at once, outside `deleteWhen`
+    /// (it still deletes only files older than `fileReservedTime`); RocketMQ clamps it to 10..95.
     disk_max_used_space_ratio: i32 = 75, "diskMaxUsedSpaceRatio";
+    /// Disk usage percentage above which CommitLog files are deleted whatever their age, when
+    /// `cleanFileForciblyEnable`; RocketMQ clamps it to 30..85.
+    disk_space_clean_forcibly_ratio: i32 = 85, "diskSpaceCleanForciblyRatio";
+    /// Disk usage percentage above which the store is marked full and refuses puts
+    /// (SERVICE_NOT_AVAILABLE) until usage is back at or below `diskSpaceCleanForciblyRatio`;
+    /// RocketMQ clamps it to 35..90.
+    disk_space_warning_level_ratio: i32 = 90, "diskSpaceWarningLevelRatio";
+    /// Whether a disk above `diskSpaceCleanForciblyRatio` deletes files before they expire.
+    clean_file_forcibly_enable: bool = true, "cleanFileForciblyEnable";
     /// Largest body accepted, in bytes.
     max_message_size: i32 = 4_194_304, "maxMessageSize";
     /// ASYNC_FLUSH: milliseconds between flushes.
@@ -448,14 +458,23 @@ impl BrokerConfig {
         let key = key.trim();
         if let Some(canonical) = Self::canonical_key(key) {
             self.set_known(canonical, value).map_err(|reason| ConfigError::for_key(key, value, reason))?;
-            if canonical == "diskMaxUsedSpaceRatio" && !(10..=95).contains(&self.disk_max_used_space_ratio) {
-                // RocketMQ's getter clamps the ratio to 10..95 and sample configs in the wild
-                // say 99: take the file as RocketMQ would, and say so.
-                let clamped = self.disk_max_used_space_ratio.clamp(10, 95);
-                let msg = format!("{key}={value} is outside 10..95; using {clamped} as RocketMQ does");
-                tracing::warn!("{msg}");
-                self.warnings.push(msg);
-                self.disk_max_used_space_ratio = clamped;
+            // RocketMQ's getters clamp the disk ratios, and sample configs in the wild say
+            // diskMaxUsedSpaceRatio=99: take the file as RocketMQ would, and say so.
+            let ratio = match canonical {
+                "diskMaxUsedSpaceRatio" => Some((&mut self.disk_max_used_space_ratio, 10, 95)),
+                "diskSpaceCleanForciblyRatio" => Some((&mut self.disk_space_clean_forcibly_ratio, 30, 85)),
+                "diskSpaceWarningLevelRatio" => Some((&mut self.disk_space_warning_level_ratio, 35, 90)),
+                _ => None,
+            };
+            if let Some((ratio, lo, hi)) = ratio {
+                if !(lo..=hi).contains(ratio) {
+                    let clamped = (*ratio).clamp(lo, hi);
+                    let msg =
+                        format!("{key}={value} is outside {lo}..{hi}; using {clamped} as RocketMQ does");
+                    tracing::warn!("{msg}");
+                    self.warnings.push(msg);
+                    *ratio = clamped;
+                }
             }
             // Errors name the key as the file spells it (old spellings included).
             self.validate_key(canonical, value).map_err(|mut e| {

@@ -18,7 +18,7 @@ use super::lock::{self, StoreLock};
 use super::mapped_file::Populate;
 use super::mapped_file_queue::Allocator;
 use super::read::{GetMessageResult, GetMessageStatus, RawRecord, StoredMessage, total_physical_memory};
-use super::retention::{self, RetentionOptions, RetentionReport, StoreClock, SystemClock};
+use super::retention::{self, DiskGuard, RetentionOptions, RetentionReport, StoreClock, SystemClock};
 use super::status::{PutResult, PutStatus};
 use super::wait::{OffsetWaiters, PutTicket, WaitPart, WakeRelay};
 use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
@@ -94,6 +94,8 @@ pub struct MessageStore {
     /// How threads blocked on this store's puts are woken (see `WakeRelay`).
     wake: Option<Arc<WakeRelay>>,
     clock: Arc<dyn StoreClock>,
+    /// Set while the disk is above `diskSpaceWarningLevelRatio`: puts are refused.
+    disk: Arc<DiskGuard>,
     stop: Arc<StopSignal>,
     dispatcher_stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -204,6 +206,7 @@ impl MessageStore {
             flush_waiters: OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, flushed),
             wake: WakeRelay::new(),
             clock,
+            disk: Arc::new(DiskGuard::default()),
             stop: StopSignal::new(),
             dispatcher_stop: Arc::new(AtomicBool::new(false)),
             threads: Mutex::new(Vec::new()),
@@ -326,19 +329,22 @@ impl MessageStore {
                 thorough,
             )
         })?);
-        let (cqs, index, dispatcher, cl, stop, clock) = (
+        let (cqs, index, dispatcher, cl, stop, clock, disk) = (
             self.cqs.clone(),
             self.index.clone(),
             self.dispatcher.clone(),
             self.commit_log.clone(),
             self.stop.clone(),
             self.clock.clone(),
+            self.disk.clone(),
         );
         let opts = retention_options(c);
         let interval = Duration::from_millis(c.clean_resource_interval as u64);
         threads.push(spawn("rmqha-retention", move || {
             while stop.sleep(interval) {
-                if let Err(e) = retention::run_pass(&cl, &cqs, index.as_deref(), &dispatcher, &clock, &opts) {
+                if let Err(e) =
+                    retention::run_pass(&cl, &cqs, index.as_deref(), &dispatcher, &clock, &disk, &opts)
+                {
                     tracing::error!("retention failed: {e}");
                 }
             }
@@ -505,6 +511,12 @@ impl MessageStore {
             return Err(Error::PutFailed {
                 status: PutStatus::ServiceNotAvailable,
                 reason: "this broker is a SLAVE; put to its master".into(),
+            });
+        }
+        if self.disk.is_full() {
+            return Err(Error::PutFailed {
+                status: PutStatus::ServiceNotAvailable,
+                reason: self.disk.reason(),
             });
         }
         let outcome = self
@@ -790,7 +802,14 @@ impl MessageStore {
         out
     }
 
-    /// One retention pass now (the retention thread runs one every `cleanResourceInterval`).
+    /// The disk guard: whether puts are refused because the disk is nearly full, and the
+    /// last reading (taken by every retention pass, as RocketMQ's CleanCommitLogService does).
+    pub fn disk_guard(&self) -> &DiskGuard {
+        &self.disk
+    }
+
+    /// One retention pass now (the retention thread runs one every `cleanResourceInterval`);
+    /// it also takes the disk guard's reading.
     pub fn run_retention(&self) -> Result<RetentionReport> {
         let opts = retention_options(&self.config);
         retention::run_pass(
@@ -799,6 +818,7 @@ impl MessageStore {
             self.index.as_deref(),
             &self.dispatcher,
             &self.clock,
+            &self.disk,
             &opts,
         )
         .map_err(|e| Error::Store(format!("retention: {e}")))
@@ -865,6 +885,10 @@ fn retention_options(c: &BrokerConfig) -> RetentionOptions {
         file_reserved_ms: c.file_reserved_time * 3_600_000,
         delete_hours: c.delete_when_hours(),
         disk_max_used_ratio: c.disk_max_used_space_ratio as f64 / 100.0,
+        clean_forcibly_ratio: c.disk_space_clean_forcibly_ratio as f64 / 100.0,
+        warning_level_ratio: c.disk_space_warning_level_ratio as f64 / 100.0,
+        clean_forcibly_enable: c.clean_file_forcibly_enable,
+        consume_queue_dir: c.consume_queue_dir(),
         max_files_per_pass: 10,
     }
 }

@@ -1,11 +1,25 @@
-//! Retention (spec 11: fileReservedTime, deleteWhen, diskMaxUsedSpaceRatio): old CommitLog
-//! files are deleted, and the ConsumeQueues and index files that point into them follow.
+//! Retention (spec 11: fileReservedTime, deleteWhen, diskMaxUsedSpaceRatio) and RocketMQ's
+//! disk guard: old CommitLog files are deleted, and the ConsumeQueues and index files that
+//! point into them follow; a disk that is nearly full makes the store refuse puts.
+//!
+//! The thresholds are RocketMQ's (`CleanCommitLogService.isSpaceToDelete`):
+//! - above `diskMaxUsedSpaceRatio` (75%) a pass runs at once, outside `deleteWhen`, but still
+//!   deletes only files older than `fileReservedTime`;
+//! - above `diskSpaceCleanForciblyRatio` (85%) it deletes files whatever their age
+//!   (`cleanFileForciblyEnable`);
+//! - above `diskSpaceWarningLevelRatio` (90%) the store is marked full and refuses puts with
+//!   SERVICE_NOT_AVAILABLE, until a reading is at or below `diskSpaceCleanForciblyRatio`.
+//!
+//! Both the CommitLog's and the ConsumeQueues' file systems are read, and the fuller one counts
+//! (RocketMQ reads both too, but a ConsumeQueue disk with room clears the flag its CommitLog
+//! disk set).
 //!
 //! The clock and the disk-usage reading are injectable so tests need not wait hours or fill a
 //! disk.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::commit_log::CommitLog;
@@ -80,12 +94,22 @@ pub fn disk_available_bytes(path: &Path) -> Option<u64> {
     Some(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
 }
 
-/// Settings of retention.
+/// Settings of retention and of the disk guard (fractions, not percentages).
 #[derive(Debug, Clone)]
 pub struct RetentionOptions {
     pub file_reserved_ms: i64,
     pub delete_hours: Vec<u8>,
+    /// `diskMaxUsedSpaceRatio`: above it a pass runs at once (expired files only).
     pub disk_max_used_ratio: f64,
+    /// `diskSpaceCleanForciblyRatio`: above it files go whatever their age; at or below it a
+    /// full store accepts puts again.
+    pub clean_forcibly_ratio: f64,
+    /// `diskSpaceWarningLevelRatio`: above it the store refuses puts.
+    pub warning_level_ratio: f64,
+    /// `cleanFileForciblyEnable`.
+    pub clean_forcibly_enable: bool,
+    /// The ConsumeQueues' directory, read beside the CommitLog's.
+    pub consume_queue_dir: PathBuf,
     /// Most files deleted in one pass (RocketMQ's DELETE_FILES_BATCH_MAX).
     pub max_files_per_pass: usize,
 }
@@ -98,20 +122,89 @@ pub struct RetentionReport {
     pub index_files: usize,
 }
 
-/// One retention pass.
+/// RocketMQ's disk-full flag (`RunningFlags`' DISK_FULL bit), with the reading that set it.
+#[derive(Debug, Default)]
+pub struct DiskGuard {
+    full: AtomicBool,
+    /// The last reading's used fraction, in millionths.
+    used_ppm: AtomicU32,
+    /// Why puts are refused while `full`.
+    reason: Mutex<String>,
+}
+
+impl DiskGuard {
+    /// Whether puts are refused (one relaxed load: the put path asks on every put).
+    pub fn is_full(&self) -> bool {
+        self.full.load(Ordering::Relaxed)
+    }
+
+    /// The used fraction of the fuller of the store's file systems at the last reading.
+    pub fn used_ratio(&self) -> f64 {
+        self.used_ppm.load(Ordering::Relaxed) as f64 / 1e6
+    }
+
+    /// Why puts are refused, naming the disk, its usage and the thresholds.
+    pub fn reason(&self) -> String {
+        self.reason.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Takes a reading of the store's file systems and sets or clears the flag; returns the
+    /// used fraction of the fuller one.
+    pub fn check(&self, clock: &dyn StoreClock, commit_log_dir: &Path, opts: &RetentionOptions) -> f64 {
+        let cl = clock.disk_used_ratio(commit_log_dir);
+        let cq = clock.disk_used_ratio(&opts.consume_queue_dir);
+        let (used, dir) = if cq > cl { (cq, opts.consume_queue_dir.as_path()) } else { (cl, commit_log_dir) };
+        self.used_ppm.store((used.clamp(0.0, 1.0) * 1e6) as u32, Ordering::Relaxed);
+        let pct = |r: f64| r * 100.0;
+        // Puts resume at or below the lower of the two ratios (a config may set the warning
+        // level under the forcible-cleaning one).
+        let (resume_key, resume) = if opts.clean_forcibly_ratio <= opts.warning_level_ratio {
+            ("diskSpaceCleanForciblyRatio", opts.clean_forcibly_ratio)
+        } else {
+            ("diskSpaceWarningLevelRatio", opts.warning_level_ratio)
+        };
+        if used > opts.warning_level_ratio {
+            let reason = format!(
+                "the disk holding {} is {:.1}% used, above diskSpaceWarningLevelRatio ({:.0}%): \
+                 puts are refused until it is at or below {resume_key} ({:.0}%)",
+                dir.display(),
+                pct(used),
+                pct(opts.warning_level_ratio),
+                pct(resume),
+            );
+            *self.reason.lock().unwrap_or_else(|e| e.into_inner()) = reason.clone();
+            if !self.full.swap(true, Ordering::AcqRel) {
+                tracing::error!("store marked full: {reason}");
+            }
+        } else if used <= resume && self.full.swap(false, Ordering::AcqRel) {
+            tracing::info!(
+                "the disk holding {} is {:.1}% used, at or below {resume_key} ({:.0}%): puts accepted again",
+                dir.display(),
+                pct(used),
+                pct(resume),
+            );
+        }
+        used
+    }
+}
+
+/// One retention pass; it also takes the disk guard's reading.
 pub fn run_pass(
     cl: &CommitLog,
     cqs: &ConsumeQueueStore,
     index: Option<&IndexService>,
     dispatcher: &Dispatcher,
     clock: &Arc<dyn StoreClock>,
+    guard: &DiskGuard,
     opts: &RetentionOptions,
 ) -> std::io::Result<RetentionReport> {
     let now = clock.now_ms();
     let at_delete_hour = opts.delete_hours.contains(&clock.hour_of_day());
-    let disk_full = clock.disk_used_ratio(cl.queue().dir()) > opts.disk_max_used_ratio;
+    let used = guard.check(clock.as_ref(), cl.queue().dir(), opts);
+    let clean_at_once = opts.clean_forcibly_enable && used > opts.clean_forcibly_ratio;
+    let space_to_delete = used > opts.disk_max_used_ratio || used > opts.clean_forcibly_ratio;
     let mut report = RetentionReport::default();
-    if at_delete_hour || disk_full {
+    if at_delete_hour || space_to_delete {
         let reput = dispatcher.reput_from();
         for _ in 0..opts.max_files_per_pass {
             let removed = cl.queue().remove_first_if(|f| {
@@ -119,7 +212,7 @@ pub fn run_pass(
                 if f.end_offset() > reput {
                     return false;
                 }
-                if disk_full {
+                if clean_at_once {
                     return true;
                 }
                 let modified = std::fs::metadata(f.path())
@@ -132,15 +225,20 @@ pub fn run_pass(
             })?;
             match removed {
                 Some(f) => {
-                    tracing::info!(
-                        "retention deleted CommitLog file {} ({})",
-                        f.path().display(),
-                        if disk_full {
-                            "disk above diskMaxUsedSpaceRatio"
-                        } else {
-                            "older than fileReservedTime"
-                        }
-                    );
+                    if clean_at_once {
+                        tracing::warn!(
+                            "retention deleted CommitLog file {} before fileReservedTime: the disk is {:.1}% used, \
+                             above diskSpaceCleanForciblyRatio ({:.0}%)",
+                            f.path().display(),
+                            used * 100.0,
+                            opts.clean_forcibly_ratio * 100.0
+                        );
+                    } else {
+                        tracing::info!(
+                            "retention deleted CommitLog file {} (older than fileReservedTime)",
+                            f.path().display()
+                        );
+                    }
                     report.commit_log_files += 1;
                 }
                 None => break,
@@ -201,6 +299,71 @@ impl StoreClock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A disk gauge that reads each directory's file system separately.
+    struct TwoDisks {
+        commit_log: f64,
+        consume_queue: f64,
+    }
+
+    impl StoreClock for TwoDisks {
+        fn now_ms(&self) -> i64 {
+            0
+        }
+        fn hour_of_day(&self) -> u8 {
+            0
+        }
+        fn disk_used_ratio(&self, path: &Path) -> f64 {
+            if path.ends_with("consumequeue") { self.consume_queue } else { self.commit_log }
+        }
+    }
+
+    fn opts() -> RetentionOptions {
+        RetentionOptions {
+            file_reserved_ms: 0,
+            delete_hours: vec![],
+            disk_max_used_ratio: 0.75,
+            clean_forcibly_ratio: 0.85,
+            warning_level_ratio: 0.90,
+            clean_forcibly_enable: true,
+            consume_queue_dir: PathBuf::from("/store/consumequeue"),
+            max_files_per_pass: 10,
+        }
+    }
+
+    /// The fuller of the two file systems counts, whichever it is, and the reason names it.
+    /// (RocketMQ reads both too, but a ConsumeQueue disk with room clears the flag that a full
+    /// CommitLog disk set.)
+    #[test]
+    fn the_fuller_disk_sets_and_clears_the_flag() {
+        let cl = Path::new("/data/commitlog");
+        let g = DiskGuard::default();
+        let used = g.check(&TwoDisks { commit_log: 0.95, consume_queue: 0.20 }, cl, &opts());
+        assert_eq!(used, 0.95);
+        assert!(g.is_full());
+        assert!(g.reason().contains("/data/commitlog is 95.0% used"), "{}", g.reason());
+        // Between the ratios on both: still full.
+        g.check(&TwoDisks { commit_log: 0.86, consume_queue: 0.20 }, cl, &opts());
+        assert!(g.is_full());
+        g.check(&TwoDisks { commit_log: 0.85, consume_queue: 0.20 }, cl, &opts());
+        assert!(!g.is_full());
+        // The ConsumeQueues' disk alone can fill the store.
+        g.check(&TwoDisks { commit_log: 0.30, consume_queue: 0.91 }, cl, &opts());
+        assert!(g.is_full());
+        assert!(g.reason().contains("/store/consumequeue is 91.0% used"), "{}", g.reason());
+        assert!((g.used_ratio() - 0.91).abs() < 1e-6);
+        g.check(&TwoDisks { commit_log: 0.30, consume_queue: 0.50 }, cl, &opts());
+        assert!(!g.is_full());
+        // A warning level under the forcible-cleaning ratio: puts resume at the lower one.
+        let low = RetentionOptions { warning_level_ratio: 0.60, clean_forcibly_ratio: 0.80, ..opts() };
+        g.check(&TwoDisks { commit_log: 0.70, consume_queue: 0.0 }, cl, &low);
+        assert!(g.is_full());
+        assert!(g.reason().contains("at or below diskSpaceWarningLevelRatio (60%)"), "{}", g.reason());
+        g.check(&TwoDisks { commit_log: 0.65, consume_queue: 0.0 }, cl, &low);
+        assert!(g.is_full());
+        g.check(&TwoDisks { commit_log: 0.60, consume_queue: 0.0 }, cl, &low);
+        assert!(!g.is_full());
+    }
 
     /// The used fraction is `df`'s Use% (reserved blocks are not "used": on this project's
     /// VM root holds back most of the free blocks, and counting them put a 45% disk at 80%);
