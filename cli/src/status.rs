@@ -32,6 +32,18 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
         get("dispatchBehindBytes")
     );
     println!("ports    remoting {}  HA {}", get("listenPort"), get("haPort"));
+    let pct = |k: &str| match get(k).parse::<f64>() {
+        Ok(r) if r >= 0.0 => format!("{:.0}%", r * 100.0),
+        _ => "unknown".to_string(),
+    };
+    println!(
+        "disk     commitlog {} used  consumequeue {} used",
+        pct("commitLogDiskRatio"),
+        pct("consumeQueueDiskRatio")
+    );
+    if let Some(reason) = table.get("diskFull") {
+        println!("FULL     {reason}");
+    }
     if get("brokerRole") == "SLAVE" {
         println!("master   {} (connected: {})", get("masterAddress"), get("connected"));
         if let Some(e) = table.get("lastHaError") {

@@ -52,6 +52,20 @@ fn two_broker_processes_replicate_and_stop_cleanly() {
     assert!(st.contains("SLAVE") && st.contains("connected: true"), "{st}");
     let mst = status(&mport);
     assert!(mst.contains("SYNC_MASTER"), "{mst}");
+    // The disk line is df's Use% of the store's file system (other writers may move it by one).
+    let df = Command::new("df").arg("--output=pcent").arg(md.path()).output().unwrap();
+    let df_pct: i64 = String::from_utf8_lossy(&df.stdout)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    let disk = mst.lines().find(|l| l.starts_with("disk ")).unwrap_or_else(|| panic!("no disk line:\n{mst}"));
+    let shown: i64 = disk.split_whitespace().nth(2).unwrap().trim_end_matches('%').parse().unwrap();
+    assert!((shown - df_pct).abs() <= 1, "status says {disk:?}, df says {df_pct}%");
+    assert!(!mst.contains("FULL"), "{mst}");
 
     for p in [&mut slave, &mut master] {
         p.signal(libc::SIGTERM);

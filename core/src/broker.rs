@@ -441,6 +441,17 @@ impl Broker {
         put("listenPort", o.listen_port.to_string());
         put("haPort", o.ha_port.to_string());
         put("storePathRootDir", self.config.store_root().display().to_string());
+        // RocketMQ's keys: the used fraction of each directory's file system, read now (-1 if
+        // it cannot be read), as the disk guard reads it.
+        let ratio = |p: &std::path::Path| {
+            crate::store::retention::disk_used_ratio(p).map_or_else(|| "-1".to_string(), |r| r.to_string())
+        };
+        put("commitLogDiskRatio", ratio(&self.config.commit_log_dir()));
+        put("consumeQueueDiskRatio", ratio(&self.config.consume_queue_dir()));
+        let guard = self.store.disk_guard();
+        if guard.is_full() {
+            put("diskFull", guard.reason());
+        }
         if self.role().is_master() {
             put("slaveCount", o.slaves.len().to_string());
             let slaves: Vec<String> = o
