@@ -1,0 +1,130 @@
+//! The disk guard on a real file system: a 16 MiB tmpfs mounted for the test (it needs root,
+//! as the chaos harness does; elsewhere it says why it did not run). A filler file takes the
+//! file system above diskSpaceWarningLevelRatio; the retention thread reads it with statvfs,
+//! puts are refused with a reason naming the mount and its usage, what was acknowledged reads
+//! back; once the filler is gone, puts are accepted again.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{message, store_config, wait_until};
+use rmqha_core::store::retention::disk_used_ratio;
+use rmqha_core::{Error, MessageStore, PutStatus};
+
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Result<Tmpfs, String> {
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "rmqha-test"])
+            .arg(dir)
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let ok = Command::new("umount").arg(&self.0).status().is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
+
+#[test]
+fn a_nearly_full_file_system_refuses_puts_until_space_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let Ok(_mount) = Tmpfs::mount(dir.path(), "16m").map_err(|e| {
+        eprintln!("not run: cannot mount a tmpfs ({e}); this test needs root");
+    }) else {
+        return;
+    };
+    let root = dir.path().join("store");
+    let cfg = store_config(
+        &root,
+        &[
+            ("mappedFileSizeCommitLog", "1048576"),
+            ("mappedFileSizeConsumeQueue", "6000"),
+            ("maxHashSlotNum", "64"),
+            ("maxIndexNum", "256"),
+            ("cleanResourceInterval", "50"),
+        ],
+    );
+    let store = MessageStore::open(cfg).unwrap();
+    store.start().unwrap();
+    let acked: Vec<_> = (0..100)
+        .map(|i| {
+            let m = message("Full", 0, i, 200);
+            let r = store.put_message_sync(&m).unwrap();
+            assert_eq!(r.status, PutStatus::PutOk);
+            (r.phy_offset, m.body)
+        })
+        .collect();
+
+    // Fill the file system to 95% (tmpfs reserves nothing, so this is df's Use% too).
+    let st = df_space(dir.path());
+    let filler = dir.path().join("filler");
+    let target_free = st.total / 20;
+    std::fs::write(&filler, vec![7u8; (st.free - target_free) as usize]).unwrap();
+    let used = disk_used_ratio(dir.path()).unwrap();
+    assert!(used > 0.90, "filled to {used}");
+
+    // Within a few retention passes the guard refuses puts, with a reason naming the mount.
+    let mut reason = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            match store.put_message_sync(&message("Full", 0, 1000, 200)) {
+                Err(Error::PutFailed { status: PutStatus::ServiceNotAvailable, reason: r }) => {
+                    reason = r;
+                    true
+                }
+                _ => false,
+            }
+        }),
+        "puts were never refused at {used}"
+    );
+    let pct = format!("{:.1}% used", store.disk_guard().used_ratio() * 100.0);
+    for needle in
+        [root.join("commitlog").display().to_string(), pct, "diskSpaceWarningLevelRatio (90%)".into()]
+    {
+        assert!(reason.contains(&needle), "{needle:?} not in {reason:?}");
+    }
+    let max = store.max_offset();
+    assert!(matches!(
+        store.put_message_sync(&message("Full", 0, 1001, 200)),
+        Err(Error::PutFailed { status: PutStatus::ServiceNotAvailable, .. })
+    ));
+    assert_eq!(store.max_offset(), max, "a refused put stored nothing");
+    for (phy, body) in &acked {
+        assert_eq!(&store.message_at(*phy).unwrap().body, body);
+    }
+
+    // Space returns: puts are accepted again within a few passes.
+    std::fs::remove_file(&filler).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || store
+        .put_message_sync(&message("Full", 0, 2000, 200))
+        .is_ok_and(|r| r.status == PutStatus::PutOk)));
+    assert!(!store.disk_guard().is_full());
+    store.shutdown();
+}
+
+struct Space {
+    total: u64,
+    free: u64,
+}
+
+/// Total and available bytes of the file system holding `path`.
+fn df_space(path: &Path) -> Space {
+    let out = Command::new("df").args(["--block-size=1", "--output=size,avail"]).arg(path).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut nums = text.lines().nth(1).unwrap().split_whitespace().map(|n| n.parse::<u64>().unwrap());
+    Space { total: nums.next().unwrap(), free: nums.next().unwrap() }
+}
