@@ -11,15 +11,18 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{message, store_config, wait_until};
-use rmqha_core::store::retention::disk_used_ratio;
+use rmqha_core::store::retention::{disk_available_bytes, disk_used_ratio};
 use rmqha_core::{Error, MessageStore, PutStatus};
+
+/// The size of the test's file system.
+const TMPFS_BYTES: u64 = 16 << 20;
 
 struct Tmpfs(PathBuf);
 
 impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Result<Tmpfs, String> {
+    fn mount(dir: &Path, bytes: u64) -> Result<Tmpfs, String> {
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "rmqha-test"])
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "rmqha-test"])
             .arg(dir)
             .output()
             .map_err(|e| format!("mount: {e}"))?;
@@ -42,7 +45,7 @@ impl Drop for Tmpfs {
 #[test]
 fn a_nearly_full_file_system_refuses_puts_until_space_returns() {
     let dir = tempfile::tempdir().unwrap();
-    let Ok(_mount) = Tmpfs::mount(dir.path(), "16m").map_err(|e| {
+    let Ok(_mount) = Tmpfs::mount(dir.path(), TMPFS_BYTES).map_err(|e| {
         eprintln!("not run: cannot mount a tmpfs ({e}); this test needs root");
     }) else {
         return;
@@ -70,10 +73,9 @@ fn a_nearly_full_file_system_refuses_puts_until_space_returns() {
         .collect();
 
     // Fill the file system to 95% (tmpfs reserves nothing, so this is df's Use% too).
-    let st = df_space(dir.path());
+    let free = disk_available_bytes(dir.path()).unwrap();
     let filler = dir.path().join("filler");
-    let target_free = st.total / 20;
-    std::fs::write(&filler, vec![7u8; (st.free - target_free) as usize]).unwrap();
+    std::fs::write(&filler, vec![7u8; (free - TMPFS_BYTES / 20) as usize]).unwrap();
     let used = disk_used_ratio(dir.path()).unwrap();
     assert!(used > 0.90, "filled to {used}");
 
@@ -114,17 +116,4 @@ fn a_nearly_full_file_system_refuses_puts_until_space_returns() {
         .is_ok_and(|r| r.status == PutStatus::PutOk)));
     assert!(!store.disk_guard().is_full());
     store.shutdown();
-}
-
-struct Space {
-    total: u64,
-    free: u64,
-}
-
-/// Total and available bytes of the file system holding `path`.
-fn df_space(path: &Path) -> Space {
-    let out = Command::new("df").args(["--block-size=1", "--output=size,avail"]).arg(path).output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut nums = text.lines().nth(1).unwrap().split_whitespace().map(|n| n.parse::<u64>().unwrap());
-    Space { total: nums.next().unwrap(), free: nums.next().unwrap() }
 }
