@@ -203,8 +203,8 @@ impl HaMaster {
         self.shared.refused.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
     }
 
-    /// Closes every connection and stops the service; waiting puts get FLUSH_SLAVE_TIMEOUT's
-    /// sibling SERVICE_NOT_AVAILABLE only if still waiting at the very end.
+    /// Closes every connection and stops the service. Puts still waiting for an ack (and any
+    /// registered later) get FLUSH_SLAVE_TIMEOUT: they are stored, but no slave confirmed them.
     pub fn shutdown(&self) {
         if self.shared.stopping.swap(true, Ordering::AcqRel) {
             return;
@@ -223,7 +223,7 @@ impl HaMaster {
         for t in threads {
             let _ = t.join();
         }
-        self.shared.waiters.close(PutStatus::FlushSlaveTimeout);
+        self.shared.waiters.close();
         if let Some(h) = self.deadlines.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = h.join();
         }

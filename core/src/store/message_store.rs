@@ -388,7 +388,7 @@ impl MessageStore {
         if flushed_ok {
             self.flush_waiters.advance(self.commit_log.flushed_offset() as i64);
         }
-        self.flush_waiters.close(PutStatus::ServiceNotAvailable);
+        self.flush_waiters.close();
         if let Some(t) = deadline_thread {
             let _ = t.join();
         }
@@ -442,7 +442,7 @@ impl MessageStore {
         self.commit_log.warm_signal().notify();
         self.commit_log.flush_signal().notify();
         self.allocator.halt();
-        self.flush_waiters.close(PutStatus::ServiceNotAvailable);
+        self.flush_waiters.close();
         let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         for t in threads {
             let _ = t.join();

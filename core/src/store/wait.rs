@@ -396,8 +396,10 @@ impl OffsetWaiters {
     pub fn register(&self, target: i64, deadline: Instant, ticket: &PutTicket) {
         let mut s = lock(&self.state);
         if s.closed {
+            // The record is in the log already (only appended puts register), so the answer
+            // must say stored: the part's timeout status, never a not-stored one.
             drop(s);
-            ticket.complete_part(self.part, PutStatus::ServiceNotAvailable);
+            ticket.complete_part(self.part, self.timeout_status);
             return;
         }
         if s.value >= target {
@@ -452,11 +454,12 @@ impl OffsetWaiters {
         complete_batch(done.into_values().map(|w| w.ticket), self.part, status);
     }
 
-    /// Stops the deadline thread and fails what is still waiting.
-    pub fn close(&self, status: PutStatus) {
+    /// Stops the deadline thread and answers what is still waiting, and anything registered
+    /// later, with the part's timeout status: those puts are in the log, unconfirmed.
+    pub fn close(&self) {
         lock(&self.state).closed = true;
         self.cv.notify_all();
-        self.fail_all(status);
+        self.fail_all(self.timeout_status);
     }
 
     /// The deadline loop: completes timed-out puts until `close`. Run it on its own thread.
@@ -564,8 +567,8 @@ mod tests {
         // A later advance does not touch a completed ticket.
         flush.advance(1000);
         assert_eq!(t.wait().status, PutStatus::FlushSlaveTimeout);
-        flush.close(PutStatus::ServiceNotAvailable);
-        repl.close(PutStatus::ServiceNotAvailable);
+        flush.close();
+        repl.close();
         h1.join().unwrap();
         h2.join().unwrap();
     }
@@ -585,10 +588,18 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         t.on_complete(move |r| tx.send(r.status).unwrap());
         assert_eq!(rx.recv().unwrap(), PutStatus::PutOk);
-        w.close(PutStatus::ServiceNotAvailable);
+        w.close();
+        // A put appended as the service closes is stored: its answer says so.
         let t2 = PutTicket::with_parts(result(20), 1);
-        w.register(20, Instant::now(), &t2);
-        assert_eq!(t2.wait().status, PutStatus::ServiceNotAvailable);
+        w.register(20, Instant::now() + Duration::from_secs(60), &t2);
+        let late = t2.wait();
+        assert_eq!(late.status, PutStatus::FlushSlaveTimeout);
+        assert!(late.status.is_stored());
+        let flush = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0);
+        flush.close();
+        let t3 = PutTicket::with_parts(result(30), 1);
+        flush.register(30, Instant::now() + Duration::from_secs(60), &t3);
+        assert_eq!(t3.wait().status, PutStatus::FlushDiskTimeout);
     }
 
     /// Waiters, a relay, and `n` tickets on the relay registered for ends 10, 20, ... 10n.
@@ -695,7 +706,7 @@ mod tests {
         };
         assert_eq!(waiter.join().unwrap().status, PutStatus::FlushDiskTimeout);
         assert_eq!(t.wait_timeout(Duration::ZERO).unwrap().status, PutStatus::FlushDiskTimeout);
-        w.close(PutStatus::ServiceNotAvailable);
+        w.close();
         runner.join().unwrap();
     }
 }
