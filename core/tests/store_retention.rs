@@ -295,6 +295,59 @@ fn the_retention_thread_marks_the_store_full_and_clears_it() {
     store.shutdown();
 }
 
+/// The retention thread waits deleteCommitLogFilesInterval between two deletions of one pass,
+/// as RocketMQ does, so that deleting many files spreads its I/O.
+#[test]
+fn the_retention_thread_spaces_deletions_by_delete_commit_log_files_interval() {
+    const PAUSE_MS: u128 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = store_config(
+        dir.path(),
+        &[
+            ("mappedFileSizeCommitLog", "8192"),
+            ("mappedFileSizeConsumeQueue", "200"),
+            ("cleanResourceInterval", "20"),
+            ("deleteCommitLogFilesInterval", "300"),
+        ],
+    );
+    let clock = ManualClock::new(10, 0.10);
+    let store = MessageStore::open_with_clock(cfg, clock.clone()).unwrap();
+    store.start().unwrap();
+    for i in 0..200 {
+        store.put_message_sync(&message("Ret", 0, i, 150)).unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let files = store.commit_log().queue().file_count();
+    assert!(
+        (4..=10).contains(&files),
+        "{files} files: one pass (at most 10 deletions) must delete all but one"
+    );
+    // Above diskSpaceCleanForciblyRatio every file but the one being written goes, in one pass.
+    clock.set_used_ratio(0.86);
+    let mut seen = files;
+    let mut deletions = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while seen > 1 && std::time::Instant::now() < deadline {
+        let now = store.commit_log().queue().file_count();
+        if now < seen {
+            deletions.push((std::time::Instant::now(), seen - now));
+            seen = now;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    store.shutdown();
+    assert_eq!(seen, 1, "deletions seen: {deletions:?}");
+    assert!(deletions.iter().all(|&(_, n)| n == 1), "one file at a time: {deletions:?}");
+    // Each observation may come late by one poll and a scheduling delay, never early.
+    let span = deletions.last().unwrap().0 - deletions[0].0;
+    let want = (deletions.len() as u128 - 1) * PAUSE_MS;
+    assert!(
+        span.as_millis() + 100 >= want,
+        "{} deletions over {span:?}; want at least {want} ms",
+        deletions.len()
+    );
+}
+
 #[test]
 fn readers_survive_deletion_under_their_feet() {
     let f = setup(400);

@@ -340,11 +340,20 @@ impl MessageStore {
         );
         let opts = retention_options(c);
         let interval = Duration::from_millis(c.clean_resource_interval as u64);
+        let between_deletions = Duration::from_millis(c.delete_commit_log_files_interval.max(0) as u64);
         threads.push(spawn("rmqha-retention", move || {
             while stop.sleep(interval) {
-                if let Err(e) =
-                    retention::run_pass(&cl, &cqs, index.as_deref(), &dispatcher, &clock, &disk, &opts)
-                {
+                let pause = || stop.sleep(between_deletions);
+                if let Err(e) = retention::run_pass(
+                    &cl,
+                    &cqs,
+                    index.as_deref(),
+                    &dispatcher,
+                    &clock,
+                    &disk,
+                    &opts,
+                    &pause,
+                ) {
                     tracing::error!("retention failed: {e}");
                 }
             }
@@ -809,7 +818,8 @@ impl MessageStore {
     }
 
     /// One retention pass now (the retention thread runs one every `cleanResourceInterval`);
-    /// it also takes the disk guard's reading.
+    /// it also takes the disk guard's reading. Unlike the thread's passes, it deletes files
+    /// without waiting `deleteCommitLogFilesInterval` between them.
     pub fn run_retention(&self) -> Result<RetentionReport> {
         let opts = retention_options(&self.config);
         retention::run_pass(
@@ -820,6 +830,7 @@ impl MessageStore {
             &self.clock,
             &self.disk,
             &opts,
+            &|| true,
         )
         .map_err(|e| Error::Store(format!("retention: {e}")))
     }

@@ -188,7 +188,11 @@ impl DiskGuard {
     }
 }
 
-/// One retention pass; it also takes the disk guard's reading.
+/// One retention pass; it also takes the disk guard's reading. `between` runs between two
+/// CommitLog deletions (the background thread waits `deleteCommitLogFilesInterval` there, as
+/// RocketMQ does, so that deleting many files spreads its I/O); when it returns false, the
+/// pass deletes no more CommitLog files.
+#[allow(clippy::too_many_arguments)]
 pub fn run_pass(
     cl: &CommitLog,
     cqs: &ConsumeQueueStore,
@@ -197,6 +201,7 @@ pub fn run_pass(
     clock: &Arc<dyn StoreClock>,
     guard: &DiskGuard,
     opts: &RetentionOptions,
+    between: &dyn Fn() -> bool,
 ) -> std::io::Result<RetentionReport> {
     let now = clock.now_ms();
     let at_delete_hour = opts.delete_hours.contains(&clock.hour_of_day());
@@ -206,7 +211,10 @@ pub fn run_pass(
     let mut report = RetentionReport::default();
     if at_delete_hour || space_to_delete {
         let reput = dispatcher.reput_from();
-        for _ in 0..opts.max_files_per_pass {
+        for n in 0..opts.max_files_per_pass {
+            if n > 0 && !between() {
+                break;
+            }
             let removed = cl.queue().remove_first_if(|f| {
                 // Never a file the dispatcher has not finished with.
                 if f.end_offset() > reput {
