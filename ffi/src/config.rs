@@ -46,8 +46,10 @@ pub unsafe extern "C" fn rmqha_config_new(out: *mut *mut rmqha_config) -> rmqha_
 /// Returns `RMQHA_STATUS_CONFIG` for an invalid value (the message names the key and value;
 /// the config keeps its previous value) and `RMQHA_STATUS_UNKNOWN_CONFIG_KEY` for a key rmqha
 /// does not know or does not implement (ignored; the config is still usable, so a caller
-/// copying a whole RocketMQ configuration may go on). Both spellings of renamed keys are
-/// accepted (`mappedFileSizeCommitLog` and `mapedFileSizeCommitLog`).
+/// copying a whole RocketMQ configuration may go on). A known key set with a warning (a disk
+/// ratio clamped to RocketMQ's range, a key that has no effect in rmqha) returns
+/// `RMQHA_STATUS_OK`; `rmqha_config_warnings` lists the warning. Both spellings of renamed
+/// keys are accepted (`mappedFileSizeCommitLog` and `mapedFileSizeCommitLog`).
 ///
 /// Ownership: `key` and `value` are borrowed for the call. Thread safety: callable from any
 /// thread; calls on one config are serialised.
@@ -62,12 +64,16 @@ pub unsafe extern "C" fn rmqha_config_set(
         let (cfg, key, value) =
             unsafe { (args::handle(cfg, "cfg")?, args::str(key, "key")?, args::str(value, "value")?) };
         let mut c = cfg.lock();
-        let warnings = c.warnings.len();
         c.set(key, value).map_err(|e| Failure::new(rmqha_status::Config, e.to_string()))?;
-        match c.warnings.get(warnings) {
-            Some(w) => Err(Failure::new(rmqha_status::UnknownConfigKey, w.clone())),
-            None => Ok(()),
+        if c.get(key.trim()).is_some() {
+            // Known and kept, even with a warning (a clamped ratio, a key with no effect here).
+            return Ok(());
         }
+        let why = c.warnings.iter().rev().find(|w| w.contains(key.trim())).cloned();
+        Err(Failure::new(
+            rmqha_status::UnknownConfigKey,
+            why.unwrap_or_else(|| format!("unknown config key {key}; ignored")),
+        ))
     })
 }
 
@@ -122,7 +128,7 @@ pub unsafe extern "C" fn rmqha_config_load_file(cfg: *mut rmqha_config, path: *c
     })
 }
 
-/// Copies the config's warnings (keys ignored while setting or loading, one per line) into
+/// Copies the config's warnings (keys ignored, values clamped, keys with no effect; one per line) into
 /// `buf` as `rmqha_config_get` copies a value, with the full length in `*out_len` (may be
 /// NULL); an empty string when there are none.
 ///

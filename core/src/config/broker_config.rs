@@ -435,6 +435,27 @@ const UNSUPPORTED_KEYS: &[&str] = &[
     "flushCommitLogLeastPages_",
 ];
 
+/// RocketMQ keys that rmqha parses and keeps (they read back, and round-trip through
+/// `to_properties`) but that have nothing to act on here; setting one warns once, saying why.
+const NO_EFFECT_KEYS: &[(&str, &str)] = &[
+    (
+        "destroyMapedFileIntervalForcibly",
+        "a deleted CommitLog file is unlinked at once and unmapped when its last reader lets go, so no deletion waits on a reader",
+    ),
+    (
+        "redeleteHangedFileInterval",
+        "a deleted CommitLog file is unlinked at once and unmapped when its last reader lets go, so no deletion hangs",
+    ),
+    ("flushDelayOffsetInterval", "delay offsets are written to disk at every change"),
+];
+
+/// Whether `s` is `host:port` with a non-empty host and a port 1..65535 (the form of
+/// `haMasterAddress` and `masterAddress`; IPv6 hosts in brackets).
+pub(crate) fn is_host_port(s: &str) -> bool {
+    s.rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0))
+}
+
 fn default_broker_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
@@ -476,6 +497,16 @@ impl BrokerConfig {
                     *ratio = clamped;
                 }
             }
+            if let Some((_, why)) = NO_EFFECT_KEYS.iter().find(|(k, _)| *k == canonical) {
+                self.warn(format!("config key {key} has no effect in rmqha: {why}"));
+            }
+            if canonical == "storePathCommitLog" && value.contains(';') {
+                self.warn(format!(
+                    "{key}={value}: rmqha writes the CommitLog to one directory, the first ({}); \
+                     RocketMQ's multi-directory CommitLog is not implemented",
+                    self.commit_log_dir().display()
+                ));
+            }
             // Errors name the key as the file spells it (old spellings included).
             self.validate_key(canonical, value).map_err(|mut e| {
                 e.key = Some(key.to_string());
@@ -487,9 +518,16 @@ impl BrokerConfig {
             } else {
                 format!("unknown config key {key}; ignored")
             };
+            self.warn(msg);
+            Ok(())
+        }
+    }
+
+    /// Logs a warning and records it in `warnings`, once: a key set twice warns once.
+    fn warn(&mut self, msg: String) {
+        if !self.warnings.contains(&msg) {
             tracing::warn!("{msg}");
             self.warnings.push(msg);
-            Ok(())
         }
     }
 
@@ -508,10 +546,16 @@ impl BrokerConfig {
     /// Reads a RocketMQ-style `broker.properties` file.
     pub fn from_properties_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        let bytes = std::fs::read(path).map_err(|e| ConfigError {
             path: Some(path.to_path_buf()),
             ..ConfigError::new(format!("cannot read config file: {e}"))
         })?;
+        // Java's Properties.load(InputStream), which RocketMQ uses, reads ISO-8859-1: a file
+        // that is not UTF-8 (a Latin-1 comment, say) is read that way rather than refused.
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => e.into_bytes().iter().map(|&b| char::from(b)).collect(),
+        };
         Self::from_properties_str(&text).map_err(|mut e| {
             e.path = Some(path.to_path_buf());
             e
@@ -520,6 +564,8 @@ impl BrokerConfig {
 
     /// Reads properties text (see [`BrokerConfig::from_properties_file`]).
     pub fn from_properties_str(text: &str) -> Result<Self, ConfigError> {
+        // A byte-order mark written by an editor is not part of the first key.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let entries = parse_properties(text)
             .map_err(|e| ConfigError { line: Some(e.line), ..ConfigError::new(e.reason) })?;
         let mut cfg = BrokerConfig::default();
@@ -613,6 +659,14 @@ impl BrokerConfig {
                 bad("expected hours of the day 00..23 separated by ';'")
             }
             "brokerId" if self.broker_id < 0 => bad("must not be negative"),
+            "storePathRootDir" if self.store_path_root_dir.trim().is_empty() => {
+                bad("must name a directory (an empty path would put the store in the working directory)")
+            }
+            "haMasterAddress" | "masterAddress"
+                if !value.trim().is_empty() && !is_host_port(value.trim()) =>
+            {
+                bad("expected host:port with a port from 1 to 65535")
+            }
             "haClientBindAddress"
                 if !self.ha_client_bind_address.is_empty()
                     && self.ha_client_bind_address.parse::<std::net::IpAddr>().is_err() =>
@@ -797,6 +851,61 @@ mod tests {
         let c =
             BrokerConfig::from_map([("storePathRootDir", "/r"), ("storePathCommitLog", "/cl;/cl2")]).unwrap();
         assert_eq!(c.commit_log_dir(), PathBuf::from("/cl"));
+        assert!(
+            c.warnings.iter().any(|w| w.contains("/cl;/cl2") && w.contains("the first (/cl)")),
+            "{:?}",
+            c.warnings
+        );
+        let e = BrokerConfig::from_map([("storePathRootDir", " ")]).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("storePathRootDir"), "{e}");
+    }
+
+    #[test]
+    fn keys_without_effect_warn_once_and_keep_their_values() {
+        let c = BrokerConfig::from_properties_str(
+            "destroyMapedFileIntervalForcibly=1\nredeleteHangedFileInterval=2\nflushDelayOffsetInterval=3\n\
+             flushDelayOffsetInterval=4\n",
+        )
+        .unwrap();
+        assert_eq!(c.warnings.len(), 3, "{:?}", c.warnings);
+        assert!(c.warnings.iter().all(|w| w.contains("has no effect in rmqha")), "{:?}", c.warnings);
+        assert_eq!(c.flush_delay_offset_interval, 4);
+        assert_eq!(c.get("redeleteHangedFileInterval").as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn master_addresses_must_be_host_port() {
+        for good in ["10.0.0.7:10912", "broker-a:10912", "[::1]:10912"] {
+            let c = BrokerConfig::from_map([("haMasterAddress", good), ("masterAddress", good)]).unwrap();
+            assert_eq!(c.ha_master_address, good);
+        }
+        for bad in ["not a host:port:x", "10.0.0.7", ":10912", "10.0.0.7:0", "10.0.0.7:65536"] {
+            for key in ["haMasterAddress", "masterAddress"] {
+                let e = BrokerConfig::from_map([(key, bad)]).unwrap_err();
+                assert_eq!((e.key.as_deref(), e.value.as_deref()), (Some(key), Some(bad)), "{e}");
+            }
+        }
+        // Empty is allowed here (a slave without one is refused at start, naming the key).
+        assert!(BrokerConfig::from_map([("haMasterAddress", "")]).is_ok());
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_latin1_files_read_as_java_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let bom = dir.path().join("bom.properties");
+        std::fs::write(&bom, "\u{feff}listenPort=10999\n").unwrap();
+        let c = BrokerConfig::from_properties_file(&bom).unwrap();
+        assert_eq!(c.listen_port, 10999);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        let bom_bad = dir.path().join("bom-bad.properties");
+        std::fs::write(&bom_bad, "\u{feff}listenPort=abc\n").unwrap();
+        let e = BrokerConfig::from_properties_file(&bom_bad).unwrap_err();
+        assert_eq!((e.key.as_deref(), e.line), (Some("listenPort"), Some(1)), "{e}");
+        // ISO-8859-1, as Java's Properties.load reads a stream: 0xE9 is 'é'.
+        let latin1 = dir.path().join("latin1.properties");
+        std::fs::write(&latin1, b"# broker d\xe9mo\nbrokerName=caf\xe9\nlistenPort=10998\n").unwrap();
+        let c = BrokerConfig::from_properties_file(&latin1).unwrap();
+        assert_eq!((c.broker_name.as_str(), c.listen_port), ("caf\u{e9}", 10998));
     }
 
     #[test]

@@ -3,5 +3,6 @@
 mod broker_config;
 mod properties;
 
+pub(crate) use broker_config::is_host_port;
 pub use broker_config::{BrokerConfig, BrokerRole, ConfigError, FlushDiskType};
 pub use properties::{PropertiesSyntaxError, PropertyEntry, parse_properties};

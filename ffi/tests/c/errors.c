@@ -56,6 +56,17 @@ static void config_errors(const char *dir) {
   CHECK_STATUS(rmqha_config_get(cfg, "listenPrt", value, sizeof value, NULL), RMQHA_STATUS_UNKNOWN_CONFIG_KEY);
   CHECK_OK(rmqha_config_warnings(cfg, NULL, 0, &len));
   CHECK(len > 0, "the unknown key is among the warnings");
+  CHECK_STATUS(rmqha_config_set(cfg, "listenPrt", "2"), RMQHA_STATUS_UNKNOWN_CONFIG_KEY); /* every time */
+  /* A known key kept with a warning is OK: a ratio clamped as RocketMQ does, a key with no
+   * effect here. The warnings say so. */
+  CHECK_OK(rmqha_config_set(cfg, "diskMaxUsedSpaceRatio", "99"));
+  CHECK_OK(rmqha_config_get(cfg, "diskMaxUsedSpaceRatio", value, sizeof value, NULL));
+  CHECK(strcmp(value, "95") == 0, "clamped ratio: %s", value);
+  CHECK_OK(rmqha_config_set(cfg, "redeleteHangedFileInterval", "60000"));
+  char warnings[4096];
+  CHECK_OK(rmqha_config_warnings(cfg, warnings, sizeof warnings, &len));
+  CHECK(len < sizeof warnings && strstr(warnings, "using 95") && strstr(warnings, "redeleteHangedFileInterval has no effect"),
+        "warnings: %s", warnings);
 
   /* Either spelling of a renamed key; truncated reads report the full length. */
   CHECK_OK(rmqha_config_set(cfg, "mapedFileSizeCommitLog", "123456789"));
