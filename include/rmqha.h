@@ -78,7 +78,8 @@ enum rmqha_status
   // port could not be bound.
   RMQHA_STATUS_STORE = 6,
   // The broker's role does not allow the call: `rmqha_start_master` with a SLAVE config,
-  // `rmqha_start_slave` with a master config, a put on a slave.
+  // `rmqha_start_slave` with a master config, `rmqha_set_master_address` on a master. (A put
+  // on a slave is `RMQHA_STATUS_PUT_FAILED` with SERVICE_NOT_AVAILABLE, as in every binding.)
   RMQHA_STATUS_WRONG_ROLE = 7,
   // A put stored nothing; `rmqha_put_result_t.status` says why in RocketMQ's terms (for
   // example SERVICE_NOT_AVAILABLE after `rmqha_shutdown`, MESSAGE_ILLEGAL for a too large
@@ -121,6 +122,9 @@ typedef uint32_t rmqha_role;
 // PUT_OK, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE mean the message is
 // stored (the status says how durable it is) and come with `RMQHA_STATUS_OK`; the others
 // mean nothing was stored and come with `RMQHA_STATUS_PUT_FAILED`.
+//
+// The numbers are rmqha's own (stable, 0-9), not the order of Java's `PutMessageStatus` nor
+// the remoting response codes; compare with the names.
 enum rmqha_put_status
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
@@ -134,8 +138,8 @@ enum rmqha_put_status
   RMQHA_PUT_STATUS_FLUSH_SLAVE_TIMEOUT = 2,
   // Stored, but no slave is connected or in sync, so none will ack.
   RMQHA_PUT_STATUS_SLAVE_NOT_AVAILABLE = 3,
-  // Not stored: the broker is shut down, its store is poisoned by an I/O failure, or it is a
-  // slave.
+  // Not stored: the broker is shut down, its store is poisoned by an I/O failure, its disk is
+  // above `diskSpaceWarningLevelRatio`, or it is a slave.
   RMQHA_PUT_STATUS_SERVICE_NOT_AVAILABLE = 4,
   // Not stored: body too large, bad topic or property characters.
   RMQHA_PUT_STATUS_MESSAGE_ILLEGAL = 5,
@@ -431,6 +435,16 @@ rmqha_status rmqha_commit_consumer_offset(const struct rmqha_broker *broker,
                                           int32_t queue_id,
                                           int64_t offset);
 
+// Slave: replicates from another master from now on. `ha_address` is the new master's HA
+// `host:port` (its `rmqha_ha_port`), for example after the master restarted on other ports.
+// The current connection is closed and the next one goes there; the slave reports its max
+// offset as on any connection, so the new master must hold the same log, and one that does
+// not refuses it (the slave appends nothing). `RMQHA_STATUS_WRONG_ROLE` on a master,
+// `RMQHA_STATUS_INVALID_ARGUMENT` for an address that is not `host:port`.
+//
+// Ownership: `ha_address` is borrowed for the call. Thread safety: callable from any thread.
+rmqha_status rmqha_set_master_address(const struct rmqha_broker *broker, const char *ha_address);
+
 // Fills `*out` with one consistent-enough snapshot of the broker's offsets (each value is read
 // once; they are not taken under one lock).
 //
@@ -460,8 +474,10 @@ rmqha_status rmqha_config_new(struct rmqha_config **out);
 // Returns `RMQHA_STATUS_CONFIG` for an invalid value (the message names the key and value;
 // the config keeps its previous value) and `RMQHA_STATUS_UNKNOWN_CONFIG_KEY` for a key rmqha
 // does not know or does not implement (ignored; the config is still usable, so a caller
-// copying a whole RocketMQ configuration may go on). Both spellings of renamed keys are
-// accepted (`mappedFileSizeCommitLog` and `mapedFileSizeCommitLog`).
+// copying a whole RocketMQ configuration may go on). A known key set with a warning (a disk
+// ratio clamped to RocketMQ's range, a key that has no effect in rmqha) returns
+// `RMQHA_STATUS_OK`; `rmqha_config_warnings` lists the warning. Both spellings of renamed
+// keys are accepted (`mappedFileSizeCommitLog` and `mapedFileSizeCommitLog`).
 //
 // Ownership: `key` and `value` are borrowed for the call. Thread safety: callable from any
 // thread; calls on one config are serialised.
@@ -490,7 +506,7 @@ rmqha_status rmqha_config_get(const struct rmqha_config *cfg,
 // Ownership: `path` is borrowed for the call. Thread safety: callable from any thread.
 rmqha_status rmqha_config_load_file(struct rmqha_config *cfg, const char *path);
 
-// Copies the config's warnings (keys ignored while setting or loading, one per line) into
+// Copies the config's warnings (keys ignored, values clamped, keys with no effect; one per line) into
 // `buf` as `rmqha_config_get` copies a value, with the full length in `*out_len` (may be
 // NULL); an empty string when there are none.
 //
@@ -518,9 +534,9 @@ void rmqha_config_free(struct rmqha_config *cfg);
 // Returns `RMQHA_STATUS_OK` whenever the message was stored, and `result->status` says how
 // durable it is: PUT_OK, or FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE.
 // Returns `RMQHA_STATUS_PUT_FAILED` when nothing was stored, with the reason in
-// `result->status` (e.g. MESSAGE_ILLEGAL) and the last error message;
-// `RMQHA_STATUS_WRONG_ROLE` on a slave. `*result` is written exactly when the status is OK or
-// PUT_FAILED.
+// `result->status` (e.g. MESSAGE_ILLEGAL, or SERVICE_NOT_AVAILABLE on a slave, on a full
+// disk or after `rmqha_shutdown`) and the last error message, as every binding answers.
+// `*result` is written exactly when the status is OK or PUT_FAILED.
 //
 // Ownership: every argument is borrowed for the call; `*result` is the caller's and holds no
 // pointers. Thread safety: callable from many threads at once on one broker; each call blocks

@@ -584,15 +584,22 @@ impl Broker {
         }
     }
 
-    /// Slave: replicates from another master from now on.
+    /// Slave: replicates from another master (its HA `host:port`) from now on: the current
+    /// connection is closed and the next one goes to `ha_address`. The slave reports its own
+    /// max offset there as on any connection, so the new master must hold the same log (the
+    /// old master restarted elsewhere, or a slave promoted after catching up); one that does
+    /// not is refused with a reason in `last_ha_error`, and nothing is appended.
     pub fn set_master_address(&self, ha_address: &str) -> Result<()> {
-        match &self.ha_slave {
-            Some(s) => {
-                s.set_master_address(ha_address);
-                Ok(())
-            }
-            None => Err(Error::NotSlave("set_master_address applies to a SLAVE".into())),
+        let Some(s) = &self.ha_slave else {
+            return Err(Error::NotSlave("set_master_address applies to a SLAVE".into()));
+        };
+        if !crate::config::is_host_port(ha_address) {
+            return Err(Error::InvalidArgument(format!(
+                "master HA address {ha_address:?} is not host:port (a port from 1 to 65535)"
+            )));
         }
+        s.set_master_address(ha_address);
+        Ok(())
     }
 
     /// Stops in reverse order of start: remoting, HA, persistence, store (flush, join, abort

@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{Proxy, broker_config, commit_log_files, message, wait_until};
-use rmqha_core::{Broker, PutStatus};
+use rmqha_core::{Broker, Error, PutStatus};
 
 fn ha_addr(b: &Broker) -> std::net::SocketAddr {
     format!("127.0.0.1:{}", b.ha_port()).parse().unwrap()
@@ -239,6 +239,15 @@ fn refused_offsets_and_new_master_address() {
     slave.set_master_address(&ha_addr(&m1).to_string()).unwrap();
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == m1.max_offset()));
     assert_eq!(slave.offsets().connected, Some(true));
+    // An address that is not host:port is refused, naming it, and the slave stays where it is.
+    for bad in ["", "nonsense", "127.0.0.1", ":10912", "127.0.0.1:0", "127.0.0.1:70000", "127.0.0.1:x"] {
+        match slave.set_master_address(bad) {
+            Err(Error::InvalidArgument(why)) => assert!(why.contains(&format!("{bad:?}")), "{why}"),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    assert_eq!(slave.offsets().master_address.as_deref(), Some(ha_addr(&m1).to_string().as_str()));
+    assert!(matches!(m1.set_master_address(&ha_addr(&m2).to_string()), Err(Error::NotSlave(_))));
     slave.shutdown();
     m1.shutdown();
     m2.shutdown();

@@ -302,6 +302,26 @@ pub unsafe extern "C" fn rmqha_commit_consumer_offset(
     })
 }
 
+/// Slave: replicates from another master from now on. `ha_address` is the new master's HA
+/// `host:port` (its `rmqha_ha_port`), for example after the master restarted on other ports.
+/// The current connection is closed and the next one goes there; the slave reports its max
+/// offset as on any connection, so the new master must hold the same log, and one that does
+/// not refuses it (the slave appends nothing). `RMQHA_STATUS_WRONG_ROLE` on a master,
+/// `RMQHA_STATUS_INVALID_ARGUMENT` for an address that is not `host:port`.
+///
+/// Ownership: `ha_address` is borrowed for the call. Thread safety: callable from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmqha_set_master_address(
+    broker: *const rmqha_broker,
+    ha_address: *const c_char,
+) -> rmqha_status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle and a C string.
+        let (b, addr) = unsafe { (broker_arg(broker)?, args::str(ha_address, "ha_address")?) };
+        Ok(b.set_master_address(addr)?)
+    })
+}
+
 /// One snapshot of a broker's offsets and replication state (see `rmqha_offsets`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

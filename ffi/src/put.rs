@@ -2,7 +2,7 @@
 
 use std::ffi::{CStr, c_char};
 
-use rmqha_core::{BrokerRole, Error, Message, PutResult, PutStatus};
+use rmqha_core::{Error, Message, PutResult, PutStatus};
 
 use crate::RMQHA_MSG_ID_SIZE;
 use crate::args;
@@ -14,6 +14,9 @@ use crate::status::{Failure, guard, rmqha_status};
 /// PUT_OK, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE mean the message is
 /// stored (the status says how durable it is) and come with `RMQHA_STATUS_OK`; the others
 /// mean nothing was stored and come with `RMQHA_STATUS_PUT_FAILED`.
+///
+/// The numbers are rmqha's own (stable, 0-9), not the order of Java's `PutMessageStatus` nor
+/// the remoting response codes; compare with the names.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum rmqha_put_status {
@@ -25,8 +28,8 @@ pub enum rmqha_put_status {
     FlushSlaveTimeout = 2,
     /// Stored, but no slave is connected or in sync, so none will ack.
     SlaveNotAvailable = 3,
-    /// Not stored: the broker is shut down, its store is poisoned by an I/O failure, or it is a
-    /// slave.
+    /// Not stored: the broker is shut down, its store is poisoned by an I/O failure, its disk is
+    /// above `diskSpaceWarningLevelRatio`, or it is a slave.
     ServiceNotAvailable = 4,
     /// Not stored: body too large, bad topic or property characters.
     MessageIllegal = 5,
@@ -116,9 +119,9 @@ impl rmqha_put_result_t {
 /// Returns `RMQHA_STATUS_OK` whenever the message was stored, and `result->status` says how
 /// durable it is: PUT_OK, or FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE.
 /// Returns `RMQHA_STATUS_PUT_FAILED` when nothing was stored, with the reason in
-/// `result->status` (e.g. MESSAGE_ILLEGAL) and the last error message;
-/// `RMQHA_STATUS_WRONG_ROLE` on a slave. `*result` is written exactly when the status is OK or
-/// PUT_FAILED.
+/// `result->status` (e.g. MESSAGE_ILLEGAL, or SERVICE_NOT_AVAILABLE on a slave, on a full
+/// disk or after `rmqha_shutdown`) and the last error message, as every binding answers.
+/// `*result` is written exactly when the status is OK or PUT_FAILED.
 ///
 /// Ownership: every argument is borrowed for the call; `*result` is the caller's and holds no
 /// pointers. Thread safety: callable from many threads at once on one broker; each call blocks
@@ -170,9 +173,6 @@ pub unsafe extern "C" fn rmqha_put_message_sync_to_queue(
                 rmqha_status::InvalidArgument,
                 format!("queue_id {queue_id} is negative"),
             ));
-        }
-        if b.role() == BrokerRole::Slave {
-            return Err(Failure::new(rmqha_status::WrongRole, "this broker is a SLAVE; put to its master"));
         }
         let mut msg = Message::new(topic, body).with_queue(queue_id);
         if let Some(tags) = tags {

@@ -34,7 +34,8 @@ pub enum rmqha_status {
     /// port could not be bound.
     Store = 6,
     /// The broker's role does not allow the call: `rmqha_start_master` with a SLAVE config,
-    /// `rmqha_start_slave` with a master config, a put on a slave.
+    /// `rmqha_start_slave` with a master config, `rmqha_set_master_address` on a master. (A put
+    /// on a slave is `RMQHA_STATUS_PUT_FAILED` with SERVICE_NOT_AVAILABLE, as in every binding.)
     WrongRole = 7,
     /// A put stored nothing; `rmqha_put_result_t.status` says why in RocketMQ's terms (for
     /// example SERVICE_NOT_AVAILABLE after `rmqha_shutdown`, MESSAGE_ILLEGAL for a too large

@@ -118,6 +118,37 @@ test('errors carry a code', async (t) => {
   assert.equal(b.maxOffset(), 0)
 })
 
+test('setMasterAddress: a slave follows its master to new ports after a restart', async (t) => {
+  const cfg = brokerConfig(tmpStore(t, 'moving-master'), 'SYNC_MASTER', { slaveTimeout: 10000 })
+  let master = await rmqha.startMaster(cfg)
+  cleanup(t, () => master.close())
+  const slave = await rmqha.startSlave(
+    brokerConfig(tmpStore(t, 'following-slave'), 'SLAVE', { haMasterAddress: `127.0.0.1:${master.haPort()}` }),
+  )
+  cleanup(t, () => slave.close())
+  await waitFor('the slave to connect', () => master.offsets().slaves.some((s) => s.transferring))
+  const first = await master.putMessage('Moves', 'before')
+  assert.equal(first.status, 'PUT_OK')
+  assert.throws(() => slave.setMasterAddress('no-port'), (e) => {
+    assert.equal(e.code, 'INVALID_ARGUMENT')
+    assert.match(e.message, /no-port/)
+    return true
+  })
+
+  await master.close()
+  master = await rmqha.startMaster(cfg)
+  const address = `127.0.0.1:${master.haPort()}`
+  slave.setMasterAddress(address)
+  assert.equal(slave.offsets().masterAddress, address)
+  await waitFor('the slave to reconnect', () => master.offsets().slaves.some((s) => s.transferring))
+  // SYNC_MASTER: PUT_OK means the slave holds the record when the put returns.
+  const second = await master.putMessage('Moves', 'after')
+  assert.equal(second.status, 'PUT_OK')
+  assert.equal(second.phyOffset, first.phyOffset + first.size)
+  assert.equal(slave.maxOffset(), second.phyOffset + second.size)
+  assert.equal(slave.offsets().connected, true)
+})
+
 test('use after close throws or rejects with CLOSED; close is idempotent', async (t) => {
   const dir = tmpStore(t, 'closed')
   const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))

@@ -173,6 +173,12 @@ class Broker:
     def offsets(self) -> Offsets: ...
     def consumer_offset(self, group: str, topic: str, queue_id: int) -> int: ...
     def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None: ...
+    def set_master_address(self, ha_address: str) -> None:
+        """Slave: replicates from another master (its HA "host:port") from now on.
+
+        Raises NotSlaveError on a master, InvalidArgumentError for an address that is not
+        host:port. The new master must hold the same log, or it refuses the slave.
+        """
     def config(self) -> dict[str, str]:
         """Every config key with its effective value, as strings."""
     @property

@@ -202,6 +202,12 @@ impl PyBroker {
             .map_err(|e| errors::to_py(py, e))
     }
 
+    /// Slave: replicates from another master (its HA "host:port") from now on. Raises
+    /// NotSlaveError on a master and InvalidArgumentError for an address that is not host:port.
+    fn set_master_address(&self, py: Python<'_>, ha_address: &str) -> PyResult<()> {
+        self.with(py, |b| b.set_master_address(ha_address))?.map_err(|e| errors::to_py(py, e))
+    }
+
     /// Every config key with its effective value (ports as bound), as strings.
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let b = self.broker()?;

@@ -7,9 +7,11 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import rmqha
 
-from _support import broker_config, wait_until
+from _support import broker_config, slave_streaming, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,3 +157,34 @@ def test_config_values_may_be_ints_bools_and_paths(tmp_path: Path) -> None:
         assert c["messageIndexEnable"] == "false"
         assert c["mappedFileSizeCommitLog"] == str(1 << 20)
         assert repr(m).startswith("<rmqha.Broker ASYNC_MASTER")
+
+
+def test_a_slave_follows_its_master_to_new_ports(tmp_path: Path) -> None:
+    """set_master_address: the master restarts on its store with new ports, and the slave,
+    told the new HA address, replicates from it; a SYNC put is PUT_OK with its bytes on the
+    slave at the return."""
+    master_cfg = broker_config(tmp_path / "master", "SYNC_MASTER", slaveTimeout=10000)
+    m = rmqha.start_master(master_cfg)
+    try:
+        slave_cfg = broker_config(tmp_path / "slave", "SLAVE", haMasterAddress=f"127.0.0.1:{m.ha_port()}")
+        with rmqha.start_slave(slave_cfg) as s:
+            assert wait_until(lambda: slave_streaming(m)), m.offsets()
+            first = m.put_message_sync("Moves", b"before")
+            assert first.status == "PUT_OK"
+            with pytest.raises(rmqha.NotSlaveError):
+                m.set_master_address("127.0.0.1:1")
+            with pytest.raises(rmqha.InvalidArgumentError, match="no-port"):
+                s.set_master_address("no-port")
+            m.close()
+            m = rmqha.start_master(master_cfg)
+            new_address = f"127.0.0.1:{m.ha_port()}"
+            s.set_master_address(new_address)
+            assert s.offsets()["master_address"] == new_address
+            assert wait_until(lambda: slave_streaming(m)), m.offsets()
+            second = m.put_message_sync("Moves", b"after")
+            assert second.status == "PUT_OK"
+            assert second.phy_offset == first.phy_offset + first.size
+            assert s.max_offset() == second.phy_offset + second.size
+            assert s.offsets()["connected"]
+    finally:
+        m.close()

@@ -15,7 +15,8 @@ pub enum PutStatus {
     FlushSlaveTimeout = 2,
     /// Stored, but no slave is connected or in sync, so none will ack.
     SlaveNotAvailable = 3,
-    /// Not stored: store shut down, poisoned, or this broker is a slave.
+    /// Not stored: store shut down, poisoned, disk above `diskSpaceWarningLevelRatio`, or this
+    /// broker is a slave.
     ServiceNotAvailable = 4,
     /// Not stored: body too large, bad topic or property characters.
     MessageIllegal = 5,

@@ -200,8 +200,13 @@ static void start_errors(const char *dir) {
   rmqha_broker *slave = NULL;
   CHECK_OK(rmqha_start_slave(slave_cfg, &slave));
   rmqha_put_result_t r;
-  CHECK_STATUS(rmqha_put_message_sync(slave, "T", (const uint8_t *)"x", 1, NULL, NULL, &r), RMQHA_STATUS_WRONG_ROLE);
+  memset(&r, 0xAB, sizeof r);
+  CHECK_STATUS(rmqha_put_message_sync(slave, "T", (const uint8_t *)"x", 1, NULL, NULL, &r), RMQHA_STATUS_PUT_FAILED);
   CHECK_MESSAGE("SLAVE");
+  CHECK(r.status == RMQHA_PUT_STATUS_SERVICE_NOT_AVAILABLE && r.phy_offset == -1, "a slave's refusal is SERVICE_NOT_AVAILABLE, as in every binding");
+  int64_t slave_max = 1;
+  CHECK_OK(rmqha_max_offset(slave, &slave_max));
+  CHECK(slave_max == 0, "a refused put stores nothing on the slave");
   rmqha_offsets_t so;
   CHECK_OK(rmqha_offsets(slave, &so));
   CHECK(so.role == RMQHA_ROLE_SLAVE && strcmp(so.master_address, "127.0.0.1:1") == 0, "slave offsets");

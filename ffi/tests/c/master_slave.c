@@ -1,6 +1,7 @@
 /* A SYNC_MASTER and a SLAVE in one C program: every put returns PUT_OK only once the slave
  * holds its bytes; the slave's offsets catch up; get_messages, message_by_id and query_by_key
- * read back what was put; consumer offsets round-trip; a put after shutdown fails.
+ * read back what was put; the slave follows the master to new ports after a restart
+ * (rmqha_set_master_address); consumer offsets round-trip; a put after shutdown fails.
  *
  * Usage: master_slave [MESSAGES]   (default 200; the valgrind run uses fewer) */
 #include "test_util.h"
@@ -185,6 +186,31 @@ int main(int argc, char **argv) {
   CHECK_OK(rmqha_query_by_key(master, TOPIC, "no-such-key", 32, &by_key));
   CHECK(by_key->status == RMQHA_GET_STATUS_NO_MATCHED_MESSAGE && by_key->message_count == 0, "no key");
   rmqha_get_result_free(by_key);
+
+  /* The master restarts on its store with new ports. Told the new HA address, the slave
+   * follows it, and a SYNC put is PUT_OK again with its bytes on the slave at the return. */
+  CHECK_STATUS(rmqha_set_master_address(master, "127.0.0.1:1"), RMQHA_STATUS_WRONG_ROLE);
+  CHECK_STATUS(rmqha_set_master_address(slave, "no port"), RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(last_error(), "no port") != NULL, "error names the address: %s", last_error());
+  CHECK_OK(rmqha_shutdown(master));
+  rmqha_broker_free(master);
+  cfg = test_config(master_dir, "SYNC_MASTER");
+  CHECK_OK(rmqha_start_master(cfg, &master));
+  rmqha_config_free(cfg);
+  uint16_t new_ha = 0;
+  CHECK_OK(rmqha_ha_port(master, &new_ha));
+  snprintf(want_addr, sizeof want_addr, "127.0.0.1:%u", (unsigned)new_ha);
+  CHECK_OK(rmqha_set_master_address(slave, want_addr));
+  wait_for_slave(master);
+  rmqha_put_result_t again;
+  CHECK_OK(rmqha_put_message_sync(master, TOPIC, (const uint8_t *)"after restart", 13, NULL, NULL, &again));
+  CHECK(again.status == RMQHA_PUT_STATUS_PUT_OK && again.phy_offset == mo.max_offset, "put after restart: %s at %lld",
+        rmqha_put_status_name(again.status), (long long)again.phy_offset);
+  CHECK_OK(rmqha_max_offset(slave, &v));
+  CHECK(v == again.phy_offset + again.size, "slave at %lld after the restart", (long long)v);
+  CHECK_OK(rmqha_offsets(slave, &so));
+  CHECK(so.connected && strcmp(so.master_address, want_addr) == 0, "slave follows %s", so.master_address);
+  CHECK_OK(rmqha_offsets(master, &mo));
 
   /* Consumer offsets. */
   CHECK_OK(rmqha_consumer_offset(master, "group-c", TOPIC, 0, &v));
