@@ -61,9 +61,9 @@ pub struct GetArgs {
     /// Queue offset of the first message.
     #[arg(long)]
     offset: i64,
-    /// Most messages to print (several pulls if needed).
-    #[arg(long, default_value_t = 32)]
-    max: usize,
+    /// Most messages to print (several pulls if needed); at least 1.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    max: u32,
     /// Consumer group (created on first use if the broker has autoCreateSubscriptionGroup).
     #[arg(long, default_value = "rmqha_cli_consumer")]
     group: String,
@@ -164,6 +164,13 @@ pub fn run_put(a: PutArgs) -> Result<(), String> {
     }
     for p in &a.properties {
         let (k, v) = p.split_once('=').ok_or_else(|| format!("--property {p:?}: expected KEY=VALUE"))?;
+        // RocketMQ's property separators: inside a key or value they would smuggle in other
+        // properties (TAGS, UNIQ_KEY, ...) once the broker decodes the list.
+        if k.is_empty() || p.bytes().any(|b| b == 1 || b == 2) {
+            return Err(format!(
+                "--property {p:?}: the key must be non-empty, and neither part may hold the bytes 0x01 or 0x02"
+            ));
+        }
         base.push((k.to_string(), v.to_string()));
     }
     base.push(("WAIT".to_string(), "true".to_string()));
@@ -242,7 +249,7 @@ pub fn run_get(a: GetArgs) -> Result<(), String> {
     let mut printed = 0usize;
     let mut wait_ms = a.wait_ms;
     let summary = loop {
-        let max = (a.max - printed).min(32) as i32;
+        let max = (a.max as usize - printed).min(32) as i32;
         let req = pull_request(&a.group, &a.topic, a.queue, offset, max, &a.tags, wait_ms);
         let resp = client
             .invoke_sync(req, Duration::from_millis(wait_ms) + Duration::from_secs(10))
@@ -275,7 +282,7 @@ pub fn run_get(a: GetArgs) -> Result<(), String> {
                 ));
             }
         }
-        if printed >= a.max || next <= offset {
+        if printed >= a.max as usize || next <= offset {
             break summary;
         }
         offset = next;

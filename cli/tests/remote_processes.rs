@@ -203,6 +203,16 @@ fn remote_clients_produce_to_a_sync_master_process_and_consume_from_it_and_its_s
     assert!(!ok && err.contains("SERVICE_NOT_AVAILABLE"), "{err}");
     let (ok, _, err) = rmqha(&["get", &maddr, "--topic", "Nope", "--queue", "0", "--offset", "0"], b"");
     assert!(!ok && err.contains("TOPIC_NOT_EXIST"), "{err}");
+    // Bad arguments are refused before anything is sent: --max 0, and a property whose value
+    // would smuggle in TAGS through RocketMQ's separator bytes.
+    let before = get_all(&maddr, "ProcTopic", 4);
+    let (ok, out, err) =
+        rmqha(&["get", &maddr, "--topic", "ProcTopic", "--queue", "0", "--offset", "0", "--max", "0"], b"");
+    assert!(!ok && out.is_empty() && err.contains("--max"), "{out} {err}");
+    let smuggled = "a=b\u{2}TAGS\u{1}evil";
+    let (ok, _, err) = rmqha(&["put", &maddr, "--topic", "ProcTopic", "--property", smuggled], b"x");
+    assert!(!ok && err.contains("0x01 or 0x02"), "{err}");
+    assert_eq!(get_all(&maddr, "ProcTopic", 4), before, "a refused put stored nothing");
 
     slave.stop();
     master.stop();
