@@ -251,3 +251,49 @@ fn crash_image_without_damage_keeps_everything() {
     let r = store.put_message_sync(&last_message()).unwrap();
     assert_eq!((r.phy_offset, r.queue_offset), (s.last.end_offset(), s.last.queue_offset + 1));
 }
+
+/// After a clean stop nothing can be torn: a record that fails its checks with valid records
+/// after it is damage inside the log. RocketMQ cuts the log there, deleting every later
+/// record; rmqha refuses to open, names the offset, and leaves the CommitLog unchanged. An
+/// operator who accepts the loss creates the abort file, and recovery then cuts as RocketMQ
+/// does.
+#[test]
+fn damage_inside_the_log_after_a_clean_stop_is_refused_not_cut() {
+    let s = snapshot(false, true);
+    let work = tempfile::tempdir().unwrap();
+    copy_dir(s.dir.path(), work.path());
+    // A body byte of a record in the middle of the second file: its CRC fails.
+    let victim = s.before.iter().find(|(r, _)| r.phy_offset as u64 > FILE + 1000).unwrap().0.clone();
+    let (file, pos) = commit_log_file(work.path(), victim.phy_offset as u64, FILE);
+    let body_at = pos + victim.size as usize - 40;
+    let byte = std::fs::read(&file).unwrap()[body_at];
+    patch(&file, body_at, &[byte ^ 0xFF]);
+    let files_before: Vec<Vec<u8>> = common::list_files(&work.path().join("commitlog"))
+        .iter()
+        .map(|n| std::fs::read(work.path().join("commitlog").join(n)).unwrap())
+        .collect();
+
+    let err = match MessageStore::open(config(work.path())) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("opened a store whose log is damaged inside"),
+    };
+    assert!(err.contains(&format!("offset {}", victim.phy_offset)), "{err}");
+    assert!(err.contains(&format!("up to offset {}", s.last.end_offset())), "{err}");
+    assert!(err.contains("abort"), "{err}");
+    let files_after: Vec<Vec<u8>> = common::list_files(&work.path().join("commitlog"))
+        .iter()
+        .map(|n| std::fs::read(work.path().join("commitlog").join(n)).unwrap())
+        .collect();
+    assert!(files_before == files_after, "the CommitLog was changed");
+
+    // Accepting the loss: with the abort file, recovery cuts at the damaged record.
+    std::fs::write(work.path().join("abort"), b"").unwrap();
+    let store = MessageStore::open(config(work.path())).unwrap();
+    assert_eq!(store.recovery().recovered_offset, victim.phy_offset as u64);
+    store.start().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    for (r, body) in s.before.iter().filter(|(r, _)| r.phy_offset < victim.phy_offset) {
+        assert_eq!(&store.message_at(r.phy_offset).unwrap().body, body);
+    }
+    assert!(store.message_at(victim.phy_offset).is_none());
+}

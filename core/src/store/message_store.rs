@@ -1009,6 +1009,28 @@ fn recover(
         (start, Some(start))
     };
     let end = cl.scan_valid_end(scan_from, check_crc, |_, _| {});
+    if last_exit_ok {
+        // A clean stop flushed and dispatched everything, so nothing after the last record
+        // can be a torn write. If the ConsumeQueues index valid records past `end`, the log is
+        // damaged inside, and cutting it there (RocketMQ's answer) would destroy acknowledged
+        // messages for good. Refuse, and leave the CommitLog as it is.
+        if let Some(beyond) = valid_records_beyond(cl, cqs, end) {
+            let (file, pos) = cl
+                .data_at(end)
+                .map(|(f, pos)| (f.path().display().to_string(), pos))
+                .unwrap_or_else(|| (cl.queue().dir().display().to_string(), 0));
+            return Err(Error::Store(format!(
+                "recovery: the CommitLog record at offset {end} ({file}, position {pos}) fails its checks \
+                 (magic, length or CRC), but at least {} valid records after it are indexed, up to offset {}: the log \
+                 is damaged inside, not torn at its end, and cutting it there would delete them. The \
+                 CommitLog was not changed. To cut it there anyway, losing those records, create the file \
+                 {} and start again",
+                beyond.records,
+                beyond.end,
+                config.abort_path().display()
+            )));
+        }
+    }
     let torn_tail = cl
         .data_at(end)
         .map(|(f, pos)| f.readable_from(pos).iter().take(4096).any(|&b| b != 0))
@@ -1044,6 +1066,49 @@ fn recover(
     // offset that recovery may just have cut away.
     checkpoint.flush().map_err(|e| store_err("checkpoint", e))?;
     Ok(RecoveryReport { last_exit_ok, recovered_offset: end, torn_tail, dispatch_from })
+}
+
+/// Valid records past a recovery's end offset, found through the ConsumeQueues.
+struct Beyond {
+    records: usize,
+    end: u64,
+}
+
+/// Records at or past `end` that a ConsumeQueue indexes and that check (CRC included) at
+/// their offsets. Each queue is walked back from its last unit, at most `PER_QUEUE` units.
+fn valid_records_beyond(cl: &CommitLog, cqs: &ConsumeQueueStore, end: u64) -> Option<Beyond> {
+    const PER_QUEUE: i64 = 64;
+    let opts = cl.check_options(true);
+    let mut found = Beyond { records: 0, end: 0 };
+    for q in cqs.all() {
+        if q.max_physic_offset() <= end as i64 {
+            continue;
+        }
+        let last = q.max_offset_in_queue() - 1;
+        for i in (0..=last).rev().take(PER_QUEUE as usize) {
+            let Some(unit) = q.get(i) else { break };
+            if unit.phy_offset < end as i64 {
+                break;
+            }
+            if unit.phy_offset == end as i64 || unit.size <= 0 {
+                continue;
+            }
+            let Some((file, pos)) = cl.data_at(unit.phy_offset as u64) else { continue };
+            if let crate::message::CheckResult::Message(req) =
+                crate::message::check_record(file.readable_from(pos), &opts)
+            {
+                if req.commit_log_offset == unit.phy_offset
+                    && req.msg_size == unit.size
+                    && req.topic == q.topic()
+                    && req.queue_id == q.queue_id()
+                {
+                    found.records += 1;
+                    found.end = found.end.max((unit.phy_offset + unit.size as i64) as u64);
+                }
+            }
+        }
+    }
+    (found.records > 0).then_some(found)
 }
 
 /// topic -> queue -> next offset, for tests and status.
