@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -72,6 +73,15 @@ fn a_nearly_full_file_system_refuses_puts_until_space_returns() {
         })
         .collect();
 
+    // The allocator makes the next CommitLog file in the background and pre-touches it, which
+    // takes its 1 MiB from the tmpfs: wait until it has, or the filler below races it.
+    let commit_log = root.join("commitlog");
+    let settled = || {
+        let files: Vec<_> =
+            std::fs::read_dir(&commit_log).unwrap().map(|e| e.unwrap().metadata().unwrap()).collect();
+        files.len() >= 2 && files.iter().all(|m| m.blocks() * 512 >= m.len())
+    };
+    assert!(wait_until(Duration::from_secs(20), settled), "the next CommitLog file was not made");
     // Fill the file system to 95% (tmpfs reserves nothing, so this is df's Use% too).
     let free = disk_available_bytes(dir.path()).unwrap();
     let filler = dir.path().join("filler");
