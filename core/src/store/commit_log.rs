@@ -674,8 +674,13 @@ impl CommitLog {
 
     /// Walks records from `from` (a record boundary) and returns the end of the last valid
     /// one, as recovery does: a BLANK jumps to the next file, anything invalid or short stops.
-    /// `visit` sees each valid record's offset and store timestamp.
-    pub fn scan_valid_end(&self, from: u64, check_crc: bool, mut visit: impl FnMut(u64, i64)) -> u64 {
+    /// `visit` sees each valid record's offset and its decoded header.
+    pub fn scan_valid_end(
+        &self,
+        from: u64,
+        check_crc: bool,
+        mut visit: impl FnMut(u64, &crate::message::DispatchRequest<'_>),
+    ) -> u64 {
         let opts = self.check_options(check_crc);
         let mut offset = from;
         loop {
@@ -690,7 +695,7 @@ impl CommitLog {
                         // A record copied from elsewhere: not part of this log.
                         return offset;
                     }
-                    visit(offset, req.store_timestamp);
+                    visit(offset, &req);
                     offset += req.msg_size as u64;
                 }
                 CheckResult::Blank => {

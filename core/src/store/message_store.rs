@@ -1008,7 +1008,25 @@ fn recover(
         }
         (start, Some(start))
     };
-    let end = cl.scan_valid_end(scan_from, check_crc, |_, _| {});
+    // Dispatch runs in log order, so every record below the highest offset any ConsumeQueue
+    // holds was dispatched. Per queue, the first such record the walk meets and the highest
+    // queue offset among them: a ConsumeQueue that lacks some (a queue directory deleted, a
+    // file cut short) is re-dispatched below, rather than handing its offsets out again.
+    let dispatched_below = cqs.max_physic_offset().max(0) as u64;
+    let mut seen: HashMap<String, HashMap<i32, QueueSeen>> = HashMap::new();
+    let end = cl.scan_valid_end(scan_from, check_crc, |offset, req| {
+        if offset >= dispatched_below {
+            return;
+        }
+        let queues = match seen.get_mut(req.topic) {
+            Some(q) => q,
+            None => seen.entry(req.topic.to_string()).or_default(),
+        };
+        queues
+            .entry(req.queue_id)
+            .and_modify(|q| q.last_queue_offset = req.consume_queue_offset)
+            .or_insert(QueueSeen { first_phy: offset, last_queue_offset: req.consume_queue_offset });
+    });
     if last_exit_ok {
         // A clean stop flushed and dispatched everything, so nothing after the last record
         // can be a torn write. If the ConsumeQueues index valid records past `end`, the log is
@@ -1050,6 +1068,21 @@ fn recover(
     }
     let cq_max = cqs.max_physic_offset().max(0) as u64;
     let min = cl.min_offset();
+    let mut repair_from = u64::MAX;
+    for (topic, queues) in &seen {
+        for (&queue_id, q) in queues {
+            let held = cqs.find(topic, queue_id).map_or(0, |cq| cq.max_offset_in_queue());
+            if q.last_queue_offset >= held {
+                tracing::warn!(
+                    "recovery: ConsumeQueue {topic}/{queue_id} ends at queue offset {held}, but the CommitLog \
+                     holds its records up to queue offset {}; re-dispatching from offset {}",
+                    q.last_queue_offset,
+                    q.first_phy
+                );
+                repair_from = repair_from.min(q.first_phy);
+            }
+        }
+    }
     // RocketMQ re-dispatches only from the recovery start file, so after a crash the keys of a
     // destroyed index file older than that file were lost from the index for good. Reaching
     // back to where the destroyed files began re-dispatches more, but the ConsumeQueues skip
@@ -1060,12 +1093,19 @@ fn recover(
         Some(start) => start.min(cq_max).max(min),
     }
     .min(index_from.max(min))
+    .min(repair_from)
     .min(end);
     checkpoint.update(|d| d.confirm_phy_offset = end as i64);
     // On disk at once: until the next thorough flush the file would otherwise still claim an
     // offset that recovery may just have cut away.
     checkpoint.flush().map_err(|e| store_err("checkpoint", e))?;
     Ok(RecoveryReport { last_exit_ok, recovered_offset: end, torn_tail, dispatch_from })
+}
+
+/// What recovery's walk saw of one queue.
+struct QueueSeen {
+    first_phy: u64,
+    last_queue_offset: i64,
 }
 
 /// Valid records past a recovery's end offset, found through the ConsumeQueues.
