@@ -170,6 +170,32 @@ fn peer_idling_mid_frame_is_closed_by_the_idle_timeout() {
     assert!(line.contains("idle"), "{line}");
 }
 
+/// Idle connections cannot lock clients out: at the limit, a new connection takes the place of
+/// the one idle the longest (here, one that never sent a frame), once it has been idle long
+/// enough; active ones stay.
+#[test]
+fn at_the_limit_a_new_connection_replaces_the_one_idle_the_longest() {
+    let evict_after = Duration::from_millis(200);
+    let server =
+        start(ServerConfig { max_connections: 2, evict_idle_after: evict_after, ..ServerConfig::default() });
+    let (mut idle, idle_addr) = raw_peer(&server, b"");
+    let busy = good_client(&server);
+    assert_eq!(server.connection_count(), 2);
+    // Keep `busy` active while `idle` ages past the threshold.
+    let aged = Instant::now() + evict_after + Duration::from_millis(100);
+    while Instant::now() < aged {
+        assert_works(&busy);
+        thread::sleep(Duration::from_millis(20));
+    }
+    let newcomer = good_client(&server);
+    assert_works(&newcomer);
+    assert!(closed_by_server(&mut idle, CALL), "the idle connection was kept");
+    assert_works(&busy);
+    assert_eq!(server.connection_count(), 2);
+    let line = wait_for_log(&format!("peer={idle_addr}"));
+    assert!(line.contains("idle the longest"), "{line}");
+}
+
 #[test]
 fn connections_beyond_the_limit_are_closed() {
     let server = start(ServerConfig { max_connections: 2, ..ServerConfig::default() });

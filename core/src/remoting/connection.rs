@@ -209,6 +209,9 @@ pub(crate) struct Connection {
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) write_timeout: Option<Duration>,
     pub(crate) stopping: Arc<AtomicBool>,
+    /// Where to note, in milliseconds since the instant, when the last frame arrived (the
+    /// server evicts the connection idle the longest at its connection limit).
+    pub(crate) activity: Option<(Instant, Arc<AtomicU64>)>,
 }
 
 impl Connection {
@@ -250,6 +253,9 @@ impl Connection {
                     break;
                 }
             };
+            if let Some((epoch, at)) = &self.activity {
+                at.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+            }
             if !self.dispatch(request, &writer) {
                 break;
             }

@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::command::RemotingCommand;
 use super::connection::{Connection, Responder};
@@ -78,9 +78,14 @@ pub struct ServerConfig {
     /// Largest accepted frame, length field included (`com.rocketmq.remoting.frameMaxLength`,
     /// 16 MiB). A larger declared length closes the connection before anything is allocated.
     pub max_frame: usize,
-    /// Connections beyond this many are accepted and closed at once, so a flood of clients
-    /// cannot exhaust threads.
+    /// At most this many connections (a thread each). At the limit, a new connection takes
+    /// the place of the one idle the longest, if that one has been idle `evict_idle_after` or
+    /// more (so idle connections cannot lock clients out until the idle timeout); otherwise
+    /// it is accepted and closed at once.
     pub max_connections: usize,
+    /// How long a connection must have been idle before a new one may take its place at the
+    /// connection limit.
+    pub evict_idle_after: Duration,
     /// A connection with no read and no write for this long is closed
     /// (`serverChannelMaxIdleTimeSeconds`, 120 s). Zero disables the check.
     pub idle_timeout: Duration,
@@ -96,6 +101,7 @@ impl Default for ServerConfig {
         ServerConfig {
             max_frame: DEFAULT_MAX_FRAME,
             max_connections: 1024,
+            evict_idle_after: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(120),
             write_timeout: Duration::from_secs(10),
             thread_name: "rmqha-remoting".to_owned(),
@@ -105,6 +111,8 @@ impl Default for ServerConfig {
 
 struct Shared {
     config: ServerConfig,
+    /// Zero of the connections' activity clocks.
+    epoch: Instant,
     handler: Arc<dyn RequestHandler>,
     stopping: Arc<AtomicBool>,
     conns: Mutex<Conns>,
@@ -113,13 +121,48 @@ struct Shared {
 #[derive(Default)]
 struct Conns {
     next_id: u64,
-    /// A clone of each open connection's socket, so shutdown can wake its blocked reader.
-    live: HashMap<u64, TcpStream>,
+    /// Each open connection: a clone of its socket, so shutdown (or an eviction) can wake its
+    /// blocked reader, and when it last received a frame.
+    live: HashMap<u64, Live>,
     /// Handles of connection threads not yet joined; finished ones are reaped on accept.
     threads: Vec<JoinHandle<()>>,
 }
 
+struct Live {
+    closer: TcpStream,
+    peer: SocketAddr,
+    /// Milliseconds since `Shared::epoch` at the last frame read (or the accept).
+    active_ms: Arc<AtomicU64>,
+}
+
 impl Shared {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// At the connection limit: closes the connection idle the longest, if it has been idle
+    /// long enough, and says whether there is room now.
+    fn evict_idlest(&self, conns: &mut Conns, local: SocketAddr) -> bool {
+        let now = self.now_ms();
+        let Some((&id, idle_ms)) = conns
+            .live
+            .iter()
+            .map(|(id, l)| (id, now.saturating_sub(l.active_ms.load(Ordering::Relaxed))))
+            .max_by_key(|&(_, idle)| idle)
+        else {
+            return false;
+        };
+        if idle_ms < self.config.evict_idle_after.as_millis() as u64 {
+            return false;
+        }
+        if let Some(l) = conns.live.remove(&id) {
+            tracing::warn!(peer = %l.peer, %local, idle_ms, limit = self.config.max_connections,
+                "connection limit reached; closing the connection idle the longest for a new one");
+            let _ = l.closer.shutdown(Shutdown::Both);
+        }
+        true
+    }
+
     fn conns(&self) -> MutexGuard<'_, Conns> {
         self.conns.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -149,7 +192,7 @@ impl Shared {
         let _ = stream.set_nodelay(true);
         let mut conns = self.conns();
         reap_finished(&mut conns.threads);
-        if conns.live.len() >= self.config.max_connections {
+        if conns.live.len() >= self.config.max_connections && !self.evict_idlest(&mut conns, local) {
             drop(conns);
             tracing::warn!(%peer, %local, limit = self.config.max_connections,
                 "connection limit reached; closing new connection");
@@ -165,6 +208,7 @@ impl Shared {
         };
         let id = conns.next_id;
         conns.next_id += 1;
+        let active_ms = Arc::new(AtomicU64::new(self.now_ms()));
         let connection = Connection {
             stream,
             peer,
@@ -174,6 +218,7 @@ impl Shared {
             idle_timeout: non_zero(self.config.idle_timeout),
             write_timeout: non_zero(self.config.write_timeout),
             stopping: Arc::clone(&self.stopping),
+            activity: Some((self.epoch, Arc::clone(&active_ms))),
         };
         let shared = Arc::clone(self);
         let name = format!("{}-conn-{id}", self.config.thread_name);
@@ -185,7 +230,7 @@ impl Shared {
             // Registered under the same lock the thread takes to unregister, so a thread that
             // ends at once still finds its entry.
             Ok(handle) => {
-                conns.live.insert(id, closer);
+                conns.live.insert(id, Live { closer, peer, active_ms });
                 conns.threads.push(handle);
                 tracing::debug!(%peer, %local, id, "connection accepted");
             }
@@ -254,6 +299,7 @@ impl RemotingServer {
             config,
             handler,
             stopping: Arc::new(AtomicBool::new(false)),
+            epoch: Instant::now(),
             conns: Mutex::new(Conns::default()),
         });
         let server = RemotingServer {
@@ -302,7 +348,7 @@ impl RemotingServer {
             let mut conns = self.shared.conns();
             (std::mem::take(&mut conns.live), std::mem::take(&mut conns.threads))
         };
-        for stream in live.values() {
+        for stream in live.values().map(|l| &l.closer) {
             let _ = stream.shutdown(Shutdown::Both);
         }
         threads.into_iter().for_each(join_unless_current);
