@@ -197,6 +197,44 @@ fn rogue_clients_affect_only_their_connection() {
     master.shutdown();
 }
 
+/// A flood of silent connections cannot hold the HA port: with 16 that have not reported,
+/// each new one takes the place of the oldest (before, each held two threads until the
+/// housekeeping interval), and a real slave still connects and replicates.
+#[test]
+fn silent_connections_make_room_for_new_ones() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master =
+        Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[("slaveTimeout", "5000")])).unwrap();
+    let ha = ha_addr(&master);
+    let mut silent: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(ha).unwrap()).collect();
+    // The master accepts in order: once the real slave streams, it has seen all 40.
+    let slave =
+        Broker::start_slave(broker_config(sd.path(), "SLAVE", &[("haMasterAddress", &ha.to_string())]))
+            .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
+    let open = master.offsets().slaves.len();
+    assert!(open <= 17, "{open} HA connections open");
+    // The oldest were closed by the master: they read EOF at once.
+    for s in &mut silent[..20] {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 1];
+        let r = s.read(&mut b);
+        let closed = match &r {
+            Ok(0) => true,
+            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            Ok(_) => false,
+        };
+        assert!(closed, "an old silent connection is still open: {r:?}");
+    }
+    for i in 0..20 {
+        let r = master.put_message_sync(&message("S", 0, i, 100)).unwrap();
+        assert_eq!(r.status, PutStatus::PutOk);
+    }
+    drop(silent);
+    slave.shutdown();
+    master.shutdown();
+}
+
 #[test]
 fn refused_offsets_and_new_master_address() {
     let (m1d, m2d, sd) =

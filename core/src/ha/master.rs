@@ -350,6 +350,15 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// Most HA connections at once (each has a reader and a writer thread). Beyond it a new
+/// connection is closed at once.
+const MAX_CONNECTIONS: usize = 256;
+/// Most connections that have not sent their first report. A slave reports as soon as it
+/// connects, so at this many a new connection takes the place of the oldest silent one: idle
+/// sockets cannot hold threads until the housekeeping interval closes them, nor keep a real
+/// slave out.
+const MAX_UNREPORTED: usize = 16;
+
 fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
     let peer = stream.peer_addr()?;
     stream.set_nodelay(true)?;
@@ -368,12 +377,26 @@ fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         closed: AtomicBool::new(false),
         wake: Notifier::new(),
     });
-    tracing::info!("HA slave connected from {peer}");
     {
         let mut conns = shared.conns.lock().unwrap_or_else(|e| e.into_inner());
         conns.retain(|c| !c.closed.load(Ordering::Acquire));
+        let silent = conns.iter().filter(|c| c.request_offset.load(Ordering::Acquire) < 0);
+        if silent.clone().count() >= MAX_UNREPORTED {
+            if let Some(oldest) = silent.min_by_key(|c| c.accepted) {
+                oldest.close(&format!(
+                    "no report yet, and {MAX_UNREPORTED} connections without one: making room for {peer}"
+                ));
+            }
+            conns.retain(|c| !c.closed.load(Ordering::Acquire));
+        }
+        if conns.len() >= MAX_CONNECTIONS {
+            tracing::warn!("HA connection from {peer} refused: {MAX_CONNECTIONS} connections already");
+            let _ = stream.shutdown(Shutdown::Both);
+            return Ok(());
+        }
         conns.push(conn.clone());
     }
+    tracing::info!("HA slave connected from {peer}");
     let (s1, c1) = (shared.clone(), conn.clone());
     let reader = std::thread::Builder::new().name(format!("rmqha-ha-read-{}", conn.id)).spawn(move || {
         let why = read_loop(&s1, &c1, stream);
