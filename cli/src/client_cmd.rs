@@ -33,8 +33,8 @@ pub struct PutArgs {
     /// Keys, comma- or space-separated (KEYS, indexed for QUERY_MESSAGE).
     #[arg(long)]
     keys: Option<String>,
-    /// Queue id; by default the broker picks one.
-    #[arg(long, default_value_t = -1)]
+    /// Queue id; -1 (the default) lets the broker pick one.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     queue: i32,
     /// One message per input line instead of one message of the whole input.
     #[arg(long)]
@@ -72,7 +72,7 @@ pub struct GetArgs {
     tags: String,
     /// If the queue has nothing at the offset, wait this many milliseconds for a message
     /// (long polling).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     wait_ms: u64,
     /// Print only the bodies, each followed by a newline.
     #[arg(long)]

@@ -20,11 +20,11 @@ pub struct DemoArgs {
     /// Body size in bytes.
     #[arg(long, default_value_t = 1024)]
     body_size: usize,
-    /// Producer threads.
-    #[arg(long, default_value_t = 4)]
-    threads: usize,
-    /// Queues of the demo topic.
-    #[arg(long, default_value_t = 4)]
+    /// Producer threads (at least 1).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: u16,
+    /// Queues of the demo topic (1 to 1024).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(i32).range(1..=1024))]
     queues: i32,
     /// Store directories go under DIR (master/ and slave/); default: a temporary directory
     /// removed at the end.
@@ -105,10 +105,10 @@ pub fn run(a: DemoArgs) -> Result<(), String> {
     );
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let threads: Vec<_> = (0..a.threads.max(1))
+    let threads: Vec<_> = (0..a.threads)
         .map(|_| {
             let (master, next, bar, body) = (master.clone(), next.clone(), bar.clone(), body.clone());
-            let queues = a.queues.max(1);
+            let queues = a.queues;
             let total = a.messages;
             std::thread::spawn(move || -> Result<(Histogram<u64>, usize), String> {
                 let mut hist =
@@ -186,7 +186,7 @@ pub fn run(a: DemoArgs) -> Result<(), String> {
         problems.push("dispatch did not catch up within 30 s".into());
     }
     let mut compared = 0usize;
-    for q in 0..a.queues.max(1) {
+    for q in 0..a.queues {
         let (mmax, smax) = (master.queue_max_offset(TOPIC, q), slave.queue_max_offset(TOPIC, q));
         if mmax != smax {
             problems.push(format!("queue {q}: master has {mmax} messages, slave {smax}"));

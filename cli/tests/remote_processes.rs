@@ -205,6 +205,9 @@ fn remote_clients_produce_to_a_sync_master_process_and_consume_from_it_and_its_s
     assert!(!ok && err.contains("TOPIC_NOT_EXIST"), "{err}");
     // Bad arguments are refused before anything is sent: --max 0, and a property whose value
     // would smuggle in TAGS through RocketMQ's separator bytes.
+    // -1, the documented default of --queue, is accepted as a value too.
+    let (ok, out, err) = rmqha(&["put", &maddr, "--topic", "ProcTopic", "--queue", "-1"], b"minus-one");
+    assert!(ok && out.starts_with("SEND_OK"), "{out} {err}");
     let before = get_all(&maddr, "ProcTopic", 4);
     let (ok, out, err) =
         rmqha(&["get", &maddr, "--topic", "ProcTopic", "--queue", "0", "--offset", "0", "--max", "0"], b"");

@@ -686,6 +686,13 @@ impl BrokerConfig {
         if self.broker_role == BrokerRole::Slave && self.broker_id == 0 && self.is_explicit("brokerId") {
             return Err(ConfigError::for_key("brokerId", "0", "a SLAVE needs a brokerId greater than 0"));
         }
+        if self.ha_listen_port < 0 && self.listen_port == 65535 {
+            return Err(ConfigError::for_key(
+                "listenPort",
+                "65535",
+                "leaves no port for the default haListenPort (listenPort+1); set haListenPort",
+            ));
+        }
         Ok(())
     }
 
@@ -916,6 +923,11 @@ mod tests {
         assert_eq!(c.effective_ha_port(), 30912);
         let c = BrokerConfig::from_map([("listenPort", "30911"), ("haListenPort", "0")]).unwrap();
         assert_eq!(c.effective_ha_port(), 0);
+        // 65535 leaves no room for listenPort+1: an error naming listenPort, not haListenPort.
+        let e = BrokerConfig::from_map([("listenPort", "65535")]).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("listenPort"), "{e}");
+        let c = BrokerConfig::from_map([("listenPort", "65535"), ("haListenPort", "65534")]).unwrap();
+        assert_eq!(c.effective_ha_port(), 65534);
     }
 
     #[test]
