@@ -63,10 +63,10 @@ static void config_errors(const char *dir) {
   CHECK_OK(rmqha_config_get(cfg, "diskMaxUsedSpaceRatio", value, sizeof value, NULL));
   CHECK(strcmp(value, "95") == 0, "clamped ratio: %s", value);
   CHECK_OK(rmqha_config_set(cfg, "redeleteHangedFileInterval", "60000"));
-  char warnings[4096];
-  CHECK_OK(rmqha_config_warnings(cfg, warnings, sizeof warnings, &len));
-  CHECK(len < sizeof warnings && strstr(warnings, "using 95") && strstr(warnings, "redeleteHangedFileInterval has no effect"),
-        "warnings: %s", warnings);
+  char said[4096];
+  CHECK_OK(rmqha_config_warnings(cfg, said, sizeof said, &len));
+  CHECK(len < sizeof said && strstr(said, "using 95") && strstr(said, "redeleteHangedFileInterval has no effect"),
+        "warnings: %s", said);
 
   /* Either spelling of a renamed key; truncated reads report the full length. */
   CHECK_OK(rmqha_config_set(cfg, "mapedFileSizeCommitLog", "123456789"));
