@@ -31,7 +31,10 @@ pub enum MetadataError {
     },
     /// Neither a config file nor its `.bak` holds a readable table. The broker must not start
     /// with an empty table in its place (RocketMQ does, and silently forgets every topic).
-    #[error("cannot load {path} ({reason}) nor its backup {bak_path} ({bak_reason})")]
+    #[error(
+        "cannot load {path} ({reason}) nor its backup {bak_path} ({bak_reason}); the broker does not start \
+         with an empty table in its place: restore one of them, or move both away to start with an empty table"
+    )]
     Unloadable { path: PathBuf, reason: String, bak_path: PathBuf, bak_reason: String },
     /// A table entry was refused before any change was made.
     #[error("invalid {what} {key:?}: {reason}")]
