@@ -154,6 +154,14 @@ pub fn run_put(a: PutArgs) -> Result<(), String> {
     } else {
         vec![input]
     };
+    if bodies.iter().all(|b| b.is_empty()) {
+        // RocketMQ's producers refuse an empty body (Validators: "the message body length is zero").
+        return Err(format!(
+            "nothing to send: {} is empty{}",
+            if a.file == "-" { "standard input" } else { a.file.as_str() },
+            if a.lines { " (or holds only empty lines)" } else { "" }
+        ));
+    }
     let mut base = Vec::new();
     if let Some(t) = &a.tags {
         base.push(("TAGS".to_string(), t.clone()));

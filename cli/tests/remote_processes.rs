@@ -209,6 +209,8 @@ fn remote_clients_produce_to_a_sync_master_process_and_consume_from_it_and_its_s
     let (ok, out, err) = rmqha(&["put", &maddr, "--topic", "ProcTopic", "--queue", "-1"], b"minus-one");
     assert!(ok && out.starts_with("SEND_OK"), "{out} {err}");
     let before = get_all(&maddr, "ProcTopic", 4);
+    let (ok, _, err) = rmqha(&["put", &maddr, "--topic", "ProcTopic"], b"");
+    assert!(!ok && err.contains("standard input is empty"), "{err}");
     let (ok, out, err) =
         rmqha(&["get", &maddr, "--topic", "ProcTopic", "--queue", "0", "--offset", "0", "--max", "0"], b"");
     assert!(!ok && out.is_empty() && err.contains("--max"), "{out} {err}");

@@ -22,7 +22,10 @@ pub enum FrameError {
     Truncated { what: &'static str, expected: usize, got: usize },
     /// The length field declares a frame larger than the configured maximum. Checked before
     /// anything is allocated.
-    #[error("frame length {length} (+4 for the length field) exceeds the maximum frame size {max}")]
+    #[error(
+        "frame length {length} (+4 for the length field) exceeds the maximum frame size {max}{}",
+        not_remoting_hint(*length)
+    )]
     TooLarge { length: i32, max: usize },
     /// The length field is negative or too small to hold the header-length field.
     #[error("invalid frame length {length}: must be at least 4")]
@@ -115,4 +118,18 @@ pub enum RemotingError {
     /// An ext field's value does not parse as the type its handler requires.
     #[error("request code {code} (opaque {opaque}): ext field {field:?} = {value:?} is not {expected}")]
     InvalidExtField { code: i32, opaque: i32, field: String, value: String, expected: &'static str },
+}
+
+/// A length field that spells the start of another protocol's text: the peer is no RocketMQ
+/// remoting endpoint.
+fn not_remoting_hint(length: i32) -> String {
+    let b = length.to_be_bytes();
+    match &b {
+        b"HTTP" => "; the peer answered in HTTP: is this a RocketMQ remoting port?".into(),
+        _ if b.iter().all(|c| c.is_ascii_graphic() || *c == b' ') => format!(
+            "; the length field reads as text ({:?}): is this a RocketMQ remoting port?",
+            String::from_utf8_lossy(&b)
+        ),
+        _ => String::new(),
+    }
 }

@@ -208,6 +208,12 @@ mod tests {
         let bytes = frame(-5, 0, b"");
         let err = read_frame(&mut &bytes[..], DEFAULT_MAX_FRAME).unwrap_err();
         assert_eq!(err.to_string(), "invalid frame length -5: must be at least 4");
+        // Another protocol's answer says so.
+        let err = read_frame(&mut &b"HTTP/1.1 400 Bad Request\r\n\r\n"[..], DEFAULT_MAX_FRAME).unwrap_err();
+        assert!(
+            err.to_string().ends_with("the peer answered in HTTP: is this a RocketMQ remoting port?"),
+            "{err}"
+        );
         // Exactly at the limit is allowed: 4 + length == max.
         let cmd = RemotingCommand::request(1);
         let bytes = cmd.encode().unwrap();
