@@ -449,6 +449,9 @@ const NO_EFFECT_KEYS: &[(&str, &str)] = &[
     ("flushDelayOffsetInterval", "delay offsets are written to disk at every change"),
 ];
 
+/// The largest millisecond value a config key takes (Java's `int` range, 24.8 days).
+const MAX_MS: i64 = i32::MAX as i64;
+
 /// Whether `s` is `host:port` with a non-empty host and a port 1..65535 (the form of
 /// `haMasterAddress` and `masterAddress`; IPv6 hosts in brackets).
 pub(crate) fn is_host_port(s: &str) -> bool {
@@ -610,6 +613,11 @@ impl BrokerConfig {
         Self::canonical_key(key).is_some_and(|k| self.explicit.contains(k))
     }
 
+    /// A numeric key's value (0 for a key that is not numeric).
+    fn number(&self, key: &str) -> i64 {
+        self.get(key).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
+    }
+
     fn validate_key(&self, key: &'static str, value: &str) -> Result<(), ConfigError> {
         let bad = |reason: &str| Err(ConfigError::for_key(key, value, reason));
         match key {
@@ -639,6 +647,7 @@ impl BrokerConfig {
             {
                 bad("must be between 0 and 100")
             }
+            // Milliseconds become deadlines (now + d): keep them where that cannot overflow.
             "haSendHeartbeatInterval"
             | "haHousekeepingInterval"
             | "syncFlushTimeout"
@@ -649,9 +658,40 @@ impl BrokerConfig {
             | "cleanResourceInterval"
             | "flushConsumerOffsetInterval"
             | "flushDelayOffsetInterval"
-                if self.get(key).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0) <= 0 =>
+            | "osPageCacheBusyTimeOutMills"
+                if !(1..=MAX_MS).contains(&self.number(key)) =>
             {
-                bad("must be a positive number of milliseconds")
+                bad("must be a positive number of milliseconds, at most 2147483647 (24.8 days)")
+            }
+            "flushCommitLogThoroughInterval"
+            | "flushConsumeQueueThoroughInterval"
+            | "deleteCommitLogFilesInterval"
+            | "destroyMapedFileIntervalForcibly"
+            | "redeleteHangedFileInterval"
+                if !(0..=MAX_MS).contains(&self.number(key)) =>
+            {
+                bad("must be a number of milliseconds from 0 to 2147483647 (24.8 days)")
+            }
+            "fileReservedTime" if !(0..=876_000).contains(&self.file_reserved_time) => {
+                bad("must be a number of hours from 0 to 876000 (100 years)")
+            }
+            "flushCommitLogLeastPages" | "flushConsumeQueueLeastPages" | "haSlaveFallbehindMax"
+                if self.number(key) < 0 =>
+            {
+                bad("must not be negative")
+            }
+            "maxMsgsNumBatch"
+            | "maxTransferBytesOnMessageInMemory"
+            | "maxTransferCountOnMessageInMemory"
+            | "maxTransferBytesOnMessageInDisk"
+            | "maxTransferCountOnMessageInDisk"
+            | "maxFilterMessageSize"
+                if self.number(key) <= 0 =>
+            {
+                bad("must be positive")
+            }
+            "defaultTopicQueueNums" if !(1..=1024).contains(&self.default_topic_queue_nums) => {
+                bad("must be between 1 and 1024")
             }
             "maxHashSlotNum" if self.max_hash_slot_num <= 0 => bad("must be positive"),
             "maxIndexNum" if self.max_index_num <= 1 => bad("must be greater than 1"),
@@ -878,6 +918,38 @@ mod tests {
         assert!(c.warnings.iter().all(|w| w.contains("has no effect in rmqha")), "{:?}", c.warnings);
         assert_eq!(c.flush_delay_offset_interval, 4);
         assert_eq!(c.get("redeleteHangedFileInterval").as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_errors_naming_the_key() {
+        for (key, value) in [
+            ("slaveTimeout", "0"),
+            ("slaveTimeout", "9223372036854775807"),
+            ("syncFlushTimeout", "2147483648"),
+            ("osPageCacheBusyTimeOutMills", "-1"),
+            ("flushCommitLogThoroughInterval", "-5"),
+            ("deleteCommitLogFilesInterval", "-1"),
+            ("fileReservedTime", "-1"),
+            ("fileReservedTime", "9999999999"),
+            ("flushCommitLogLeastPages", "-1"),
+            ("haSlaveFallbehindMax", "-1"),
+            ("maxMsgsNumBatch", "0"),
+            ("maxTransferCountOnMessageInDisk", "-3"),
+            ("defaultTopicQueueNums", "0"),
+            ("defaultTopicQueueNums", "5000"),
+        ] {
+            let e = BrokerConfig::from_map([(key, value)]).unwrap_err();
+            assert_eq!((e.key.as_deref(), e.value.as_deref()), (Some(key), Some(value)), "{e}");
+        }
+        for (key, value) in [
+            ("slaveTimeout", "2147483647"),
+            ("flushCommitLogThoroughInterval", "0"),
+            ("fileReservedTime", "0"),
+            ("haSlaveFallbehindMax", "0"),
+            ("defaultTopicQueueNums", "1024"),
+        ] {
+            assert!(BrokerConfig::from_map([(key, value)]).is_ok(), "{key}={value}");
+        }
     }
 
     #[test]
