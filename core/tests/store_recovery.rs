@@ -340,3 +340,35 @@ fn consume_queues_missing_records_after_a_clean_stop_are_rebuilt() {
     let r = store.put_message_sync(&message(TOPIC, 2, 99_999, 10)).unwrap();
     assert_eq!(r.queue_offset, expected_queue_len(&s, 2), "queue 2's next offset is a new one");
 }
+
+/// Prepared and rolled-back transactional records have no ConsumeQueue unit (queue offset 0):
+/// recovery's check for short queues must not take them for missing units and re-dispatch.
+#[test]
+fn transactional_records_without_queue_units_trigger_no_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    store.start().unwrap();
+    for i in 0..50 {
+        let mut m = message("Tx", 0, i, 100);
+        if i % 5 == 0 {
+            m.sys_flag = rmqha_core::message::sysflag::TRANSACTION_PREPARED_TYPE;
+        }
+        store.put_message_sync(&m).unwrap();
+    }
+    // A prepared record alone in a queue no ConsumeQueue holds, with a queued one after it.
+    let mut m = message("TxOnly", 3, 99, 100);
+    m.sys_flag = rmqha_core::message::sysflag::TRANSACTION_PREPARED_TYPE;
+    store.put_message_sync(&m).unwrap();
+    store.put_message_sync(&message("Tx", 0, 100, 100)).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.queue_max_offset("Tx", 0), 41);
+    assert_eq!(store.queue_max_offset("TxOnly", 3), 0);
+    let end = store.max_offset() as u64;
+    store.shutdown();
+    drop(store);
+
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    let rec = store.recovery().clone();
+    assert!(rec.last_exit_ok);
+    assert_eq!((rec.recovered_offset, rec.dispatch_from), (end, end), "nothing to re-dispatch");
+}

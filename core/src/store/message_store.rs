@@ -1015,7 +1015,11 @@ fn recover(
     let dispatched_below = cqs.max_physic_offset().max(0) as u64;
     let mut seen: HashMap<String, HashMap<i32, QueueSeen>> = HashMap::new();
     let end = cl.scan_valid_end(scan_from, check_crc, |offset, req| {
-        if offset >= dispatched_below {
+        // Prepared and rolled-back transactional records have no ConsumeQueue unit.
+        let tx = crate::message::sysflag::transaction_type(req.sys_flag);
+        let queued = tx == crate::message::sysflag::TRANSACTION_NOT_TYPE
+            || tx == crate::message::sysflag::TRANSACTION_COMMIT_TYPE;
+        if offset >= dispatched_below || !queued {
             return;
         }
         let queues = match seen.get_mut(req.topic) {
