@@ -57,7 +57,10 @@ export declare class Broker {
   consumerOffset(group: string, topic: string, queueId: number): number
   /** Commits a consumer group's offset of a queue (persisted in the background and at close). */
   commitConsumerOffset(group: string, topic: string, queueId: number, offset: number): void
-  /** Slave: replicate from another master (HA `host:port`) from now on. WRONG_ROLE on a master. */
+  /**
+   * Slave: replicate from another master (HA `host:port`) from now on. WRONG_ROLE on a master,
+   * INVALID_ARGUMENT for an address that is not `host:port`.
+   */
   setMasterAddress(haAddress: string): void
   /** Whether `close()` was called. */
   get closed(): boolean

@@ -204,7 +204,8 @@ impl Broker {
         to_js(&env, outcome)
     }
 
-    /// Slave: replicate from another master (HA `host:port`) from now on. WRONG_ROLE on a master.
+    /// Slave: replicate from another master (HA `host:port`) from now on. WRONG_ROLE on a master,
+    /// INVALID_ARGUMENT for an address that is not `host:port`.
     #[napi]
     pub fn set_master_address(&self, env: Env, ha_address: String) -> Result<()> {
         let outcome = self.core().and_then(|b| b.set_master_address(&ha_address).map_err(Failure::from));
