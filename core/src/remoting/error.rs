@@ -75,7 +75,7 @@ pub enum RemotingError {
         source: std::io::Error,
     },
     /// Connecting failed or did not finish within the timeout.
-    #[error("cannot connect to {addr} within {timeout:?}: {source}")]
+    #[error("cannot connect to {addr} within {:.1} s: {source}", timeout.as_secs_f64())]
     Connect {
         addr: String,
         timeout: Duration,
@@ -83,7 +83,10 @@ pub enum RemotingError {
         source: std::io::Error,
     },
     /// A call did not complete in time.
-    #[error("timed out after {timeout:?} {stage} for request code {code} (opaque {opaque}) to {peer}")]
+    #[error(
+        "timed out after {:.1} s {stage} for request code {code} (opaque {opaque}) to {peer}",
+        timeout.as_secs_f64()
+    )]
     Timeout {
         peer: String,
         code: i32,
