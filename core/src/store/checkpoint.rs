@@ -55,6 +55,30 @@ impl CheckpointData {
         }
     }
 
+    /// Why these fields cannot have been written by a store at `now_ms` (a timestamp before
+    /// the epoch or more than a day ahead, a negative offset), if so.
+    pub fn implausible(&self, now_ms: i64) -> Option<String> {
+        let ahead = now_ms.saturating_add(86_400_000);
+        for (name, ts) in [
+            ("physicMsgTimestamp", self.physic_msg_timestamp),
+            ("logicsMsgTimestamp", self.logics_msg_timestamp),
+            ("indexMsgTimestamp", self.index_msg_timestamp),
+        ] {
+            if !(0..=ahead).contains(&ts) {
+                return Some(format!("{name} {ts}"));
+            }
+        }
+        for (name, off) in [
+            ("masterFlushedOffset", self.master_flushed_offset),
+            ("confirmPhyOffset", self.confirm_phy_offset),
+        ] {
+            if off < -1 {
+                return Some(format!("{name} {off}"));
+            }
+        }
+        None
+    }
+
     /// RocketMQ's `getMinTimestamp`: `min(physic, logics) - 3000`, at least 0.
     pub fn min_timestamp(&self) -> i64 {
         (self.physic_msg_timestamp.min(self.logics_msg_timestamp) - 3000).max(0)
@@ -85,7 +109,15 @@ impl StoreCheckpoint {
         if len != CHECKPOINT_FILE_SIZE as u64 {
             file.set_len(CHECKPOINT_FILE_SIZE as u64)?;
         }
-        Ok(StoreCheckpoint { path: path.to_path_buf(), file, data: Mutex::new(CheckpointData::decode(&buf)) })
+        let mut data = CheckpointData::decode(&buf);
+        if let Some(why) = data.implausible(super::clock::now_ms()) {
+            // Recovery after a crash starts from the newest file older than these timestamps:
+            // a garbage value far in the future would skip the files before it. Zero makes it
+            // walk the whole log, which is slow but misses nothing.
+            tracing::warn!("checkpoint {} is not believable ({why}); recovery ignores it", path.display());
+            data = CheckpointData::default();
+        }
+        Ok(StoreCheckpoint { path: path.to_path_buf(), file, data: Mutex::new(data) })
     }
 
     pub fn path(&self) -> &Path {
@@ -114,12 +146,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn garbage_is_not_believed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("checkpoint");
+        let garbage: Vec<u8> = (0..CHECKPOINT_FILE_SIZE).map(|i| (i * 131 % 251) as u8 | 0x80).collect();
+        std::fs::write(&p, &garbage).unwrap();
+        assert_eq!(StoreCheckpoint::open(&p).unwrap().get(), CheckpointData::default());
+        std::fs::write(&p, vec![0xFFu8; CHECKPOINT_FILE_SIZE]).unwrap();
+        assert_eq!(StoreCheckpoint::open(&p).unwrap().get(), CheckpointData::default());
+        // A real one is kept.
+        let now = crate::store::clock::now_ms();
+        let real = CheckpointData {
+            physic_msg_timestamp: now,
+            logics_msg_timestamp: now - 5,
+            index_msg_timestamp: now - 9,
+            master_flushed_offset: 4096,
+            confirm_phy_offset: 4096,
+        };
+        let mut bytes = real.encode().to_vec();
+        bytes.resize(CHECKPOINT_FILE_SIZE, 0);
+        std::fs::write(&p, &bytes).unwrap();
+        assert_eq!(StoreCheckpoint::open(&p).unwrap().get(), real);
+    }
+
+    #[test]
     fn layout_is_big_endian_at_fixed_offsets() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("checkpoint");
         let cp = StoreCheckpoint::open(&p).unwrap();
         cp.update(|d| {
-            d.physic_msg_timestamp = 0x0102030405060708;
+            d.physic_msg_timestamp = 0x0000_0102_0304_0506; // 2005, in ms
             d.logics_msg_timestamp = 2;
             d.index_msg_timestamp = 3;
             d.master_flushed_offset = 4;
@@ -128,7 +184,7 @@ mod tests {
         cp.flush().unwrap();
         let raw = std::fs::read(&p).unwrap();
         assert_eq!(raw.len(), 4096);
-        assert_eq!(&raw[0..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&raw[0..8], &[0, 0, 1, 2, 3, 4, 5, 6]);
         assert_eq!(&raw[8..16], &2i64.to_be_bytes());
         assert_eq!(&raw[32..40], &1_815_111i64.to_be_bytes());
         assert!(raw[40..].iter().all(|&b| b == 0));
