@@ -386,6 +386,12 @@ impl Broker {
         if offset < 0 {
             return Err(Error::InvalidArgument(format!("consumer offset {offset} is negative")));
         }
+        if self.shut.load(Ordering::Acquire) {
+            // Nothing persists a commit after shutdown: refuse it rather than lose it.
+            return Err(Error::Store(
+                "the broker is shut down: the consumer offset was not committed".into(),
+            ));
+        }
         self.tables.consumer_offsets().commit(group, topic, queue_id, offset);
         Ok(())
     }
@@ -593,6 +599,9 @@ impl Broker {
         let Some(s) = &self.ha_slave else {
             return Err(Error::NotSlave("set_master_address applies to a SLAVE".into()));
         };
+        if self.shut.load(Ordering::Acquire) {
+            return Err(Error::Store("the broker is shut down: it replicates from no master".into()));
+        }
         if !crate::config::is_host_port(ha_address) {
             return Err(Error::InvalidArgument(format!(
                 "master HA address {ha_address:?} is not host:port (a port from 1 to 65535)"

@@ -228,6 +228,10 @@ int main(int argc, char **argv) {
                RMQHA_STATUS_PUT_FAILED);
   CHECK(late.status == RMQHA_PUT_STATUS_SERVICE_NOT_AVAILABLE && late.phy_offset == -1 && late.msg_id[0] == '\0',
         "late put: %s", rmqha_put_status_name(late.status));
+  /* A commit after shutdown would never be persisted: refused, not silently lost. */
+  CHECK_STATUS(rmqha_commit_consumer_offset(master, "group-c", TOPIC, 0, 9), RMQHA_STATUS_STORE);
+  CHECK_OK(rmqha_consumer_offset(master, "group-c", TOPIC, 0, &v));
+  CHECK(v == 7, "the refused commit changed nothing: %lld", (long long)v);
   CHECK_OK(rmqha_max_offset(master, &v)); /* offsets still answer */
   CHECK(v == mo.max_offset, "max offset after shutdown %lld", (long long)v);
   rmqha_broker_free(slave);
