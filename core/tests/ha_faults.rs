@@ -235,6 +235,61 @@ fn silent_connections_make_room_for_new_ones() {
     master.shutdown();
 }
 
+/// A slave pointed at a master whose log has the same length but other bytes (another store,
+/// or one that lost records in a crash and wrote new ones up to the slave's offset) must not
+/// take new bytes onto its diverged log. The master resends the records before the slave's
+/// offset, the slave finds they differ and closes the connection; it never acks, so a
+/// SYNC_MASTER put there is not PUT_OK. RocketMQ (and rmqha before) accepted such a slave
+/// because the offset fits.
+#[test]
+fn a_slave_whose_log_differs_at_the_same_offset_is_not_fed() {
+    let (m1d, m2d, sd) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let m1 = Broker::start_master(broker_config(m1d.path(), "ASYNC_MASTER", &[])).unwrap();
+    let m2 =
+        Broker::start_master(broker_config(m2d.path(), "SYNC_MASTER", &[("slaveTimeout", "500")])).unwrap();
+    // The same sizes on both, other bytes (topic, store timestamps): the logs end alike.
+    for i in 0..300 {
+        m1.put_message_sync(&message("A", 0, i, 300)).unwrap();
+        m2.put_message_sync(&message("B", 0, i, 300)).unwrap();
+    }
+    assert_eq!(m1.max_offset(), m2.max_offset());
+    let slave = Broker::start_slave(broker_config(
+        sd.path(),
+        "SLAVE",
+        &[("haMasterAddress", &ha_addr(&m1).to_string())],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == m1.max_offset()));
+    let before = commit_log_files(sd.path());
+    let end = slave.max_offset();
+
+    slave.set_master_address(&ha_addr(&m2).to_string()).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || slave
+            .offsets()
+            .last_ha_error
+            .is_some_and(|e| e.contains("diverged"))),
+        "{:?}",
+        slave.offsets().last_ha_error
+    );
+    for i in 300..310 {
+        let r = m2.put_message_sync(&message("B", 0, i, 300)).unwrap();
+        assert_ne!(r.status, PutStatus::PutOk, "put {i} released by a diverged slave");
+    }
+    assert_eq!(slave.max_offset(), end, "the diverged slave took bytes");
+    slave.shutdown();
+    // Its files hold what they held (a file made ahead and still empty may come or go).
+    let after = commit_log_files(sd.path());
+    for (name, bytes) in before.iter().chain(after.iter()) {
+        let (b, a) = (before.get(name), after.get(name));
+        let empty = |f: Option<&Vec<u8>>| f.is_none_or(|f| f.iter().all(|&x| x == 0));
+        assert!(a == b || (empty(a) && empty(b)), "CommitLog file {name} changed ({} bytes)", bytes.len());
+    }
+    m1.shutdown();
+    m2.shutdown();
+}
+
 #[test]
 fn refused_offsets_and_new_master_address() {
     let (m1d, m2d, sd) =

@@ -350,6 +350,10 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// Bytes before a reconnecting slave's offset that the master resends for the slave to
+/// compare with its own.
+const VERIFY_WINDOW: u64 = 32 * 1024;
+
 /// Most HA connections at once (each has a reader and a writer thread). Beyond it a new
 /// connection is closed at once.
 const MAX_CONNECTIONS: usize = 256;
@@ -493,6 +497,17 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
             return format!("refused: {reason}");
         }
     };
+    // An offset this master also has says nothing about the bytes before it: a slave of
+    // another store, or one that kept records this master lost in a crash and then wrote
+    // again, reports an offset that fits. Resend the last records before it (the slave
+    // compares them with its own and closes the connection if they differ) so such a slave
+    // never takes new bytes onto a diverged log.
+    if req > 0 && next > shared.cl.min_offset() {
+        let fs = shared.cl.file_size() as u64;
+        let file_start = (next - 1) / fs * fs;
+        let target = next.saturating_sub(VERIFY_WINDOW).max(file_start);
+        next = shared.cl.record_start_at_or_before(file_start.max(shared.cl.min_offset()), target);
+    }
     conn.transferring.store(true, Ordering::Release);
     tracing::info!("HA slave {} reported offset {req}; streaming from {next}", conn.peer);
     // Its report counts as an ack of what it already holds.

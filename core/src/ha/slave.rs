@@ -234,9 +234,17 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                     let local = store.max_offset();
                     let frame_len = FRAME_HEADER_SIZE + body.len();
                     let (mut offset, mut body) = (offset, body);
-                    if local != 0 && offset != local && offset >= resume_from && offset < local {
-                        // Resent bytes this slave holds (see resume_from): they must be the
-                        // same, and only what follows them is appended.
+                    let held_from = store.min_offset();
+                    if local != 0 && offset < held_from && offset + (body.len() as i64) > held_from {
+                        // Bytes below what this slave still holds (its own retention): skip.
+                        let skip = (held_from - offset) as usize;
+                        offset += skip as i64;
+                        body = &body[skip..];
+                    }
+                    if local != 0 && offset != local && offset >= held_from && offset < local {
+                        // Resent bytes this slave holds (see resume_from; the master also
+                        // resends the records before a reported offset for this check): they
+                        // must be the same, and only what follows them is appended.
                         let overlap = ((local - offset) as usize).min(body.len());
                         let same = store
                             .commit_log()

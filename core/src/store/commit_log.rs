@@ -672,6 +672,26 @@ impl CommitLog {
         self.faults.delay_ms.store(ms, Ordering::Release);
     }
 
+    /// The last record start at or before `target`, found by hopping over record lengths from
+    /// `file_start` (a file's start, which is always a record start); `file_start` itself
+    /// when none is readable. Reads 8 bytes per record: cheap even across a 1 GiB file.
+    pub fn record_start_at_or_before(&self, file_start: u64, target: u64) -> u64 {
+        let mut at = file_start;
+        while at < target {
+            let Some((file, pos)) = self.data_at(at) else { break };
+            let Some(head) = file.read(pos, 8) else { break };
+            let size = i32::from_be_bytes(head[..4].try_into().unwrap_or_default());
+            let magic = i32::from_be_bytes(head[4..8].try_into().unwrap_or_default());
+            let is_record = magic == crate::message::codec::MESSAGE_MAGIC_CODE
+                || magic == crate::message::codec::MESSAGE_MAGIC_CODE_V2;
+            if !is_record || size <= 0 || at + size as u64 > target {
+                break;
+            }
+            at += size as u64;
+        }
+        at
+    }
+
     /// Walks records from `from` (a record boundary) and returns the end of the last valid
     /// one, as recovery does: a BLANK jumps to the next file, anything invalid or short stops.
     /// `visit` sees each valid record's offset and its decoded header.
