@@ -372,3 +372,28 @@ fn transactional_records_without_queue_units_trigger_no_rebuild() {
     assert!(rec.last_exit_ok);
     assert_eq!((rec.recovered_offset, rec.dispatch_from), (end, end), "nothing to re-dispatch");
 }
+
+/// A tail zeroed after a clean stop holds no damaged record to refuse at, but the
+/// ConsumeQueues indexed those records: recovery reports how many it lost (and logs it as an
+/// error) instead of starting shorter without a word.
+#[test]
+fn indexed_records_missing_from_the_tail_are_reported_lost() {
+    let s = snapshot(false, true);
+    let work = tempfile::tempdir().unwrap();
+    copy_dir(s.dir.path(), work.path());
+    let first = &s.before[s.before.len() - 4].0;
+    assert_eq!(first.phy_offset as u64 / FILE, s.last.phy_offset as u64 / FILE, "the 5 records share a file");
+    let (file, pos) = commit_log_file(work.path(), first.phy_offset as u64, FILE);
+    patch(&file, pos, &vec![0u8; (s.last.end_offset() - first.phy_offset) as usize]);
+
+    let store = MessageStore::open(config(work.path())).unwrap();
+    let rec = store.recovery().clone();
+    assert_eq!(rec.recovered_offset, first.phy_offset as u64);
+    assert_eq!(rec.indexed_records_lost, 5);
+    drop(store);
+    // Undamaged, nothing is reported.
+    let work = tempfile::tempdir().unwrap();
+    copy_dir(s.dir.path(), work.path());
+    let store = MessageStore::open(config(work.path())).unwrap();
+    assert_eq!(store.recovery().indexed_records_lost, 0);
+}

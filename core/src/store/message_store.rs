@@ -66,6 +66,9 @@ pub struct RecoveryReport {
     pub torn_tail: bool,
     /// Where dispatch resumed.
     pub dispatch_from: u64,
+    /// Records the ConsumeQueues had indexed at or past `recovered_offset`, which the
+    /// CommitLog no longer holds (a torn or zeroed tail): logged as lost.
+    pub indexed_records_lost: u64,
 }
 
 const ROLE_ASYNC_MASTER: u8 = 0;
@@ -979,7 +982,13 @@ fn recover(
             i.destroy_all().map_err(|e| store_err("index", e))?;
         }
         cl.set_recovered_end(0).map_err(|e| store_err("commit log", e))?;
-        return Ok(RecoveryReport { last_exit_ok, recovered_offset: 0, torn_tail: false, dispatch_from: 0 });
+        return Ok(RecoveryReport {
+            last_exit_ok,
+            recovered_offset: 0,
+            torn_tail: false,
+            dispatch_from: 0,
+            indexed_records_lost: 0,
+        });
     }
     let check_crc = config.check_crc_on_recover;
     let (scan_from, dispatch_hint) = if last_exit_ok {
@@ -1053,6 +1062,18 @@ fn recover(
             )));
         }
     }
+    // What the queues indexed past the end is gone from the log: say so, loudly. After a
+    // clean stop those records had been acknowledged and flushed; after a crash they had at
+    // least been dispatched.
+    let (lost, lost_end) = indexed_past(cqs, end);
+    if lost > 0 {
+        tracing::error!(
+            "recovery: the ConsumeQueues index {lost} records at or after offset {end} (up to offset {lost_end}) that \
+             the CommitLog in {} no longer holds (its tail is torn or zeroed); they are lost{}",
+            cl.queue().dir().display(),
+            if last_exit_ok { ", though the broker had stopped cleanly" } else { "" }
+        );
+    }
     let torn_tail = cl
         .data_at(end)
         .map(|(f, pos)| f.readable_from(pos).iter().take(4096).any(|&b| b != 0))
@@ -1103,7 +1124,33 @@ fn recover(
     // On disk at once: until the next thorough flush the file would otherwise still claim an
     // offset that recovery may just have cut away.
     checkpoint.flush().map_err(|e| store_err("checkpoint", e))?;
-    Ok(RecoveryReport { last_exit_ok, recovered_offset: end, torn_tail, dispatch_from })
+    Ok(RecoveryReport {
+        last_exit_ok,
+        recovered_offset: end,
+        torn_tail,
+        dispatch_from,
+        indexed_records_lost: lost,
+    })
+}
+
+/// How many units the queues hold at or past `end`, and where the furthest one ends.
+fn indexed_past(cqs: &ConsumeQueueStore, end: u64) -> (u64, u64) {
+    let (mut n, mut far) = (0u64, 0u64);
+    for q in cqs.all() {
+        if q.max_physic_offset() <= end as i64 {
+            continue;
+        }
+        let mut i = q.max_offset_in_queue() - 1;
+        while let Some(unit) = q.get(i) {
+            if unit.phy_offset < end as i64 || unit.size <= 0 {
+                break;
+            }
+            n += 1;
+            far = far.max((unit.phy_offset + unit.size as i64) as u64);
+            i -= 1;
+        }
+    }
+    (n, far)
 }
 
 /// What recovery's walk saw of one queue.
