@@ -290,6 +290,48 @@ fn a_slave_whose_log_differs_at_the_same_offset_is_not_fed() {
     m2.shutdown();
 }
 
+/// A slave whose mappedFileSizeCommitLog differs from the master's cannot lay the master's
+/// bytes out in its files (the master's end-of-file filler lands mid-file, or a record runs
+/// past the slave's file end). It says so, naming the key, and stops acking, so SYNC puts are
+/// not PUT_OK for records it cannot serve. Before, it acked everything and left a third to
+/// two thirds of the messages unreadable on the slave.
+#[test]
+fn a_slave_with_another_file_size_says_so_and_stops_acking() {
+    for slave_file in ["131072", "32768"] {
+        let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let master =
+            Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[("slaveTimeout", "500")]))
+                .unwrap();
+        let slave = Broker::start_slave(broker_config(
+            sd.path(),
+            "SLAVE",
+            &[("haMasterAddress", &ha_addr(&master).to_string()), ("mappedFileSizeCommitLog", slave_file)],
+        ))
+        .unwrap();
+        assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
+        // 3 of the master's 64 KiB files.
+        let mut i = 0;
+        while master.max_offset() < 3 * 65536 {
+            master.put_message_sync(&message("F", 0, i, 300)).unwrap();
+            i += 1;
+        }
+        assert!(
+            wait_until(Duration::from_secs(10), || slave
+                .offsets()
+                .last_ha_error
+                .is_some_and(|e| e.contains("mappedFileSizeCommitLog"))),
+            "slave files of {slave_file}: {:?}",
+            slave.offsets().last_ha_error
+        );
+        for j in 0..5 {
+            let r = master.put_message_sync(&message("F", 0, i + j, 300)).unwrap();
+            assert_ne!(r.status, PutStatus::PutOk, "slave files of {slave_file}: put released");
+        }
+        slave.shutdown();
+        master.shutdown();
+    }
+}
+
 #[test]
 fn refused_offsets_and_new_master_address() {
     let (m1d, m2d, sd) =

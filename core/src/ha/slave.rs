@@ -191,6 +191,9 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
     if let Err(e) = stream.set_write_timeout(Some(shared.opts.housekeeping_interval)) {
         return format!("socket setup: {e}");
     }
+    if let Some(fault) = store.dispatcher().layout_fault() {
+        return fault;
+    }
     let mut reported = store.max_offset();
     // Frames are not aligned to records, so a connection that ended mid-stream often leaves
     // a partial record at the tail, and the master only serves offsets where a record
@@ -279,6 +282,11 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         if at > 0 {
             buf.copy_within(at..filled, 0);
             filled -= at;
+        }
+        if let Some(fault) = store.dispatcher().layout_fault() {
+            // Bytes that do not fit this store's files: acking more would release puts whose
+            // records this slave cannot serve.
+            return fault;
         }
         let max = store.max_offset();
         let due = last_write.elapsed() >= hb;

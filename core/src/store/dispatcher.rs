@@ -40,6 +40,9 @@ pub struct Dispatcher {
     reported_bad: AtomicU64,
     /// Held for each round (see `exclusive`).
     round: parking_lot::Mutex<QueueCache>,
+    /// Slave: why the replicated bytes do not fit this store's files (the master's
+    /// `mappedFileSizeCommitLog` differs); dispatch stops there and the HA client stops acking.
+    layout_fault: parking_lot::Mutex<Option<String>>,
 }
 
 /// The ConsumeQueues the dispatcher has written to, by topic and queue id, each with its last
@@ -98,6 +101,7 @@ impl Dispatcher {
             dispatched: Notifier::new(),
             reported_bad: AtomicU64::new(u64::MAX),
             round: parking_lot::Mutex::new(QueueCache::new()),
+            layout_fault: parking_lot::Mutex::new(None),
         }
     }
 
@@ -132,6 +136,19 @@ impl Dispatcher {
     /// records the cut removed.
     pub fn exclusive(&self) -> parking_lot::MutexGuard<'_, impl Sized> {
         self.round.lock()
+    }
+
+    /// Slave: why the replicated log does not fit this store's file size, once found.
+    pub fn layout_fault(&self) -> Option<String> {
+        self.layout_fault.lock().clone()
+    }
+
+    fn set_layout_fault(&self, why: String) {
+        let mut f = self.layout_fault.lock();
+        if f.is_none() {
+            tracing::error!("{why}");
+            *f = Some(why);
+        }
     }
 
     /// Dispatches everything available now; returns whether anything was consumed.
@@ -174,11 +191,43 @@ impl Dispatcher {
                         at += req.msg_size as usize;
                     }
                     CheckResult::Blank => {
+                        if self.is_slave.load(Ordering::Acquire) {
+                            // The master's filler says how much of its file is left: its file
+                            // must end where this slave's does.
+                            let left = i32::from_be_bytes(data[at..at + 4].try_into().unwrap_or_default());
+                            let ends = reput + at as u64 + left.max(0) as u64;
+                            if ends != file.end_offset() {
+                                self.set_layout_fault(format!(
+                                    "the master's end-of-file filler at offset {} says its CommitLog file ends at {ends}, \
+                                     but this slave's ends at {}: the master's mappedFileSizeCommitLog differs from this \
+                                     slave's ({} bytes); set it to the master's and rebuild this slave's store",
+                                    reput + at as u64,
+                                    file.end_offset(),
+                                    file.size()
+                                ));
+                                reput += at as u64;
+                                break 'files;
+                            }
+                        }
                         reput = cl.roll_next_file(reput + at as u64);
                         self.publish(reput, count);
                         continue 'files;
                     }
                     CheckResult::Incomplete if self.is_slave.load(Ordering::Acquire) => {
+                        // Judged on the bytes read (`data`), not on the file now: more may
+                        // have arrived since, and a file that filled meanwhile says nothing.
+                        if pos + data.len() == file.size() {
+                            // A master's record never crosses its file's end, so the master's
+                            // files are larger than this slave's.
+                            self.set_layout_fault(format!(
+                                "the record at offset {} runs past the end of this slave's CommitLog file at {}: \
+                                 the master's mappedFileSizeCommitLog is larger than this slave's ({} bytes); set it \
+                                 to the master's and rebuild this slave's store",
+                                reput + at as u64,
+                                file.end_offset(),
+                                file.size()
+                            ));
+                        }
                         // Replicated bytes arrive in arbitrary chunks: wait for the rest.
                         reput += at as u64;
                         break 'files;
