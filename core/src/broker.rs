@@ -472,7 +472,11 @@ impl Broker {
                 .collect();
             put("slaves", slaves.join("; "));
             if let Some(r) = o.refused_slaves.last() {
-                put("lastRefusedSlave", format!("{} at offset {}: {}", r.addr, r.requested_offset, r.reason));
+                let ago = (crate::store::commit_log::now_ms() - r.at_ms).max(0) / 1000;
+                put(
+                    "lastRefusedSlave",
+                    format!("{} at offset {}, {ago} s ago: {}", r.addr, r.requested_offset, r.reason),
+                );
             }
         } else {
             put("masterAddress", o.master_address.unwrap_or_default());

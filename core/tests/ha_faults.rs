@@ -371,9 +371,12 @@ fn refused_offsets_and_new_master_address() {
     for i in 200..300 {
         m1.put_message_sync(&message("A", 0, i, 500)).unwrap();
     }
+    assert!(slave.offsets().last_ha_error.is_some(), "m2's refusal shows on the slave");
     slave.set_master_address(&ha_addr(&m1).to_string()).unwrap();
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == m1.max_offset()));
     assert_eq!(slave.offsets().connected, Some(true));
+    // Streaming again, the earlier session's error is history: status does not show it.
+    assert!(wait_until(Duration::from_secs(10), || slave.offsets().last_ha_error.is_none()));
     // An address that is not host:port is refused, naming it, and the slave stays where it is.
     for bad in ["", "nonsense", "127.0.0.1", ":10912", "127.0.0.1:0", "127.0.0.1:70000", "127.0.0.1:x"] {
         match slave.set_master_address(bad) {

@@ -222,6 +222,10 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
             Ok(n) => {
                 filled += n;
                 last_read = Instant::now();
+                // The master streams to us: an error from an earlier session is history.
+                if shared.last_error.lock().unwrap_or_else(|e| e.into_inner()).take().is_some() {
+                    tracing::debug!("HA stream from the master resumed");
+                }
             }
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
