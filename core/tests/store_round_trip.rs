@@ -69,3 +69,20 @@ fn put_read_reopen_across_many_files() {
     let r = store.put_message_sync(&message("TopicA", 0, 9999, 10)).unwrap();
     assert_eq!(r.queue_offset, (n / 4) as i64, "queue offsets continue after restart");
 }
+
+/// A negative queue id is refused before anything is stored: it would name a ConsumeQueue
+/// directory "-7". (Remote sends pick a queue for a negative id, as RocketMQ's broker does.)
+#[test]
+fn a_negative_queue_id_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(store_config(dir.path(), &[])).unwrap();
+    store.start().unwrap();
+    match store.put_message_sync(&message("Neg", -7, 0, 10)) {
+        Err(rmqha_core::Error::PutFailed { status: rmqha_core::PutStatus::MessageIllegal, reason }) => {
+            assert!(reason.contains("queue id -7"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.max_offset(), 0);
+    assert!(!dir.path().join("consumequeue").join("Neg").exists());
+}

@@ -326,6 +326,14 @@ impl CommitLog {
             many.resize(msgs.len(), None);
             &mut many
         };
+        if let Some(m) = msgs.iter().find(|m| m.queue_id < 0) {
+            // It would make a ConsumeQueue directory named "-7" (remote sends pick a queue
+            // for a negative id before they get here, as RocketMQ's broker does).
+            return Err(AppendError::Status(
+                PutStatus::MessageIllegal,
+                format!("queue id {} is negative", m.queue_id),
+            ));
+        }
         let mut total = 0usize;
         for (slot, m) in prepared.iter_mut().zip(msgs) {
             // A born timestamp left at 0 ("now") becomes the store timestamp under the lock:
