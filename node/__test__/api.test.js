@@ -114,6 +114,19 @@ test('errors carry a code', async (t) => {
   await assert.rejects(b.putMessage('', 'no topic'), { code: 'PUT_FAILED', putStatus: 'MESSAGE_ILLEGAL' })
   assert.throws(() => b.putMessageSync('', 'no topic'), { code: 'PUT_FAILED', putStatus: 'MESSAGE_ILLEGAL' })
   assert.throws(() => b.setMasterAddress('127.0.0.1:1'), { code: 'WRONG_ROLE' })
+  // Numbers that are not integers in range are refused, not wrapped, truncated or zeroed.
+  for (const queueId of [2 ** 32 + 1, 2 ** 31, -1, 1.5, NaN]) {
+    await assert.rejects(b.putMessage('T', 'x', { queueId }), { code: 'INVALID_ARGUMENT' }, `queueId ${queueId}`)
+  }
+  await assert.rejects(b.putMessage('T', 'x', { flag: 2 ** 40 + 3 }), { code: 'INVALID_ARGUMENT' })
+  assert.throws(() => b.getMessages('T', 0, 0, 0), { code: 'INVALID_ARGUMENT' })
+  assert.throws(() => b.getMessages('T', 2 ** 32, 0, 1), { code: 'INVALID_ARGUMENT' })
+  assert.throws(() => b.getMessages('T', 0, NaN, 1), { code: 'INVALID_ARGUMENT' })
+  b.commitConsumerOffset('g', 'T', 0, 50)
+  for (const offset of [NaN, Infinity, 7.9, -1]) {
+    assert.throws(() => b.commitConsumerOffset('g', 'T', 0, offset), { code: 'INVALID_ARGUMENT' }, `offset ${offset}`)
+  }
+  assert.equal(b.consumerOffset('g', 'T', 0), 50, 'a refused commit changed nothing')
   // Nothing was stored by the failures.
   assert.equal(b.maxOffset(), 0)
 })

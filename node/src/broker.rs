@@ -13,7 +13,7 @@ use napi::bindgen_prelude::{AsyncTask, Either, Env, Object, Uint8Array};
 use napi_derive::napi;
 use rmqha_core::Broker as CoreBroker;
 
-use crate::error::{Failure, Outcome, to_js};
+use crate::error::{Failure, MAX_SAFE_INTEGER, Outcome, int_in, to_js};
 use crate::put::PendingPut;
 use crate::tasks::{CloseTask, GetMessagesTask, MessageByIdTask, QueryByKeyTask};
 use crate::types::{self, Offsets, PutOptions, PutResult};
@@ -65,8 +65,9 @@ impl Broker {
     ) -> Result<Object<'env>> {
         let (deferred, promise) = env.create_deferred()?;
         let pending = PendingPut::new(deferred);
-        let msg = types::message(topic, body_bytes(body), opts);
-        match self.core().and_then(|b| b.put_message(&msg).map_err(Failure::from)) {
+        let put = types::message(topic, body_bytes(body), opts)
+            .and_then(|msg| self.core().and_then(|b| b.put_message(&msg).map_err(Failure::from)));
+        match put {
             Ok(handle) => handle.on_complete(move |r| pending.complete(r)),
             Err(f) => pending.fail(f),
         }
@@ -83,8 +84,8 @@ impl Broker {
         body: Either<Uint8Array, String>,
         opts: Option<PutOptions>,
     ) -> Result<PutResult> {
-        let msg = types::message(topic, body_bytes(body), opts);
-        let outcome = self.core().and_then(|b| b.put_message_sync(&msg).map_err(Failure::from));
+        let outcome = types::message(topic, body_bytes(body), opts)
+            .and_then(|msg| self.core().and_then(|b| b.put_message_sync(&msg).map_err(Failure::from)));
         to_js(&env, outcome.map(PutResult::from))
     }
 
@@ -94,10 +95,18 @@ impl Broker {
         &self,
         env: Env,
         topic: String,
-        queue_id: i32,
-        offset: i64,
-        max_msgs: i32,
+        queue_id: f64,
+        offset: f64,
+        max_msgs: f64,
     ) -> Result<AsyncTask<GetMessagesTask>> {
+        let args = (|| {
+            Ok((
+                int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64)? as i32,
+                int_in("offset", offset, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)?,
+                int_in("maxMsgs", max_msgs, 1, i32::MAX as i64)? as i32,
+            ))
+        })();
+        let (queue_id, offset, max_msgs) = to_js(&env, args)?;
         let broker = to_js(&env, self.core())?;
         Ok(AsyncTask::new(GetMessagesTask { broker, topic, queue_id, offset, max_msgs }))
     }
@@ -109,8 +118,9 @@ impl Broker {
         env: Env,
         topic: String,
         key: String,
-        max: u32,
+        max: f64,
     ) -> Result<AsyncTask<QueryByKeyTask>> {
+        let max = to_js(&env, int_in("max", max, 1, u32::MAX as i64))? as u32;
         let broker = to_js(&env, self.core())?;
         Ok(AsyncTask::new(QueryByKeyTask { broker, topic, key, max }))
     }
@@ -166,13 +176,15 @@ impl Broker {
 
     /// ConsumeQueue min offset of a queue.
     #[napi]
-    pub fn queue_min_offset(&self, env: Env, topic: String, queue_id: i32) -> Result<i64> {
+    pub fn queue_min_offset(&self, env: Env, topic: String, queue_id: f64) -> Result<i64> {
+        let queue_id = to_js(&env, int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64))? as i32;
         self.read(&env, |b| b.queue_min_offset(&topic, queue_id))
     }
 
     /// ConsumeQueue max offset of a queue (the next offset to be written).
     #[napi]
-    pub fn queue_max_offset(&self, env: Env, topic: String, queue_id: i32) -> Result<i64> {
+    pub fn queue_max_offset(&self, env: Env, topic: String, queue_id: f64) -> Result<i64> {
+        let queue_id = to_js(&env, int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64))? as i32;
         self.read(&env, |b| b.queue_max_offset(&topic, queue_id))
     }
 
@@ -184,7 +196,8 @@ impl Broker {
 
     /// A consumer group's committed offset of a queue (-1 if none).
     #[napi]
-    pub fn consumer_offset(&self, env: Env, group: String, topic: String, queue_id: i32) -> Result<i64> {
+    pub fn consumer_offset(&self, env: Env, group: String, topic: String, queue_id: f64) -> Result<i64> {
+        let queue_id = to_js(&env, int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64))? as i32;
         self.read(&env, |b| b.consumer_offset(&group, &topic, queue_id))
     }
 
@@ -195,12 +208,15 @@ impl Broker {
         env: Env,
         group: String,
         topic: String,
-        queue_id: i32,
-        offset: i64,
+        queue_id: f64,
+        offset: f64,
     ) -> Result<()> {
-        let outcome = self
-            .core()
-            .and_then(|b| b.commit_consumer_offset(&group, &topic, queue_id, offset).map_err(Failure::from));
+        let outcome = int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64).and_then(|q| {
+            let offset = int_in("offset", offset, 0, MAX_SAFE_INTEGER)?;
+            self.core().and_then(|b| {
+                b.commit_consumer_offset(&group, &topic, q as i32, offset).map_err(Failure::from)
+            })
+        });
         to_js(&env, outcome)
     }
 

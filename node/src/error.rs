@@ -27,6 +27,11 @@ impl Failure {
         Failure { code, message: message.into(), put_status: None }
     }
 
+    /// An INVALID_ARGUMENT failure.
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Failure::new("INVALID_ARGUMENT", message)
+    }
+
     pub(crate) fn closed() -> Self {
         Failure::new("CLOSED", "the broker is closed")
     }
@@ -75,4 +80,17 @@ pub type Outcome<T> = Result<T, Failure>;
 /// Converts an outcome on the JavaScript thread.
 pub(crate) fn to_js<T>(env: &Env, outcome: Outcome<T>) -> napi::Result<T> {
     outcome.map_err(|f| f.into_js(env))
+}
+
+/// The largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
+pub(crate) const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// A JS number that must be an integer from `lo` to `hi`. napi's own conversions wrap
+/// (2**32 + 1 becomes 1), truncate (7.9 becomes 7) and turn NaN into 0 without a word.
+pub(crate) fn int_in(name: &str, v: f64, lo: i64, hi: i64) -> Outcome<i64> {
+    if v.is_finite() && v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 {
+        Ok(v as i64)
+    } else {
+        Err(Failure::invalid(format!("{name} {v} is not an integer from {lo} to {hi}")))
+    }
 }

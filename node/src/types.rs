@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::error::{Outcome, int_in};
 use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 use rmqha_core::ha::{RefusedSlave as CoreRefusedSlave, SlaveInfo as CoreSlaveInfo};
@@ -16,7 +17,7 @@ use rmqha_core::{
 #[derive(Default)]
 pub struct PutOptions {
     /// The queue to put into (default 0).
-    pub queue_id: Option<i32>,
+    pub queue_id: Option<f64>,
     /// The TAGS property.
     pub tags: Option<String>,
     /// The KEYS property (stored space-separated, indexed for `queryByKey`).
@@ -24,13 +25,15 @@ pub struct PutOptions {
     /// More user properties.
     pub properties: Option<BTreeMap<String, String>>,
     /// The user flag (Message.flag).
-    pub flag: Option<i32>,
+    pub flag: Option<f64>,
 }
 
-/// Builds the core message from JS arguments.
-pub(crate) fn message(topic: String, body: Vec<u8>, opts: Option<PutOptions>) -> Message {
+/// Builds the core message from JS arguments (INVALID_ARGUMENT for a queue id or flag that
+/// is not an integer in range).
+pub(crate) fn message(topic: String, body: Vec<u8>, opts: Option<PutOptions>) -> Outcome<Message> {
     let opts = opts.unwrap_or_default();
-    let mut msg = Message::new(topic, body).with_queue(opts.queue_id.unwrap_or(0));
+    let queue = opts.queue_id.map(|q| int_in("queueId", q, 0, i32::MAX as i64)).transpose()?.unwrap_or(0);
+    let mut msg = Message::new(topic, body).with_queue(queue as i32);
     if let Some(tags) = opts.tags {
         msg = msg.with_tags(tags);
     }
@@ -41,9 +44,9 @@ pub(crate) fn message(topic: String, body: Vec<u8>, opts: Option<PutOptions>) ->
         msg.set_property(k, v);
     }
     if let Some(flag) = opts.flag {
-        msg.flag = flag;
+        msg.flag = int_in("flag", flag, i32::MIN as i64, i32::MAX as i64)? as i32;
     }
-    msg
+    Ok(msg)
 }
 
 /// The store's answer to a put. A non-OK `status` of a stored message is a result, not an

@@ -118,6 +118,10 @@ impl PyBroker {
         offset: i64,
         max_msgs: i32,
     ) -> PyResult<PyGetMessagesResult> {
+        // As the C API answers (the core would read max 0 as one message).
+        if max_msgs < 1 {
+            return Err(errors::InvalidArgumentError::new_err(format!("max_msgs {max_msgs} is below 1")));
+        }
         let (r, msgs) = self.with(py, |b| {
             let r = b.get_messages(topic, queue_id, offset, max_msgs);
             let msgs = r.messages();

@@ -106,6 +106,15 @@ def test_put_on_a_slave_raises_put_error(tmp_path: Path, master: rmqha.Broker) -
         assert slave.max_offset() == 0
 
 
+def test_a_negative_queue_id_or_no_messages_asked_for_is_refused(tmp_path: Path, master: rmqha.Broker) -> None:
+    with pytest.raises(rmqha.PutError, match="queue id -7 is negative") as e:
+        master.put_message_sync("T", b"x", queue_id=-7)
+    assert e.value.status == "MESSAGE_ILLEGAL"
+    assert master.max_offset() == 0
+    with pytest.raises(rmqha.InvalidArgumentError, match="max_msgs 0"):
+        master.get_messages("T", 0, 0, 0)
+
+
 def test_an_illegal_message_raises_put_error(tmp_path: Path) -> None:
     with rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER", maxMessageSize=1024)) as m:
         with pytest.raises(rmqha.PutError) as e:
