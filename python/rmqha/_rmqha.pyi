@@ -36,7 +36,8 @@ def start_master(config: Mapping[str, ConfigValue]) -> Broker:
     """Starts a master (brokerRole ASYNC_MASTER or SYNC_MASTER).
 
     Raises ConfigError for an invalid value (naming the key), NotMasterError for a SLAVE role,
-    StoreError when the store cannot be opened, RemotingError when a port cannot be bound.
+    StoreError when the store cannot be opened or the HA port (haListenPort) cannot be bound,
+    RemotingError when the remoting port (listenPort) cannot be bound.
     Unknown keys are reported as ConfigWarning.
     """
 
@@ -152,6 +153,9 @@ class Broker:
         queue_id: int = 0,
     ) -> PutResult:
         """Puts a message; returns when the answer is final for the broker's role.
+
+        keys: a list of keys, or one string that is split at spaces (RocketMQ stores KEYS
+        space-separated, so "a b" is the two keys "a" and "b").
 
         Raises PutError (with .status) when nothing was stored, e.g. on a slave or for an
         illegal message. Ctrl-C interrupts a wait for a slave's ack; the message stays stored.

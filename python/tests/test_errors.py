@@ -106,7 +106,7 @@ def test_put_on_a_slave_raises_put_error(tmp_path: Path, master: rmqha.Broker) -
         assert slave.max_offset() == 0
 
 
-def test_a_negative_queue_id_or_no_messages_asked_for_is_refused(tmp_path: Path, master: rmqha.Broker) -> None:
+def test_a_negative_queue_id_or_asking_for_no_messages_is_refused(master: rmqha.Broker) -> None:
     with pytest.raises(rmqha.PutError, match="queue id -7 is negative") as e:
         master.put_message_sync("T", b"x", queue_id=-7)
     assert e.value.status == "MESSAGE_ILLEGAL"
