@@ -174,7 +174,7 @@ pub fn run_put(a: PutArgs) -> Result<(), String> {
         let (k, v) = p.split_once('=').ok_or_else(|| format!("--property {p:?}: expected KEY=VALUE"))?;
         // RocketMQ's property separators: inside a key or value they would smuggle in other
         // properties (TAGS, UNIQ_KEY, ...) once the broker decodes the list.
-        if k.is_empty() || p.bytes().any(|b| b == 1 || b == 2) {
+        if k.is_empty() || !rmqha_core::message::properties::is_encodable(p) {
             return Err(format!(
                 "--property {p:?}: the key must be non-empty, and neither part may hold the bytes 0x01 or 0x02"
             ));

@@ -15,6 +15,11 @@ fn ha_addr(b: &Broker) -> std::net::SocketAddr {
     format!("127.0.0.1:{}", b.ha_port()).parse().unwrap()
 }
 
+/// Whether the slave's last HA error mentions `needle` within 10 s.
+fn ha_error_says(slave: &Broker, needle: &str) -> bool {
+    wait_until(Duration::from_secs(10), || slave.offsets().last_ha_error.is_some_and(|e| e.contains(needle)))
+}
+
 fn transferring(b: &Broker) -> usize {
     b.offsets().slaves.iter().filter(|s| s.transferring).count()
 }
@@ -265,14 +270,7 @@ fn a_slave_whose_log_differs_at_the_same_offset_is_not_fed() {
     let end = slave.max_offset();
 
     slave.set_master_address(&ha_addr(&m2).to_string()).unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || slave
-            .offsets()
-            .last_ha_error
-            .is_some_and(|e| e.contains("diverged"))),
-        "{:?}",
-        slave.offsets().last_ha_error
-    );
+    assert!(ha_error_says(&slave, "diverged"), "{:?}", slave.offsets().last_ha_error);
     for i in 300..310 {
         let r = m2.put_message_sync(&message("B", 0, i, 300)).unwrap();
         assert_ne!(r.status, PutStatus::PutOk, "put {i} released by a diverged slave");
@@ -316,10 +314,7 @@ fn a_slave_with_another_file_size_says_so_and_stops_acking() {
             i += 1;
         }
         assert!(
-            wait_until(Duration::from_secs(10), || slave
-                .offsets()
-                .last_ha_error
-                .is_some_and(|e| e.contains("mappedFileSizeCommitLog"))),
+            ha_error_says(&slave, "mappedFileSizeCommitLog"),
             "slave files of {slave_file}: {:?}",
             slave.offsets().last_ha_error
         );

@@ -192,7 +192,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         return format!("socket setup: {e}");
     }
     if let Some(fault) = store.dispatcher().layout_fault() {
-        return fault;
+        return fault.to_string();
     }
     let mut reported = store.max_offset();
     // Frames are not aligned to records, so a connection that ended mid-stream often leaves
@@ -213,6 +213,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
     let mut last_read = Instant::now();
     let mut buf = vec![0u8; MAX_FRAME_BODY + FRAME_HEADER_SIZE];
     let mut filled = 0usize;
+    let mut streaming = false;
     loop {
         if shared.stop.is_stopped() {
             return "stopped".into();
@@ -222,9 +223,10 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
             Ok(n) => {
                 filled += n;
                 last_read = Instant::now();
-                // The master streams to us: an error from an earlier session is history.
-                if shared.last_error.lock().unwrap_or_else(|e| e.into_inner()).take().is_some() {
-                    tracing::debug!("HA stream from the master resumed");
+                if !streaming {
+                    // The master streams to us: an error from an earlier session is history.
+                    streaming = true;
+                    *shared.last_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 }
             }
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
@@ -290,7 +292,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         if let Some(fault) = store.dispatcher().layout_fault() {
             // Bytes that do not fit this store's files: acking more would release puts whose
             // records this slave cannot serve.
-            return fault;
+            return fault.to_string();
         }
         let max = store.max_offset();
         let due = last_write.elapsed() >= hb;

@@ -211,7 +211,7 @@ pub(crate) struct Connection {
     pub(crate) stopping: Arc<AtomicBool>,
     /// Where to note, in milliseconds since the instant, when the last frame arrived (the
     /// server evicts the connection idle the longest at its connection limit).
-    pub(crate) activity: Option<(Instant, Arc<AtomicU64>)>,
+    pub(crate) activity: (Instant, Arc<AtomicU64>),
 }
 
 impl Connection {
@@ -253,9 +253,8 @@ impl Connection {
                     break;
                 }
             };
-            if let Some((epoch, at)) = &self.activity {
-                at.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-            }
+            let (epoch, at) = &self.activity;
+            at.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
             if !self.dispatch(request, &writer) {
                 break;
             }

@@ -218,7 +218,7 @@ impl Shared {
             idle_timeout: non_zero(self.config.idle_timeout),
             write_timeout: non_zero(self.config.write_timeout),
             stopping: Arc::clone(&self.stopping),
-            activity: Some((self.epoch, Arc::clone(&active_ms))),
+            activity: (self.epoch, Arc::clone(&active_ms)),
         };
         let shared = Arc::clone(self);
         let name = format!("{}-conn-{id}", self.config.thread_name);

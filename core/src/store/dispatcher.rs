@@ -42,7 +42,8 @@ pub struct Dispatcher {
     round: parking_lot::Mutex<QueueCache>,
     /// Slave: why the replicated bytes do not fit this store's files (the master's
     /// `mappedFileSizeCommitLog` differs); dispatch stops there and the HA client stops acking.
-    layout_fault: parking_lot::Mutex<Option<String>>,
+    /// Set once; read without a lock on the HA client's every round.
+    layout_fault: std::sync::OnceLock<String>,
 }
 
 /// The ConsumeQueues the dispatcher has written to, by topic and queue id, each with its last
@@ -101,7 +102,7 @@ impl Dispatcher {
             dispatched: Notifier::new(),
             reported_bad: AtomicU64::new(u64::MAX),
             round: parking_lot::Mutex::new(QueueCache::new()),
-            layout_fault: parking_lot::Mutex::new(None),
+            layout_fault: std::sync::OnceLock::new(),
         }
     }
 
@@ -139,15 +140,13 @@ impl Dispatcher {
     }
 
     /// Slave: why the replicated log does not fit this store's file size, once found.
-    pub fn layout_fault(&self) -> Option<String> {
-        self.layout_fault.lock().clone()
+    pub fn layout_fault(&self) -> Option<&str> {
+        self.layout_fault.get().map(String::as_str)
     }
 
     fn set_layout_fault(&self, why: String) {
-        let mut f = self.layout_fault.lock();
-        if f.is_none() {
-            tracing::error!("{why}");
-            *f = Some(why);
+        if self.layout_fault.set(why).is_ok() {
+            tracing::error!("{}", self.layout_fault.get().map_or("", String::as_str));
         }
     }
 

@@ -1040,36 +1040,36 @@ fn recover(
             .and_modify(|q| q.last_queue_offset = req.consume_queue_offset)
             .or_insert(QueueSeen { first_phy: offset, last_queue_offset: req.consume_queue_offset });
     });
-    if last_exit_ok {
+    let past = units_past(cl, cqs, end, last_exit_ok);
+    if last_exit_ok && past.valid > 0 {
         // A clean stop flushed and dispatched everything, so nothing after the last record
         // can be a torn write. If the ConsumeQueues index valid records past `end`, the log is
         // damaged inside, and cutting it there (RocketMQ's answer) would destroy acknowledged
         // messages for good. Refuse, and leave the CommitLog as it is.
-        if let Some(beyond) = valid_records_beyond(cl, cqs, end) {
-            let (file, pos) = cl
-                .data_at(end)
-                .map(|(f, pos)| (f.path().display().to_string(), pos))
-                .unwrap_or_else(|| (cl.queue().dir().display().to_string(), 0));
-            return Err(Error::Store(format!(
-                "recovery: the CommitLog record at offset {end} ({file}, position {pos}) fails its checks \
-                 (magic, length or CRC), but at least {} valid records after it are indexed, up to offset {}: the log \
-                 is damaged inside, not torn at its end, and cutting it there would delete them. The \
-                 CommitLog was not changed. To cut it there anyway, losing those records, create the file \
-                 {} and start again",
-                beyond.records,
-                beyond.end,
-                config.abort_path().display()
-            )));
-        }
+        let (file, pos) = cl
+            .data_at(end)
+            .map(|(f, pos)| (f.path().display().to_string(), pos))
+            .unwrap_or_else(|| (cl.queue().dir().display().to_string(), 0));
+        return Err(Error::Store(format!(
+            "recovery: the CommitLog record at offset {end} ({file}, position {pos}) fails its checks \
+             (magic, length or CRC), but at least {} valid records after it are indexed, up to offset {}: the log \
+             is damaged inside, not torn at its end, and cutting it there would delete them. The \
+             CommitLog was not changed. To cut it there anyway, losing those records, create the file \
+             {} and start again",
+            past.valid,
+            past.valid_end,
+            config.abort_path().display()
+        )));
     }
     // What the queues indexed past the end is gone from the log: say so, loudly. After a
     // clean stop those records had been acknowledged and flushed; after a crash they had at
     // least been dispatched.
-    let (lost, lost_end) = indexed_past(cqs, end);
+    let lost = past.indexed;
     if lost > 0 {
         tracing::error!(
-            "recovery: the ConsumeQueues index {lost} records at or after offset {end} (up to offset {lost_end}) that \
+            "recovery: the ConsumeQueues index {lost} records at or after offset {end} (up to offset {}) that \
              the CommitLog in {} no longer holds (its tail is torn or zeroed); they are lost{}",
+            past.indexed_end,
             cl.queue().dir().display(),
             if last_exit_ok { ", though the broker had stopped cleanly" } else { "" }
         );
@@ -1133,73 +1133,60 @@ fn recover(
     })
 }
 
-/// How many units the queues hold at or past `end`, and where the furthest one ends.
-fn indexed_past(cqs: &ConsumeQueueStore, end: u64) -> (u64, u64) {
-    let (mut n, mut far) = (0u64, 0u64);
-    for q in cqs.all() {
-        if q.max_physic_offset() <= end as i64 {
-            continue;
-        }
-        let mut i = q.max_offset_in_queue() - 1;
-        while let Some(unit) = q.get(i) {
-            if unit.phy_offset < end as i64 || unit.size <= 0 {
-                break;
-            }
-            n += 1;
-            far = far.max((unit.phy_offset + unit.size as i64) as u64);
-            i -= 1;
-        }
-    }
-    (n, far)
-}
-
 /// What recovery's walk saw of one queue.
 struct QueueSeen {
     first_phy: u64,
     last_queue_offset: i64,
 }
 
-/// Valid records past a recovery's end offset, found through the ConsumeQueues.
-struct Beyond {
-    records: usize,
-    end: u64,
+/// The ConsumeQueue units at or past a recovery's end offset.
+#[derive(Default)]
+struct PastEnd {
+    /// How many there are, and where the furthest one ends.
+    indexed: u64,
+    indexed_end: u64,
+    /// Of the last `CHECKED_PER_QUEUE` of each queue (past the first, which is `end`'s own
+    /// record), how many point at a record that still checks there (CRC included).
+    valid: u64,
+    valid_end: u64,
 }
 
-/// Records at or past `end` that a ConsumeQueue indexes and that check (CRC included) at
-/// their offsets. Each queue is walked back from its last unit, at most `PER_QUEUE` units.
-fn valid_records_beyond(cl: &CommitLog, cqs: &ConsumeQueueStore, end: u64) -> Option<Beyond> {
-    const PER_QUEUE: i64 = 64;
+/// Walks each queue back from its last unit to `end`; with `check`, also checks the records.
+fn units_past(cl: &CommitLog, cqs: &ConsumeQueueStore, end: u64, check: bool) -> PastEnd {
+    const CHECKED_PER_QUEUE: usize = 64;
     let opts = cl.check_options(true);
-    let mut found = Beyond { records: 0, end: 0 };
+    let mut past = PastEnd::default();
     for q in cqs.all() {
         if q.max_physic_offset() <= end as i64 {
             continue;
         }
-        let last = q.max_offset_in_queue() - 1;
-        for i in (0..=last).rev().take(PER_QUEUE as usize) {
-            let Some(unit) = q.get(i) else { break };
-            if unit.phy_offset < end as i64 {
+        let (mut i, mut checked) = (q.max_offset_in_queue() - 1, 0);
+        while let Some(unit) = q.get(i) {
+            if unit.phy_offset < end as i64 || unit.size <= 0 {
                 break;
             }
-            if unit.phy_offset == end as i64 || unit.size <= 0 {
+            i -= 1;
+            let unit_end = (unit.phy_offset + unit.size as i64) as u64;
+            past.indexed += 1;
+            past.indexed_end = past.indexed_end.max(unit_end);
+            if !check || checked == CHECKED_PER_QUEUE || unit.phy_offset == end as i64 {
                 continue;
             }
+            checked += 1;
             let Some((file, pos)) = cl.data_at(unit.phy_offset as u64) else { continue };
             if let crate::message::CheckResult::Message(req) =
                 crate::message::check_record(file.readable_from(pos), &opts)
+                && req.commit_log_offset == unit.phy_offset
+                && req.msg_size == unit.size
+                && req.topic == q.topic()
+                && req.queue_id == q.queue_id()
             {
-                if req.commit_log_offset == unit.phy_offset
-                    && req.msg_size == unit.size
-                    && req.topic == q.topic()
-                    && req.queue_id == q.queue_id()
-                {
-                    found.records += 1;
-                    found.end = found.end.max((unit.phy_offset + unit.size as i64) as u64);
-                }
+                past.valid += 1;
+                past.valid_end = past.valid_end.max(unit_end);
             }
         }
     }
-    (found.records > 0).then_some(found)
+    past
 }
 
 /// topic -> queue -> next offset, for tests and status.
