@@ -14,7 +14,7 @@ use napi_derive::napi;
 use rmqha_core::Broker as CoreBroker;
 
 use crate::error::{Failure, MAX_SAFE_INTEGER, Outcome, int_in, to_js};
-use crate::put::PendingPut;
+use crate::put::Settler;
 use crate::tasks::{CloseTask, GetMessagesTask, MessageByIdTask, QueryByKeyTask};
 use crate::types::{self, Offsets, PutOptions, PutResult};
 
@@ -23,6 +23,8 @@ use crate::types::{self, Offsets, PutOptions, PutResult};
 #[napi]
 pub struct Broker {
     inner: Mutex<Option<Arc<CoreBroker>>>,
+    /// Carries `putMessage` answers to the JavaScript thread.
+    settler: Arc<Settler>,
 }
 
 /// A message body: bytes as given, or a string as UTF-8.
@@ -34,8 +36,8 @@ fn body_bytes(body: Either<Uint8Array, String>) -> Vec<u8> {
 }
 
 impl Broker {
-    pub(crate) fn new(broker: Arc<CoreBroker>) -> Self {
-        Broker { inner: Mutex::new(Some(broker)) }
+    pub(crate) fn new(env: &Env, broker: Arc<CoreBroker>) -> Result<Self> {
+        Ok(Broker { inner: Mutex::new(Some(broker)), settler: Settler::new(env)? })
     }
 
     fn core(&self) -> Outcome<Arc<CoreBroker>> {
@@ -63,8 +65,7 @@ impl Broker {
         body: Either<Uint8Array, String>,
         opts: Option<PutOptions>,
     ) -> Result<Object<'env>> {
-        let (deferred, promise) = env.create_deferred()?;
-        let pending = PendingPut::new(deferred);
+        let (pending, promise) = self.settler.pending(env)?;
         let put = types::message(topic, body_bytes(body), opts)
             .and_then(|msg| self.core().and_then(|b| b.put_message(&msg).map_err(Failure::from)));
         match put {

@@ -9,7 +9,7 @@
 //! | `INVALID_ARGUMENT`, `IO`, `STORE`, `REMOTING`, `METADATA` | the core error of that name |
 //! | `INTERNAL` | a put lost its answer (a bug) |
 
-use napi::bindgen_prelude::{JsObjectValue, Object};
+use napi::bindgen_prelude::{JsObjectValue, Object, Unknown};
 use napi::{Env, JsError, JsValue};
 use rmqha_core::Error as CoreError;
 
@@ -39,14 +39,20 @@ impl Failure {
     /// The JS `Error` (with `code`, and `putStatus` for PUT_FAILED), wrapped so napi throws or
     /// rejects with exactly this object.
     pub(crate) fn into_js(self, env: &Env) -> napi::Error {
+        let value = self.into_value(env);
+        // SAFETY: `value` was just created in this environment.
+        napi::Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+    }
+
+    /// The JS `Error` itself (with `code`, and `putStatus` for PUT_FAILED).
+    pub(crate) fn into_value(self, env: &Env) -> napi::sys::napi_value {
         let error = JsError::from(napi::Error::new(self.code, self.message)).into_unknown(*env);
         if let Some(status) = self.put_status {
             let mut obj = Object::from_raw(env.raw(), error.raw());
-            if let Err(e) = obj.set_named_property("putStatus", status) {
-                return e;
-            }
+            // Without `putStatus` the error still has its code and message.
+            let _ = obj.set_named_property("putStatus", status);
         }
-        napi::Error::from(error)
+        error.raw()
     }
 }
 

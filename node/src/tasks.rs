@@ -46,7 +46,7 @@ impl Task for StartTask {
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Broker> {
         let (broker, warnings) = to_js(&env, output)?;
         config::emit_warnings(&env, &warnings)?;
-        Ok(Broker::new(broker))
+        Broker::new(&env, broker)
     }
 }
 
