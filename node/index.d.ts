@@ -168,13 +168,15 @@ export interface SlaveInfo {
 /**
  * Starts a master (brokerRole ASYNC_MASTER or SYNC_MASTER). `config` maps RocketMQ property
  * keys to values, e.g. `{ storePathRootDir, brokerRole: 'SYNC_MASTER', listenPort: 0 }`.
- * Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a SLAVE config.
+ * Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a SLAVE config; throws
+ * INVALID_ARGUMENT when `config` is not an object.
  */
 export declare function startMaster(config: Record<string, string | number | boolean>): Promise<Broker>
 
 /**
  * Starts a slave (brokerRole SLAVE, haMasterAddress = the master's HA `host:port`).
- * Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a master config.
+ * Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a master config; throws
+ * INVALID_ARGUMENT when `config` is not an object.
  */
 export declare function startSlave(config: Record<string, string | number | boolean>): Promise<Broker>
 

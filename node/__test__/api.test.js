@@ -108,6 +108,18 @@ test('errors carry a code', async (t) => {
   await assert.rejects(rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER', { brokerRole: 'BOSS' })), {
     code: 'CONFIG',
   })
+  // A config that is not an object is refused; napi read a number as no keys at all, and the
+  // broker started on RocketMQ's default store in the home directory.
+  for (const config of [5, 'storePathRootDir=/tmp/x', null, undefined, [dir]]) {
+    assert.throws(() => rmqha.startMaster(config), { code: 'INVALID_ARGUMENT' }, `config ${config}`)
+    assert.throws(() => rmqha.startSlave(config), { code: 'INVALID_ARGUMENT' }, `config ${config}`)
+  }
+  // Arguments of the wrong JavaScript type are napi-rs's errors, thrown at the call.
+  const typed = await rmqha.startMaster(brokerConfig(path.join(dir, 'typed'), 'ASYNC_MASTER'))
+  cleanup(t, () => typed.close())
+  assert.throws(() => typed.putMessage(123, 'x'), { code: 'StringExpected' })
+  assert.throws(() => typed.putMessage('T', { not: 'a body' }), { code: 'InvalidArg' })
+  assert.throws(() => typed.getMessages('T', '0', 0, 1), { code: 'NumberExpected' })
 
   const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
   cleanup(t, () => b.close())

@@ -2,18 +2,29 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use napi::Env;
-use napi::bindgen_prelude::{Either3, FnArgs, Function, JsObjectValue, Object};
+use napi::bindgen_prelude::{Either3, FnArgs, FromNapiValue, Function, JsObjectValue, Object, Unknown};
+use napi::{Env, JsValue, ValueType};
 use rmqha_core::BrokerConfig;
 
-use crate::error::Outcome;
+use crate::error::{Failure, Outcome};
 
 /// A config value as JavaScript writes it; numbers and booleans become their string form.
 pub(crate) type JsConfig = HashMap<String, Either3<String, f64, bool>>;
 
-/// The key/value strings of a JS config object.
-pub(crate) fn config_pairs(config: JsConfig) -> Vec<(String, String)> {
-    config
+/// The key/value strings of a JS config object. Anything but a plain object (a number, a
+/// string, an array, null) is INVALID_ARGUMENT: napi would read a number as an object with
+/// no keys, and the broker would start on RocketMQ's default store, `~/store`.
+pub(crate) fn config_pairs(env: &Env, config: Unknown) -> napi::Result<Vec<(String, String)>> {
+    let is_object = config.get_type()? == ValueType::Object && !config.is_array()?;
+    if !is_object {
+        let what =
+            if config.is_array()? { "an array".to_string() } else { format!("{:?}", config.get_type()?) };
+        let failure = Failure::invalid(format!("the config must be an object of RocketMQ keys, not {what}"));
+        return Err(failure.into_js(env));
+    }
+    // SAFETY: the value belongs to this call's environment.
+    let config = unsafe { JsConfig::from_napi_value(env.raw(), config.raw()) }?;
+    Ok(config
         .into_iter()
         .map(|(k, v)| {
             let v = match v {
@@ -27,7 +38,7 @@ pub(crate) fn config_pairs(config: JsConfig) -> Vec<(String, String)> {
             };
             (k, v)
         })
-        .collect()
+        .collect())
 }
 
 /// Builds and validates a config (unknown keys end up in `warnings`).

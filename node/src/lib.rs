@@ -16,29 +16,32 @@ mod config;
 mod error;
 mod put;
 
-use napi::bindgen_prelude::AsyncTask;
+use napi::bindgen_prelude::{AsyncTask, Unknown};
+use napi::{Env, Result};
 use napi_derive::napi;
 
 pub use broker::Broker;
 pub use tasks::{CloseTask, GetMessagesTask, LoadPropertiesTask, MessageByIdTask, QueryByKeyTask, StartTask};
 pub use types::{GetMessagesResult, Offsets, PutOptions, PutResult, RefusedSlave, SlaveInfo, StoredMessage};
 
-use crate::config::{JsConfig, config_pairs};
+use crate::config::config_pairs;
 use crate::tasks::StartAs;
 
 /// Starts a master (brokerRole ASYNC_MASTER or SYNC_MASTER). `config` maps RocketMQ property
 /// keys to values, e.g. `{ storePathRootDir, brokerRole: 'SYNC_MASTER', listenPort: 0 }`.
-/// Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a SLAVE config.
+/// Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a SLAVE config; throws
+/// INVALID_ARGUMENT when `config` is not an object.
 #[napi(ts_args_type = "config: Record<string, string | number | boolean>")]
-pub fn start_master(config: JsConfig) -> AsyncTask<StartTask> {
-    AsyncTask::new(StartTask { pairs: config_pairs(config), role: StartAs::Master })
+pub fn start_master(env: Env, config: Unknown) -> Result<AsyncTask<StartTask>> {
+    Ok(AsyncTask::new(StartTask { pairs: config_pairs(&env, config)?, role: StartAs::Master }))
 }
 
 /// Starts a slave (brokerRole SLAVE, haMasterAddress = the master's HA `host:port`).
-/// Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a master config.
+/// Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a master config; throws
+/// INVALID_ARGUMENT when `config` is not an object.
 #[napi(ts_args_type = "config: Record<string, string | number | boolean>")]
-pub fn start_slave(config: JsConfig) -> AsyncTask<StartTask> {
-    AsyncTask::new(StartTask { pairs: config_pairs(config), role: StartAs::Slave })
+pub fn start_slave(env: Env, config: Unknown) -> Result<AsyncTask<StartTask>> {
+    Ok(AsyncTask::new(StartTask { pairs: config_pairs(&env, config)?, role: StartAs::Slave }))
 }
 
 /// Reads a RocketMQ `broker.properties` file into a config object (the keys it sets, with
