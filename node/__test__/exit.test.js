@@ -24,3 +24,18 @@ test('the process exits by itself after close()', async () => {
   assert.equal(report.ok, 200)
   assert.equal(typeof report.late, 'string')
 })
+
+test('pending putMessage promises keep the process alive until they settle', async () => {
+  const child = spawn(process.execPath, [path.join(__dirname, 'pending-child.js')], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (d) => (out += d))
+  let code
+  try {
+    code = await exitOf(child, 30000)
+  } finally {
+    child.kill('SIGKILL')
+  }
+  assert.equal(code, 0, out)
+  // Without the hold on the event loop the process ended before any answer came back.
+  assert.deepEqual(JSON.parse(out.trim().split('\n').pop()), { PUT_OK: 100 })
+})
