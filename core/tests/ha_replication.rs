@@ -124,3 +124,100 @@ fn slave_down_gives_timeout_then_not_available_then_recovers() {
     slave.shutdown();
     master.shutdown();
 }
+
+/// Retention deleted the master's oldest CommitLog files. An empty slave receives what the
+/// master kept, from its first offset, into files named and filled as the master's, and reads
+/// the same messages at the same queue offsets. A slave whose log ends below that first
+/// offset is refused, with the reason on both sides, and its log is left as it was.
+#[test]
+fn after_retention_an_empty_slave_gets_what_was_kept_and_a_lagging_one_is_refused() {
+    use rmqha_core::MessageStore;
+    use rmqha_core::store::GetMessageStatus;
+    use rmqha_core::store::retention::ManualClock;
+
+    let (md, fresh_d, lag_d) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    for i in 0..300 {
+        master.put_message_sync(&message("Ret", (i % 2) as i32, i, 300)).unwrap();
+    }
+    let lagging = slave_for(lag_d.path(), &master, &[]);
+    assert!(wait_until(Duration::from_secs(10), || lagging.max_offset() == master.max_offset()));
+    let lag_end = lagging.max_offset();
+    lagging.shutdown();
+    drop(lagging);
+    for i in 300..3000 {
+        master.put_message_sync(&message("Ret", (i % 2) as i32, i, 300)).unwrap();
+    }
+    master.shutdown();
+    drop(master);
+
+    // Retention on the master's store, its clock two hours on at the delete hour.
+    let retention = [("fileReservedTime", "1"), ("deleteWhen", "04"), ("cleanResourceInterval", "3600000")];
+    let clock = ManualClock::new(4, 0.10);
+    let store =
+        MessageStore::open_with_clock(broker_config(md.path(), "ASYNC_MASTER", &retention), clock.clone())
+            .unwrap();
+    store.start().unwrap();
+    clock.advance_ms(2 * 3_600_000);
+    while store.run_retention().unwrap().commit_log_files > 0 {}
+    store.shutdown();
+    drop(store);
+
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    let min = master.min_offset();
+    assert!(min > lag_end, "retention kept the lagging slave's end: min {min}, slave end {lag_end}");
+    let fresh = slave_for(fresh_d.path(), &master, &[]);
+    assert!(wait_until(Duration::from_secs(20), || fresh.max_offset() == master.max_offset()));
+    assert_eq!(fresh.min_offset(), min);
+    assert!(fresh.store().wait_dispatched(Duration::from_secs(10)));
+    assert!(master.store().wait_dispatched(Duration::from_secs(10)));
+    for q in 0..2 {
+        let (first, end) = (master.queue_min_offset("Ret", q), master.queue_max_offset("Ret", q));
+        assert!(first > 0 && end == 1500, "queue {q}: {first}..{end}");
+        assert_eq!(
+            (fresh.queue_min_offset("Ret", q), fresh.queue_max_offset("Ret", q)),
+            (first, end),
+            "queue {q}"
+        );
+        let (on_master, on_slave) =
+            (master.get_messages("Ret", q, first, 8), fresh.get_messages("Ret", q, first, 8));
+        assert_eq!((on_master.status, on_slave.status), (GetMessageStatus::Found, GetMessageStatus::Found));
+        let bodies =
+            |r: &rmqha_core::GetMessageResult| r.messages().into_iter().map(|m| m.body).collect::<Vec<_>>();
+        assert_eq!(bodies(&on_slave), bodies(&on_master));
+        assert_eq!(on_slave.messages()[0].queue_offset, first);
+        // Below the kept range: OFFSET_TOO_SMALL with the queue's real minimum (a slave, with
+        // RocketMQ's default offsetCheckInSlave=false, leaves the consumer's offset as it was).
+        let below = fresh.get_messages("Ret", q, 0, 8);
+        assert_eq!((below.status, below.min_offset), (GetMessageStatus::OffsetTooSmall, first));
+    }
+
+    // The lagging slave asks for bytes retention deleted: refused, and its log stays as it was.
+    let lagging = slave_for(lag_d.path(), &master, &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || master
+            .offsets()
+            .refused_slaves
+            .iter()
+            .any(|r| r.requested_offset == lag_end && r.reason.contains("below this master's first offset"))),
+        "{:?}",
+        master.offsets().refused_slaves
+    );
+    assert!(wait_until(Duration::from_secs(10), || lagging.offsets().last_ha_error.is_some()));
+    assert_eq!(lagging.max_offset(), lag_end);
+
+    // New puts still reach the slave that was served.
+    for i in 3000..3100 {
+        master.put_message_sync(&message("Ret", (i % 2) as i32, i, 300)).unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(10), || fresh.max_offset() == master.max_offset()));
+    lagging.shutdown();
+    fresh.shutdown();
+    master.shutdown();
+    let (m, s) = (commit_log_files(md.path()), commit_log_files(fresh_d.path()));
+    assert_eq!(m.keys().collect::<Vec<_>>(), s.keys().collect::<Vec<_>>());
+    for (name, bytes) in &m {
+        assert!(bytes == &s[name], "file {name} differs");
+    }
+}
