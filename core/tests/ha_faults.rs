@@ -428,3 +428,51 @@ fn a_slave_vanishing_mid_stream_raises_no_sigpipe() {
     slave.shutdown();
     master.shutdown();
 }
+
+/// Retention deletes the files a connected slave still needs while it catches up. The master
+/// refuses that slave, naming the offset, and closes the connection: RocketMQ's writer waits
+/// for the deleted bytes forever, sending heartbeats that tell the slave all is well.
+#[test]
+fn a_slave_whose_next_bytes_retention_deleted_is_refused() {
+    let md = tempfile::tempdir().unwrap();
+    let every_hour = (0..24).map(|h| format!("{h:02}")).collect::<Vec<_>>().join(";");
+    let master = Broker::start_master(broker_config(
+        md.path(),
+        "ASYNC_MASTER",
+        &[("fileReservedTime", "0"), ("deleteWhen", &every_hour), ("cleanResourceInterval", "3600000")],
+    ))
+    .unwrap();
+    // More than loopback's socket buffers hold, so the slave below is far from the end.
+    for i in 0..30_000 {
+        master.put_message_sync(&message("Gone", (i % 2) as i32, i, 1000)).unwrap();
+    }
+    let end = master.max_offset();
+    // A slave that reports offset 0 and does not read for now.
+    let mut slave = TcpStream::connect(ha_addr(&master)).unwrap();
+    slave.write_all(&0i64.to_be_bytes()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || transferring(&master) == 1));
+    assert!(master.store().wait_dispatched(Duration::from_secs(20)));
+    // Every file but the last is older than fileReservedTime (0 h) and may go.
+    assert!(wait_until(Duration::from_secs(10), || {
+        master.store().run_retention().unwrap();
+        master.min_offset() > end - 65536
+    }));
+    // Reading on, the slave gets what was in flight, then the end of the stream.
+    slave.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let mut received = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match slave.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => received += n,
+            Err(e) => panic!("the master kept the connection open after {received} bytes: {e}"),
+        }
+    }
+    assert!((received as i64) < end, "received {received} of {end}");
+    let refused = master.offsets().refused_slaves;
+    assert!(
+        refused.iter().any(|r| r.reason.contains("deleted by retention before this slave received it")),
+        "{refused:?}"
+    );
+    master.shutdown();
+}

@@ -546,6 +546,19 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
         if sent {
             continue;
         }
+        // Retention deleted the file this slave needs next, before it got there (it was
+        // catching up, or its link was slow). RocketMQ's writer waits for those bytes
+        // forever while heartbeats tell the slave all is well; refuse it, so both sides say
+        // why it stopped.
+        let min = cl.min_offset();
+        if next < min {
+            let reason = format!(
+                "offset {next} was deleted by retention before this slave received it (this master's \
+                 first offset is now {min})"
+            );
+            shared.refuse(conn, next as i64, reason.clone());
+            return format!("refused: {reason}");
+        }
         if last_write.elapsed() >= shared.opts.heartbeat_interval {
             if let Err(e) = send_header(&mut stream, next as i64, 0, false) {
                 return format!("heartbeat write error: {e}");
