@@ -424,3 +424,29 @@ fn index_after_a_crash_still_finds_keys_written_long_before_it() {
         assert_eq!(store.queue_max_offset("Idx", q), 300);
     }
 }
+
+/// Index files written with other `maxHashSlotNum` / `maxIndexNum` values cannot be read with
+/// these. They are deleted and dispatch indexes their records again, so keys written before
+/// the change are still found. Before, they were deleted and their keys lost for good, while
+/// the log said dispatch would rebuild them.
+#[test]
+fn index_written_with_other_sizes_is_rebuilt_with_these() {
+    let dir = tempfile::tempdir().unwrap();
+    let ts = topics(2);
+    let (probe, keys) = {
+        let store = open_started(store_config(dir.path(), &[]));
+        let puts = fill(&store, &ts, 2, 100);
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+        let probe: Vec<usize> = (0..puts.len()).step_by(13).collect();
+        let keys = key_answers(&store, "Topic1", &probe);
+        assert!(keys.iter().filter(|k| k.len() == 1).count() > 5, "{keys:?}");
+        assert!(list_files(&dir.path().join("index")).len() > 1, "several index files");
+        store.shutdown();
+        (probe, keys)
+    };
+    for extra in [&[("maxIndexNum", "512")][..], &[("maxHashSlotNum", "128")], &[]] {
+        let store = open_started(store_config(dir.path(), extra));
+        assert_eq!(key_answers(&store, "Topic1", &probe), keys, "after reopening with {extra:?}");
+        store.shutdown();
+    }
+}

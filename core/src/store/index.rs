@@ -210,6 +210,17 @@ pub struct IndexService {
     rebuild_from: Option<u64>,
 }
 
+/// The `beginPhyOffset` in an index file's header (its first 40 bytes, the same whatever the
+/// file's slot and entry counts), or 0 when it cannot be read.
+fn header_begin_phy_offset(path: &Path) -> u64 {
+    use std::io::Read;
+    let mut header = [0u8; 24];
+    match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header)) {
+        Ok(()) => i64::from_be_bytes(header[16..24].try_into().unwrap_or_default()).max(0) as u64,
+        Err(_) => 0,
+    }
+}
+
 impl IndexService {
     /// Loads the index files. After an unclean exit, files that may hold entries newer than
     /// the checkpoint's index timestamp are destroyed (dispatch rebuilds them).
@@ -241,10 +252,16 @@ impl IndexService {
             let f = match IndexFile::open(&p, opts.slot_num, opts.index_num) {
                 Ok(f) => f,
                 Err(e) => {
+                    // Typically written with other maxHashSlotNum / maxIndexNum values, so its
+                    // slots and entries cannot be found. Its header still says where its
+                    // records began: dispatch indexes them again from there.
+                    let begin = header_begin_phy_offset(&p);
                     tracing::warn!(
-                        "index file {} cannot be used ({e}); deleting it, dispatch rebuilds it",
+                        "index file {} cannot be used ({e}); deleting it, dispatch indexes its records again \
+                         from CommitLog offset {begin}",
                         p.display()
                     );
+                    rebuild_from = Some(rebuild_from.map_or(begin, |r| r.min(begin)));
                     let _ = std::fs::remove_file(&p);
                     continue;
                 }
