@@ -221,3 +221,60 @@ fn after_retention_an_empty_slave_gets_what_was_kept_and_a_lagging_one_is_refuse
         assert!(bytes == &s[name], "file {name} differs");
     }
 }
+
+/// Manual failover, as an operator does it with classic master/slave: the slave's store is
+/// restarted as the master, and the old master's store as its slave. Queue offsets go on
+/// where they were, consumer offsets the slave mirrored are there, and the old master takes
+/// the new master's records into byte-identical files.
+#[test]
+fn a_promoted_slave_continues_and_the_old_master_follows_it() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
+    let remoting = format!("127.0.0.1:{}", master.listen_port());
+    let slave = slave_for(sd.path(), &master, &[("masterAddress", &remoting)]);
+    assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.iter().any(|s| s.transferring)));
+    for i in 0..600 {
+        let r = master.put_message_sync(&message("Fail", (i % 3) as i32, i, 200)).unwrap();
+        assert_eq!(r.status, PutStatus::PutOk);
+    }
+    master.commit_consumer_offset("group-a", "Fail", 1, 150).unwrap();
+    slave.sync_config_now().unwrap();
+    assert_eq!(slave.consumer_offset("group-a", "Fail", 1), 150);
+    assert!(slave.store().wait_dispatched(Duration::from_secs(10)));
+    slave.shutdown();
+    master.shutdown();
+    drop((slave, master));
+
+    // The slave's store as the new master.
+    let promoted = Broker::start_master(broker_config(sd.path(), "SYNC_MASTER", &[])).unwrap();
+    let follower = Broker::start_slave(broker_config(
+        md.path(),
+        "SLAVE",
+        &[("haMasterAddress", &format!("127.0.0.1:{}", promoted.ha_port()))],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || promoted.offsets().slaves.iter().any(|s| s.transferring)));
+    assert_eq!(promoted.consumer_offset("group-a", "Fail", 1), 150, "the mirrored consumer offset survived");
+    for i in 600..900 {
+        let r = promoted.put_message_sync(&message("Fail", (i % 3) as i32, i, 200)).unwrap();
+        assert_eq!(r.status, PutStatus::PutOk, "put {i} on the promoted slave");
+        assert_eq!(r.queue_offset, (i / 3) as i64, "queue offsets go on where they were");
+    }
+    assert!(promoted.store().wait_dispatched(Duration::from_secs(10)));
+    assert!(follower.store().wait_dispatched(Duration::from_secs(10)));
+    for q in 0..3 {
+        assert_eq!(promoted.queue_max_offset("Fail", q), 300);
+        assert_eq!(follower.queue_max_offset("Fail", q), 300);
+        let first = promoted.get_messages("Fail", q, 0, 1).messages();
+        assert_eq!(first[0].body, message("Fail", q, q as usize, 200).body);
+        let last = follower.get_messages("Fail", q, 299, 1).messages();
+        assert_eq!(last[0].body, message("Fail", q, 897 + q as usize, 200).body);
+    }
+    follower.shutdown();
+    promoted.shutdown();
+    let (m, s) = (commit_log_files(md.path()), commit_log_files(sd.path()));
+    assert_eq!(m.keys().collect::<Vec<_>>(), s.keys().collect::<Vec<_>>());
+    for (name, bytes) in &m {
+        assert!(bytes == &s[name], "file {name} differs");
+    }
+}
