@@ -20,6 +20,10 @@
  *    Static strings (names, version) are never freed.
  *  - Threads: a broker handle may be used from many threads at once (only rmqha_broker_free
  *    must come last); a config is internally locked; a get result is read-only.
+ *  - Processes: a child made by fork() while a broker runs may read through the inherited
+ *    handle, but every write (put, consumer offset, config) fails with a message saying so,
+ *    and rmqha_shutdown / rmqha_broker_free there leave the parent's broker running. Start
+ *    brokers after forking.
  *  - A Rust panic never crosses into C: it becomes RMQHA_STATUS_PANIC.
  */
 

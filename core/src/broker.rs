@@ -386,6 +386,7 @@ impl Broker {
         if offset < 0 {
             return Err(Error::InvalidArgument(format!("consumer offset {offset} is negative")));
         }
+        self.store.writable()?;
         if self.shut.load(Ordering::Acquire) {
             // Nothing persists a commit after shutdown: refuse it rather than lose it.
             return Err(Error::Store(
@@ -495,6 +496,7 @@ impl Broker {
     }
 
     fn require_master(&self, what: &str) -> Result<()> {
+        self.store.writable()?;
         if self.role() == BrokerRole::Slave {
             return Err(Error::NotMaster(format!(
                 "{what} is refused on a SLAVE: the slave mirrors its master's configuration; change it on the master"
@@ -577,6 +579,7 @@ impl Broker {
 
     /// Slave: pulls the master's four config tables now and waits for the result.
     pub fn sync_config_now(&self) -> Result<SyncReport> {
+        self.store.writable()?;
         match &self.synchronizer {
             Some(s) => Ok(s.sync_now()?),
             None => Err(Error::NotSlave("sync_config_now applies to a SLAVE".into())),
@@ -585,6 +588,7 @@ impl Broker {
 
     /// Slave: the master's remoting address for config sync, changeable at runtime.
     pub fn set_config_master_address(&self, addr: &str) -> Result<()> {
+        self.store.writable()?;
         match &self.synchronizer {
             Some(s) => {
                 s.set_master_address(Some(addr).filter(|a| !a.is_empty()));
@@ -600,6 +604,7 @@ impl Broker {
     /// old master restarted elsewhere, or a slave promoted after catching up); one that does
     /// not is refused with a reason in `last_ha_error`, and nothing is appended.
     pub fn set_master_address(&self, ha_address: &str) -> Result<()> {
+        self.store.writable()?;
         let Some(s) = &self.ha_slave else {
             return Err(Error::NotSlave("set_master_address applies to a SLAVE".into()));
         };
@@ -619,6 +624,11 @@ impl Broker {
     /// file removed only when fully dispatched). Idempotent.
     pub fn shutdown(&self) {
         if self.shut.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.store.writable().is_err() {
+            // A fork of the process that started the broker: its threads, sockets and files
+            // are the parent's. Each part checks this too, as it is dropped.
             return;
         }
         if let Some(s) = &self.synchronizer {

@@ -16,6 +16,7 @@ pub mod broker;
 pub mod broker_admin;
 pub mod config;
 pub mod error;
+pub mod fork;
 pub mod ha;
 pub mod message;
 pub mod metadata;

@@ -195,3 +195,40 @@ def test_close_ends_a_put_waiting_for_a_slave(tmp_path: Path) -> None:
     finally:
         fake.close()
         master.close()
+
+
+def test_a_forked_child_cannot_write_and_the_parent_goes_on(
+    sync_pair: tuple[rmqha.Broker, rmqha.Broker],
+) -> None:
+    """A child forked while the brokers run shares their mapped files but none of their
+    threads. Its puts are refused (one used to overwrite a record the parent acknowledged
+    after the fork), and closing the brokers in it leaves the parent's running."""
+    master, slave = sync_pair
+    for i in range(10):
+        assert master.put_message_sync("Fork", b"parent-%d" % i).status == "PUT_OK"
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, close, and leave without running the parent's cleanup
+        os.close(read_end)
+        try:
+            master.put_message_sync("Fork", b"child")
+            verdict = b"stored"
+        except rmqha.PutError as e:
+            verdict = e.status.encode() + (b" fork" if "fork" in str(e) else b" ?")
+        os.write(write_end, verdict)
+        slave.close()
+        master.close()
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as r:
+        verdict = r.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert verdict == b"SERVICE_NOT_AVAILABLE fork"
+    # The slave is still connected (the child closed none of the parent's sockets), and every
+    # message is where its put was acknowledged.
+    for i in range(10, 20):
+        assert master.put_message_sync("Fork", b"parent-%d" % i).status == "PUT_OK"
+    assert wait_until(lambda: master.queue_max_offset("Fork", 0) == 20)
+    got = master.get_messages("Fork", 0, 0, 32)
+    assert [m.body for m in got.messages] == [b"parent-%d" % i for i in range(20)]

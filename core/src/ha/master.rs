@@ -106,6 +106,8 @@ pub struct HaMaster {
     local_addr: SocketAddr,
     acceptor: Mutex<Option<JoinHandle<()>>>,
     deadlines: Mutex<Option<JoinHandle<()>>>,
+    /// The process that made it; a fork of that process leaves it alone (`crate::fork`).
+    fork: crate::fork::ForkGuard,
 }
 
 impl HaMaster {
@@ -138,6 +140,7 @@ impl HaMaster {
             local_addr,
             acceptor: Mutex::new(Some(acceptor)),
             deadlines: Mutex::new(Some(deadlines)),
+            fork: crate::fork::ForkGuard::new(),
         })
     }
 
@@ -206,7 +209,8 @@ impl HaMaster {
     /// Closes every connection and stops the service. Puts still waiting for an ack (and any
     /// registered later) get FLUSH_SLAVE_TIMEOUT: they are stored, but no slave confirmed them.
     pub fn shutdown(&self) {
-        if self.shared.stopping.swap(true, Ordering::AcqRel) {
+        // In a fork, its sockets and threads are the parent's.
+        if self.fork.forked() || self.shared.stopping.swap(true, Ordering::AcqRel) {
             return;
         }
         // Wake the acceptor with a connection of our own.

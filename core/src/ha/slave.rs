@@ -53,6 +53,8 @@ struct Shared {
 pub struct HaSlave {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The process that made it; a fork of that process leaves it alone (`crate::fork`).
+    fork: crate::fork::ForkGuard,
 }
 
 impl HaSlave {
@@ -70,7 +72,7 @@ impl HaSlave {
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name("rmqha-ha-client".into()).spawn(move || run(&s))?;
-        Ok(HaSlave { shared, thread: Mutex::new(Some(thread)) })
+        Ok(HaSlave { shared, thread: Mutex::new(Some(thread)), fork: crate::fork::ForkGuard::new() })
     }
 
     /// Switches to another master; the current connection is closed and the next attempt uses
@@ -92,6 +94,9 @@ impl HaSlave {
 
     /// Stops the client and joins its thread.
     pub fn shutdown(&self) {
+        if self.fork.forked() {
+            return; // its socket and thread are the parent's
+        }
         self.shared.stop.stop();
         self.shared.cut("shutting down");
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {

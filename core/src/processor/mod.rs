@@ -113,6 +113,8 @@ pub struct ClientServices {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     shut: AtomicBool,
+    /// The process that made it; a fork of that process leaves it alone (`crate::fork`).
+    fork: crate::fork::ForkGuard,
 }
 
 impl ClientServices {
@@ -122,7 +124,8 @@ impl ClientServices {
     /// The broker calls this after closing its remoting server, so a long-poll answer blocked
     /// on a client that stopped reading fails at once instead of delaying the stop.
     pub fn shutdown(&self) {
-        if self.shut.swap(true, Ordering::AcqRel) {
+        // In a fork, its threads are the parent's.
+        if self.fork.forked() || self.shut.swap(true, Ordering::AcqRel) {
             return;
         }
         self.shared.stop.stop();
@@ -175,8 +178,12 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
     dispatch.register_all(TopicProcessor::CODES, Arc::new(TopicProcessor::new(shared.clone())));
     dispatch.register_all(RouteProcessor::CODES, Arc::new(RouteProcessor::new(shared.clone())));
 
-    let services =
-        ClientServices { shared: shared.clone(), threads: Mutex::new(Vec::new()), shut: false.into() };
+    let services = ClientServices {
+        shared: shared.clone(),
+        threads: Mutex::new(Vec::new()),
+        shut: false.into(),
+        fork: crate::fork::ForkGuard::new(),
+    };
     let store = broker.store().clone();
     let t = std::thread::Builder::new()
         .name("rmqha-long-poll".into())

@@ -278,6 +278,8 @@ pub struct RemotingServer {
     shared: Arc<Shared>,
     local_addrs: Vec<SocketAddr>,
     acceptors: Mutex<Vec<JoinHandle<()>>>,
+    /// The process that made it; a fork of that process leaves it alone (`crate::fork`).
+    fork: crate::fork::ForkGuard,
 }
 
 impl RemotingServer {
@@ -306,6 +308,7 @@ impl RemotingServer {
             local_addrs: listeners.iter().map(|(_, local)| *local).collect(),
             shared,
             acceptors: Mutex::new(Vec::new()),
+            fork: crate::fork::ForkGuard::new(),
         };
         for (listener, local) in listeners {
             let name = format!("{}-accept-{}", server.shared.config.thread_name, local.port());
@@ -335,6 +338,9 @@ impl RemotingServer {
     /// still running delays this until it returns; deferred responses sent afterwards fail
     /// with [`RemotingError::ResponderClosed`].
     pub fn shutdown(&self) {
+        if self.fork.forked() {
+            return; // its sockets and threads are the parent's
+        }
         self.shared.stopping.store(true, Ordering::Release);
         let acceptors = std::mem::take(&mut *self.acceptors());
         if !acceptors.is_empty() {

@@ -23,6 +23,7 @@ use super::status::{PutResult, PutStatus};
 use super::wait::{OffsetWaiters, PutTicket, WaitPart, WakeRelay};
 use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
 use crate::error::{Error, Result};
+use crate::fork::ForkGuard;
 use crate::message::{Message, decode_offset_msg_id, decode_record, parse_delay_levels};
 
 /// A put's answer: final at once, or pending a flush and/or a slave ack.
@@ -106,6 +107,8 @@ pub struct MessageStore {
     shut: AtomicBool,
     recovery: RecoveryReport,
     total_memory: u64,
+    /// The process that opened the store; a fork of it may not write (`crate::fork`).
+    fork: ForkGuard,
     _lock: StoreLock,
 }
 
@@ -217,6 +220,7 @@ impl MessageStore {
             shut: AtomicBool::new(false),
             recovery,
             total_memory: total_physical_memory(),
+            fork: ForkGuard::new(),
             _lock: lock,
         }))
     }
@@ -370,6 +374,10 @@ impl MessageStore {
         if self.shut.swap(true, Ordering::AcqRel) {
             return;
         }
+        if self.fork.forked() {
+            // The parent owns the threads, the checkpoint and the abort file.
+            return;
+        }
         let was_running = self.running.load(Ordering::Acquire);
         // Let the dispatcher catch up before it stops (bounded: a slave's partial tail never
         // completes).
@@ -445,7 +453,7 @@ impl MessageStore {
     /// SIGKILL, not for power loss. Idempotent; a later `shutdown` does nothing.
     #[doc(hidden)]
     pub fn crash(&self) {
-        if self.shut.swap(true, Ordering::AcqRel) {
+        if self.shut.swap(true, Ordering::AcqRel) || self.fork.forked() {
             return;
         }
         self.dispatcher_stop.store(true, Ordering::Release);
@@ -492,6 +500,11 @@ impl MessageStore {
         }
     }
 
+    /// An error when this process is a fork of the one that opened the store (`crate::fork`).
+    pub fn writable(&self) -> Result<()> {
+        if self.fork.forked() { Err(Error::Store(self.fork.reason())) } else { Ok(()) }
+    }
+
     /// Changes the role (promotion of a slave, demotion of a master).
     pub fn set_role(&self, role: BrokerRole) {
         self.role.store(role_code(role), Ordering::Release);
@@ -513,6 +526,12 @@ impl MessageStore {
     /// Appends; if `replica_part`, the returned ticket has a second part for the caller to
     /// register with its replication waiters.
     pub fn put_messages_with(&self, msgs: &[Message], replica_part: bool) -> Result<PutHandle> {
+        if self.fork.forked() {
+            return Err(Error::PutFailed {
+                status: PutStatus::ServiceNotAvailable,
+                reason: self.fork.reason(),
+            });
+        }
         if !self.is_running() {
             return Err(Error::PutFailed {
                 status: PutStatus::ServiceNotAvailable,
@@ -572,6 +591,9 @@ impl MessageStore {
 
     /// Appends replicated CommitLog bytes at exactly `offset` (slave side of HA).
     pub fn append_replicated(&self, offset: u64, data: &[u8]) -> std::result::Result<(), String> {
+        if self.fork.forked() {
+            return Err(self.fork.reason());
+        }
         self.commit_log.append_raw(offset, data)?;
         self.commit_log.appended().notify();
         Ok(())
@@ -824,6 +846,7 @@ impl MessageStore {
     /// it also takes the disk guard's reading. Unlike the thread's passes, it deletes files
     /// without waiting `deleteCommitLogFilesInterval` between them.
     pub fn run_retention(&self) -> Result<RetentionReport> {
+        self.writable()?;
         let opts = retention_options(&self.config);
         retention::run_pass(
             &self.commit_log,
@@ -840,6 +863,7 @@ impl MessageStore {
 
     /// Flushes the CommitLog now, whatever the flush type.
     pub fn flush(&self) -> Result<i64> {
+        self.writable()?;
         let f = self.commit_log.flush_all().map_err(|e| Error::Store(format!("flush failed: {e}")))?;
         self.flush_waiters.advance(f as i64);
         Ok(f as i64)
@@ -870,6 +894,7 @@ impl MessageStore {
     /// Cuts the CommitLog (and the ConsumeQueues) at `offset`, zeroing the discarded bytes.
     /// For a slave whose log diverged from its master; puts must not run meanwhile.
     pub fn truncate(&self, offset: u64) -> Result<()> {
+        self.writable()?;
         let _no_dispatch = self.dispatcher.exclusive();
         self.commit_log.truncate(offset).map_err(|e| Error::Store(format!("truncate: {e}")))?;
         for q in self.cqs.all() {

@@ -40,6 +40,8 @@ use super::report::{SkipReason, SyncAttempt, SyncReport, SyncStatus, SyncTable, 
 pub struct SlaveSynchronizer {
     inner: Arc<Inner>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The process that made it; a fork of that process leaves it alone (`crate::fork`).
+    fork: crate::fork::ForkGuard,
 }
 
 struct Inner {
@@ -90,7 +92,11 @@ impl SlaveSynchronizer {
             config,
         };
         inner.replace_master(master_address);
-        SlaveSynchronizer { inner: Arc::new(inner), thread: Mutex::new(None) }
+        SlaveSynchronizer {
+            inner: Arc::new(inner),
+            thread: Mutex::new(None),
+            fork: crate::fork::ForkGuard::new(),
+        }
     }
 
     /// The tables kept in sync.
@@ -166,6 +172,9 @@ impl SlaveSynchronizer {
     /// is waiting for (at most `request_timeout`, twice for the topic request's VIP fallback)
     /// and skips the remaining tables. Later syncs do nothing. Idempotent; also run on drop.
     pub fn shutdown(&self) {
+        if self.fork.forked() {
+            return; // its thread is the parent's
+        }
         self.inner.stopping.store(true, Ordering::Release);
         {
             let mut signal = lock(&self.inner.signal);
