@@ -61,7 +61,7 @@ impl ConsumeQueue {
         Ok(ConsumeQueue {
             topic: topic.to_string(),
             queue_id,
-            files: MappedFileQueue::load(&dir, file_size, None)?,
+            files: MappedFileQueue::load_mapped_only(&dir, file_size)?,
             max_physic_offset: AtomicI64::new(-1),
             min_logic_offset: AtomicU64::new(0),
         })

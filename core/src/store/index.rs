@@ -52,7 +52,7 @@ impl IndexFile {
         begin_ts: i64,
     ) -> io::Result<Self> {
         let size = Self::size_for(slot_num, index_num);
-        let file = Arc::new(MappedFile::create_named(dir, name, 0, size)?);
+        let file = Arc::new(MappedFile::create_named(dir, name, 0, size)?.without_descriptor());
         let idx = IndexFile { file, slot_num, index_num };
         idx.file.reset_positions(idx.entries_start() + INDEX_ENTRY_SIZE);
         idx.set_i64(16, begin_phy);
@@ -65,7 +65,7 @@ impl IndexFile {
 
     fn open(path: &Path, slot_num: usize, index_num: usize) -> io::Result<Self> {
         let size = Self::size_for(slot_num, index_num);
-        let file = Arc::new(MappedFile::open(path, 0, size)?);
+        let file = Arc::new(MappedFile::open(path, 0, size)?.without_descriptor());
         let idx = IndexFile { file, slot_num, index_num };
         let count = (idx.index_count().max(1) as usize).min(index_num);
         idx.file.reset_positions(idx.entries_start() + count * INDEX_ENTRY_SIZE);

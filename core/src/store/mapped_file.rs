@@ -47,7 +47,13 @@ static ZEROS: [u8; ZERO_CHUNK] = [0; ZERO_CHUNK];
 /// A memory-mapped segment file.
 pub struct MappedFile {
     path: PathBuf,
-    file: File,
+    /// The open descriptor. CommitLog files keep it: they are written with `pwrite`, sent
+    /// with `sendfile` and synced often. ConsumeQueue and index files let it go once mapped
+    /// (`without_descriptor`): a store with thousands of queues would otherwise hold a
+    /// descriptor per queue file, past the usual soft limit of 1024, and the dispatcher
+    /// could not open the next one. The mapping alone keeps the file's pages; the rare
+    /// operations that need a descriptor (truncation, a sync) open the file by path.
+    file: Option<File>,
     map: MmapRaw,
     start_offset: u64,
     size: usize,
@@ -121,7 +127,7 @@ impl MappedFile {
         let map = MmapOptions::new().len(size).map_raw(&file)?;
         Ok(MappedFile {
             path,
-            file,
+            file: Some(file),
             map,
             start_offset,
             size,
@@ -135,6 +141,20 @@ impl MappedFile {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Closes the descriptor; the mapping stays (see the `file` field).
+    pub fn without_descriptor(mut self) -> Self {
+        self.file = None;
+        self
+    }
+
+    /// Runs `f` on the file's descriptor, opening the file by path when it keeps none.
+    fn with_file<R>(&self, f: impl FnOnce(&File) -> io::Result<R>) -> io::Result<R> {
+        match &self.file {
+            Some(file) => f(file),
+            None => f(&OpenOptions::new().read(true).write(true).open(&self.path)?),
+        }
     }
     pub fn start_offset(&self) -> u64 {
         self.start_offset
@@ -246,7 +266,7 @@ impl MappedFile {
             pos >= self.wrote_position() && pos + data.len() <= self.size,
             "write outside the free region"
         );
-        self.file.write_all_at(data, pos as u64)
+        self.with_file(|file| file.write_all_at(data, pos as u64))
     }
 
     /// Sends up to `len` published bytes from `pos` to the socket `sock` with `sendfile`: the
@@ -256,17 +276,19 @@ impl MappedFile {
     pub fn send_to(&self, sock: &impl AsRawFd, pos: usize, len: usize) -> io::Result<usize> {
         assert!(pos + len <= self.wrote_position(), "send beyond the published bytes");
         let mut off = pos as libc::off_t;
-        loop {
-            // SAFETY: plain syscall on two descriptors we hold; the kernel bounds-checks.
-            let n = unsafe { libc::sendfile(sock.as_raw_fd(), self.file.as_raw_fd(), &mut off, len) };
-            if n >= 0 {
-                return Ok(n as usize);
+        self.with_file(|file| {
+            loop {
+                // SAFETY: plain syscall on two descriptors we hold; the kernel bounds-checks.
+                let n = unsafe { libc::sendfile(sock.as_raw_fd(), file.as_raw_fd(), &mut off, len) };
+                if n >= 0 {
+                    return Ok(n as usize);
+                }
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
             }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        })
     }
 
     /// Publishes bytes written up to `pos`.
@@ -357,23 +379,23 @@ impl MappedFile {
     /// Starts writing `[pos, pos + len)` out without waiting for it (`sync_file_range`).
     pub fn start_writeback(&self, pos: usize, len: usize) -> io::Result<()> {
         #[cfg(target_os = "linux")]
-        {
+        return self.with_file(|file| {
             // SAFETY: plain syscall on a descriptor we own.
             let rc = unsafe {
                 libc::sync_file_range(
-                    self.file.as_raw_fd(),
+                    file.as_raw_fd(),
                     pos as libc::off64_t,
                     len as libc::off64_t,
                     libc::SYNC_FILE_RANGE_WRITE,
                 )
             };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
+            if rc != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+        });
         #[cfg(not(target_os = "linux"))]
-        let _ = (pos, len);
-        Ok(())
+        {
+            let _ = (pos, len);
+            Ok(())
+        }
     }
 
     /// The end of the bytes made ready ahead of the writer (at least the write position).
@@ -447,7 +469,7 @@ impl MappedFile {
             }
             let from = pos - pos % OS_PAGE_SIZE;
             self.map.flush_range(from, self.size - from)?;
-            self.file.sync_data()?;
+            self.with_file(|file| file.sync_data())?;
         }
         self.wrote.store(pos, Ordering::Release);
         self.flushed.store(pos, Ordering::Release);
@@ -472,17 +494,20 @@ impl MappedFile {
     fn zero_range_fallocate(&self, from: usize) -> bool {
         #[cfg(target_os = "linux")]
         {
-            // SAFETY: plain syscall on our descriptor; the kernel keeps the shared mapping
-            // coherent (it drops the cached pages of the range).
-            let rc = unsafe {
-                libc::fallocate(
-                    self.file.as_raw_fd(),
-                    libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
-                    from as libc::off_t,
-                    (self.size - from) as libc::off_t,
-                )
-            };
-            rc == 0
+            let zeroed = self.with_file(|file| {
+                // SAFETY: plain syscall on our descriptor; the kernel keeps the shared mapping
+                // coherent (it drops the cached pages of the range).
+                let rc = unsafe {
+                    libc::fallocate(
+                        file.as_raw_fd(),
+                        libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+                        from as libc::off_t,
+                        (self.size - from) as libc::off_t,
+                    )
+                };
+                Ok(rc == 0)
+            });
+            zeroed.unwrap_or(false)
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -493,7 +518,7 @@ impl MappedFile {
 
     /// fsyncs the file descriptor (data and metadata).
     pub fn sync_all(&self) -> io::Result<()> {
-        self.file.sync_all()
+        self.with_file(|file| file.sync_all())
     }
 
     /// Advises the kernel about the use of `[pos, pos+len)`.
@@ -602,7 +627,8 @@ mod tests {
         buf[1] = 4096; // fm_length
         buf[3] = 1; // fm_extent_count = 1 (fm_flags and fm_mapped_extents in buf[2] stay 0)
         // SAFETY: FIEMAP on our own descriptor with a buffer sized for one extent.
-        let rc = unsafe { libc::ioctl(f.file.as_raw_fd(), FS_IOC_FIEMAP, buf.as_mut_ptr()) };
+        let rc =
+            unsafe { libc::ioctl(f.file.as_ref().unwrap().as_raw_fd(), FS_IOC_FIEMAP, buf.as_mut_ptr()) };
         let mapped = (buf[2] >> 32) as u32;
         if rc != 0 || mapped == 0 {
             return None;
@@ -621,7 +647,7 @@ mod tests {
         f.pretouch_fresh(2 * ZERO_CHUNK.min(size / 4) + 1, Populate::Zero, || true).unwrap();
         let ready = f.ready_position();
         assert!(ready > 2 * ZERO_CHUNK.min(size / 4) && ready <= size, "{ready}");
-        f.file.sync_data().unwrap();
+        f.file.as_ref().unwrap().sync_data().unwrap();
         if before == Some(true) {
             assert_eq!(first_extent_unwritten(&f), Some(false), "the zeros were written to disk");
         }

@@ -235,12 +235,29 @@ pub struct MappedFileQueue {
     generation: crossbeam_utils::CachePadded<AtomicU64>,
     flushed_where: AtomicU64,
     allocator: Option<Arc<Allocator>>,
+    /// Whether its files keep their descriptors (`MappedFile::without_descriptor`).
+    keep_descriptors: bool,
 }
 
 impl MappedFileQueue {
     /// Loads the files in `dir` (creating `dir` if needed). Every file must be `file_size`
     /// bytes, except that an empty last file is deleted (a crash while creating it).
     pub fn load(dir: &Path, file_size: usize, allocator: Option<Arc<Allocator>>) -> io::Result<Self> {
+        Self::load_with(dir, file_size, allocator, true)
+    }
+
+    /// `load` for files that are only mapped, never written with `pwrite` nor sent with
+    /// `sendfile` (ConsumeQueues): they keep no descriptor once mapped.
+    pub fn load_mapped_only(dir: &Path, file_size: usize) -> io::Result<Self> {
+        Self::load_with(dir, file_size, None, false)
+    }
+
+    fn load_with(
+        dir: &Path,
+        file_size: usize,
+        allocator: Option<Arc<Allocator>>,
+        keep_descriptors: bool,
+    ) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut names: Vec<(u64, PathBuf)> = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -285,12 +302,13 @@ impl MappedFileQueue {
                     ));
                 }
             }
-            files.push(Arc::new(MappedFile::open(&path, off, file_size).map_err(|e| {
+            let file = MappedFile::open(&path, off, file_size).map_err(|e| {
                 io::Error::new(
                     e.kind(),
                     format!("{e} (is mappedFileSize set as when the store was written?)"),
                 )
-            })?));
+            })?;
+            files.push(Arc::new(if keep_descriptors { file } else { file.without_descriptor() }));
         }
         Ok(MappedFileQueue {
             dir: dir.to_path_buf(),
@@ -299,6 +317,7 @@ impl MappedFileQueue {
             generation: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
             flushed_where: AtomicU64::new(0),
             allocator,
+            keep_descriptors,
         })
     }
 
@@ -376,7 +395,10 @@ impl MappedFileQueue {
                 a.request(&self.dir, start + self.file_size as u64, self.file_size);
                 f
             }
-            None => Arc::new(MappedFile::create(&self.dir, start, self.file_size)?),
+            None => {
+                let f = MappedFile::create(&self.dir, start, self.file_size)?;
+                Arc::new(if self.keep_descriptors { f } else { f.without_descriptor() })
+            }
         };
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         files.push(file.clone());
