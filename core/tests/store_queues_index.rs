@@ -450,3 +450,59 @@ fn index_written_with_other_sizes_is_rebuilt_with_these() {
         store.shutdown();
     }
 }
+
+/// A topic names a ConsumeQueue directory. Puts accept RocketMQ's topic characters only (as
+/// its `TopicValidator`), so a topic such as `../escape` can no longer make a directory
+/// outside `consumequeue` (it made `<store>/escape/0`, and `..` made `<store>/0`). A record
+/// that holds such a topic anyway (replicated from another master) gets no queue unit, and
+/// dispatch goes on past it.
+#[test]
+fn topics_that_are_not_one_directory_name_never_make_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let store = open_started(store_config(&root, &[]));
+    for topic in ["../escape", "a/b", ".", "..", "sp ace", "dot.ted", "t\u{0}x", ""] {
+        match store.put_message(&message(topic, 0, 1, 10)) {
+            Err(rmqha_core::Error::PutFailed { status: PutStatus::MessageIllegal, reason }) => {
+                assert!(reason.contains(&format!("{topic:?}")), "{reason}")
+            }
+            other => panic!("{topic:?}: {other:?}"),
+        }
+    }
+    let ok = store.put_message_sync(&message("ok_Topic-1%|", 0, 1, 10)).unwrap();
+    assert_eq!(ok.status, PutStatus::PutOk);
+    assert_eq!(store.max_offset(), ok.end_offset(), "nothing else was stored");
+
+    // A slave receives a record whose topic is `ab/cd` (the body's CRC does not cover the
+    // topic, so the patched record still checks), then a good one.
+    let good = store.put_message_sync(&message("ab_cd", 0, 2, 10)).unwrap();
+    let mut bad = store.record_at(good.phy_offset).unwrap().bytes().to_vec();
+    let at = bad.windows(5).position(|w| w == b"ab_cd").unwrap();
+    bad[at + 2] = b'/';
+    store.shutdown();
+    let slave_root = dir.path().join("slave");
+    let slave = open_started(store_config(&slave_root, &[("brokerRole", "SLAVE")]));
+    slave.append_replicated(0, &bad).unwrap();
+    let again = open_started(store_config(&dir.path().join("third"), &[]));
+    let follow = again.put_message_sync(&message("after", 0, 3, 10)).unwrap();
+    let mut follow_bytes = again.record_at(follow.phy_offset).unwrap().bytes().to_vec();
+    // Re-base the record on the slave's next offset (its physical offset field, at byte 28).
+    follow_bytes[28..36].copy_from_slice(&(bad.len() as i64).to_be_bytes());
+    slave.append_replicated(bad.len() as u64, &follow_bytes).unwrap();
+    assert!(slave.wait_dispatched(Duration::from_secs(10)), "dispatch stalled at the bad record");
+    assert_eq!(slave.queue_max_offset("after", 0), 1, "the record after it has its queue unit");
+    assert!(!slave_root.join("consumequeue").join("ab").exists());
+    let mut made = Vec::new();
+    for base in [dir.path(), root.as_path(), slave_root.as_path()] {
+        for e in std::fs::read_dir(base).unwrap() {
+            made.push(e.unwrap().file_name().to_string_lossy().into_owned());
+        }
+    }
+    made.sort();
+    assert!(
+        !made.iter().any(|n| n == "escape" || n == "0" || n == "b" || n == "cd"),
+        "directories made outside consumequeue: {made:?}"
+    );
+    again.shutdown();
+    slave.shutdown();
+}

@@ -22,6 +22,15 @@ pub const BLANK_MAGIC_CODE: i32 = 0xCBD4_3194_u32 as i32;
 pub const BLANK_HEADER_LEN: usize = 8;
 /// Longest topic rmqha writes, in UTF-8 bytes (the v1 length byte is signed).
 pub const MAX_TOPIC_LEN: usize = 127;
+
+/// Whether a topic name is one RocketMQ's `TopicValidator` accepts: 1 to 127 characters from
+/// `a-z A-Z 0-9 % | _ -`. The name becomes a ConsumeQueue directory, so anything else (a `/`,
+/// `..`, a NUL, which is also what a torn write looks like) must never reach the store.
+pub fn topic_is_valid(topic: &str) -> bool {
+    !topic.is_empty()
+        && topic.len() <= MAX_TOPIC_LEN
+        && topic.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+}
 /// Longest encoded properties (a signed short).
 pub const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
 
@@ -192,12 +201,7 @@ impl<'a> PreparedMessage<'a> {
         max_body: usize,
         now_ms: i64,
     ) -> Result<Self, InvalidMessage> {
-        if msg.topic.is_empty()
-            || msg.topic.len() > MAX_TOPIC_LEN
-            || msg.topic.bytes().any(|b| b <= properties::PROPERTY_SEPARATOR)
-        {
-            // A NUL in a topic is what a torn write looks like (see `check_record`); RocketMQ's
-            // topic validator refuses it too.
+        if !topic_is_valid(&msg.topic) {
             return Err(InvalidMessage::Topic);
         }
         if msg.body.len() > max_body {

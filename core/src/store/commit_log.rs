@@ -340,10 +340,14 @@ impl CommitLog {
             // one clock read per put instead of two.
             let p = PreparedMessage::prepare(m, &host, self.opts.max_message_size, 0).map_err(|e| {
                 let (status, why) = match e {
-                    InvalidMessage::Topic => (
-                        PutStatus::MessageIllegal,
-                        "topic empty, over 127 bytes, or has a 0x00, 0x01 or 0x02 byte",
-                    ),
+                    InvalidMessage::Topic => {
+                        let why = format!(
+                            "topic {:?} must be 1 to 127 characters from a-z, A-Z, 0-9, %, |, _ and - \
+                             (RocketMQ's TopicValidator; it names a ConsumeQueue directory)",
+                            m.topic
+                        );
+                        return AppendError::Status(PutStatus::MessageIllegal, why);
+                    }
                     InvalidMessage::BodyTooLarge => {
                         (PutStatus::MessageIllegal, "body larger than maxMessageSize")
                     }

@@ -333,6 +333,11 @@ pub struct ConsumeQueueStore {
     queues: RwLock<HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>>,
 }
 
+/// Whether `topic` is a single directory name (see `ConsumeQueueStore::find_or_create`).
+pub fn names_one_directory(topic: &str) -> bool {
+    !topic.is_empty() && topic != "." && topic != ".." && !topic.bytes().any(|b| b == b'/' || b == 0)
+}
+
 impl ConsumeQueueStore {
     /// Opens every queue under `root` (`<topic>/<queueId>/` directories).
     pub fn load(root: &Path, file_size: usize) -> io::Result<Self> {
@@ -363,10 +368,19 @@ impl ConsumeQueueStore {
         self.queues.read().unwrap_or_else(|e| e.into_inner()).get(topic)?.get(&queue_id).cloned()
     }
 
-    /// The queue, created if missing.
+    /// The queue, created if missing. A topic that cannot be one directory name under the
+    /// ConsumeQueue root (empty, `.`, `..`, a `/` or a NUL) is refused: puts allow only
+    /// RocketMQ's topic characters, but a record replicated from another master, or one
+    /// written by an older version, must not make a directory anywhere else.
     pub fn find_or_create(&self, topic: &str, queue_id: i32) -> io::Result<Arc<ConsumeQueue>> {
         if let Some(q) = self.find(topic, queue_id) {
             return Ok(q);
+        }
+        if !names_one_directory(topic) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("topic {topic:?} cannot name a ConsumeQueue directory"),
+            ));
         }
         let mut all = self.queues.write().unwrap_or_else(|e| e.into_inner());
         if let Some(q) = all.get(topic).and_then(|m| m.get(&queue_id)) {

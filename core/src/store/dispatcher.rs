@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::checkpoint::StoreCheckpoint;
 use super::commit_log::CommitLog;
-use super::consume_queue::{ConsumeQueue, ConsumeQueueStore, CqUnit};
+use super::consume_queue::{ConsumeQueue, ConsumeQueueStore, CqUnit, names_one_directory};
 use super::index::IndexService;
 use super::mapped_file::MappedFile;
 use super::notify::Notifier;
@@ -273,7 +273,18 @@ impl Dispatcher {
 
     fn dispatch(&self, queues: &mut QueueCache, req: &DispatchRequest<'_>) -> std::io::Result<()> {
         let tx = sysflag::transaction_type(req.sys_flag);
-        if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
+        let queued = tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
+        if queued && !names_one_directory(req.topic) {
+            // Never written by a put here (they allow RocketMQ's topic characters only); a
+            // record from another master. Its bytes stay in the log, without a queue unit.
+            self.report_bad(
+                req.commit_log_offset as u64,
+                &format!(
+                    "topic {:?} cannot name a ConsumeQueue directory: the record gets no queue unit",
+                    req.topic
+                ),
+            );
+        } else if queued {
             let of_topic = match queues.queues.get_mut(req.topic) {
                 Some(q) => q,
                 None => queues.queues.entry(req.topic.to_owned()).or_default(),
