@@ -13,8 +13,10 @@
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Bumped in the child after every `fork()`.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// Bumped in the child after every `fork()`. Read by every put: on a cache line of its own,
+/// so that no static written by another thread shares it.
+static GENERATION: crossbeam_utils::CachePadded<AtomicU64> =
+    crossbeam_utils::CachePadded::new(AtomicU64::new(0));
 static INSTALL: Once = Once::new();
 
 extern "C" fn in_child() {
