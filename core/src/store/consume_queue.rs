@@ -334,7 +334,7 @@ pub struct ConsumeQueueStore {
 }
 
 /// Whether `topic` is a single directory name (see `ConsumeQueueStore::find_or_create`).
-pub fn names_one_directory(topic: &str) -> bool {
+fn names_one_directory(topic: &str) -> bool {
     !topic.is_empty() && topic != "." && topic != ".." && !topic.bytes().any(|b| b == b'/' || b == 0)
 }
 

@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::checkpoint::StoreCheckpoint;
 use super::commit_log::CommitLog;
-use super::consume_queue::{ConsumeQueue, ConsumeQueueStore, CqUnit, names_one_directory};
+use super::consume_queue::{ConsumeQueue, ConsumeQueueStore, CqUnit};
 use super::index::IndexService;
 use super::mapped_file::MappedFile;
 use super::notify::Notifier;
@@ -273,31 +273,39 @@ impl Dispatcher {
 
     fn dispatch(&self, queues: &mut QueueCache, req: &DispatchRequest<'_>) -> std::io::Result<()> {
         let tx = sysflag::transaction_type(req.sys_flag);
-        let queued = tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
-        if queued && !names_one_directory(req.topic) {
-            // Never written by a put here (they allow RocketMQ's topic characters only); a
-            // record from another master. Its bytes stay in the log, without a queue unit.
-            self.report_bad(
-                req.commit_log_offset as u64,
-                &format!(
-                    "topic {:?} cannot name a ConsumeQueue directory: the record gets no queue unit",
-                    req.topic
-                ),
-            );
-        } else if queued {
+        if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
             let of_topic = match queues.queues.get_mut(req.topic) {
                 Some(q) => q,
                 None => queues.queues.entry(req.topic.to_owned()).or_default(),
             };
-            let (cq, last_file) = match of_topic.entry(req.queue_id) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => e.insert((self.cqs.find_or_create(req.topic, req.queue_id)?, None)),
+            let slot = match of_topic.entry(req.queue_id) {
+                Entry::Occupied(e) => Some(e.into_mut()),
+                Entry::Vacant(e) => match self.cqs.find_or_create(req.topic, req.queue_id) {
+                    Ok(cq) => Some(e.insert((cq, None))),
+                    // A topic that is not one directory name: never from a put here (puts
+                    // allow RocketMQ's topic characters only), but a record replicated from
+                    // another master may hold one. It stays in the log without a queue unit.
+                    Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
+                        self.report_bad(
+                            req.commit_log_offset as u64,
+                            &format!("{err}: the record gets no queue unit"),
+                        );
+                        None
+                    }
+                    Err(err) => return Err(err),
+                },
             };
-            cq.put(
-                last_file,
-                CqUnit { phy_offset: req.commit_log_offset, size: req.msg_size, tags_code: req.tags_code },
-                req.consume_queue_offset,
-            )?;
+            if let Some((cq, last_file)) = slot {
+                cq.put(
+                    last_file,
+                    CqUnit {
+                        phy_offset: req.commit_log_offset,
+                        size: req.msg_size,
+                        tags_code: req.tags_code,
+                    },
+                    req.consume_queue_offset,
+                )?;
+            }
         }
         if let Some(index) = &self.index {
             index.build_index(req)?;
