@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Proxy, broker_config, commit_log_files, message, wait_until};
+use common::{Proxy, broker_config, commit_log_files, message, slave_of, wait_until};
 use rmqha_core::{Broker, Error, PutStatus};
 
 fn ha_addr(b: &Broker) -> std::net::SocketAddr {
@@ -259,12 +259,7 @@ fn a_slave_whose_log_differs_at_the_same_offset_is_not_fed() {
         m2.put_message_sync(&message("B", 0, i, 300)).unwrap();
     }
     assert_eq!(m1.max_offset(), m2.max_offset());
-    let slave = Broker::start_slave(broker_config(
-        sd.path(),
-        "SLAVE",
-        &[("haMasterAddress", &ha_addr(&m1).to_string())],
-    ))
-    .unwrap();
+    let slave = slave_of(sd.path(), &m1, &[]);
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == m1.max_offset()));
     let before = commit_log_files(sd.path());
     let end = slave.max_offset();
@@ -345,12 +340,7 @@ fn refused_offsets_and_new_master_address() {
     assert!(wait_until(Duration::from_secs(5), || !m1.offsets().refused_slaves.is_empty()));
     assert!(m1.offsets().refused_slaves[0].reason.contains("record boundary"));
 
-    let slave = Broker::start_slave(broker_config(
-        sd.path(),
-        "SLAVE",
-        &[("haMasterAddress", &ha_addr(&m1).to_string())],
-    ))
-    .unwrap();
+    let slave = slave_of(sd.path(), &m1, &[]);
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == m1.max_offset()));
     // Switched to a master that is behind it: refused as diverged, and the log is untouched.
     let before = slave.max_offset();

@@ -6,21 +6,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{broker_config, commit_log_files, message, wait_until};
+use common::{assert_same_commit_logs, broker_config, message, slave_of, wait_until};
 use rmqha_core::{Broker, PutStatus};
-
-fn slave_for(dir: &std::path::Path, master: &Broker, extra: &[(&str, &str)]) -> std::sync::Arc<Broker> {
-    let addr = format!("127.0.0.1:{}", master.ha_port());
-    let mut kv = vec![("haMasterAddress", addr.as_str())];
-    kv.extend_from_slice(extra);
-    Broker::start_slave(broker_config(dir, "SLAVE", &kv)).unwrap()
-}
 
 #[test]
 fn sync_master_put_ok_means_the_slave_holds_the_record() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
-    let slave = slave_for(sd.path(), &master, &[]);
+    let slave = slave_of(sd.path(), &master, &[]);
     assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.iter().any(|s| s.transferring)));
     for i in 0..500 {
         let r = master.put_message_sync(&message("T", (i % 4) as i32, i, 200)).unwrap();
@@ -59,7 +52,7 @@ fn empty_slave_catches_up_byte_identical_across_many_files() {
         assert_eq!(r.status, PutStatus::PutOk);
     }
     assert!(master.store().commit_log().queue().file_count() >= 10);
-    let slave = slave_for(sd.path(), &master, &[]);
+    let slave = slave_of(sd.path(), &master, &[]);
     let target = master.max_offset();
     assert!(
         wait_until(Duration::from_secs(30), || slave.max_offset() == target),
@@ -73,11 +66,7 @@ fn empty_slave_catches_up_byte_identical_across_many_files() {
     }
     slave.shutdown();
     master.shutdown();
-    let (m, s) = (commit_log_files(md.path()), commit_log_files(sd.path()));
-    assert_eq!(m.keys().collect::<Vec<_>>(), s.keys().collect::<Vec<_>>());
-    for (name, bytes) in &m {
-        assert!(bytes == &s[name], "file {name} differs");
-    }
+    assert_same_commit_logs(md.path(), sd.path());
 }
 
 #[test]
@@ -90,7 +79,7 @@ fn slave_down_gives_timeout_then_not_available_then_recovers() {
     assert_eq!(r.status, PutStatus::SlaveNotAvailable);
     assert!(master.store().message_at(r.phy_offset).is_some());
 
-    let slave = slave_for(sd.path(), &master, &[]);
+    let slave = slave_of(sd.path(), &master, &[]);
     assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.iter().any(|s| s.transferring)));
     assert_eq!(master.put_message_sync(&message("T", 0, 1, 10)).unwrap().status, PutStatus::PutOk);
     slave.shutdown();
@@ -114,7 +103,7 @@ fn slave_down_gives_timeout_then_not_available_then_recovers() {
     }
     let _ = saw_timeout; // the disconnect may be seen before the first put
     // Restarted slave catches up and puts are PUT_OK again.
-    let slave = slave_for(sd.path(), &master, &[]);
+    let slave = slave_of(sd.path(), &master, &[]);
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
     assert!(wait_until(Duration::from_secs(10), || master
         .put_message_sync(&message("T", 0, 3, 10))
@@ -141,7 +130,7 @@ fn after_retention_an_empty_slave_gets_what_was_kept_and_a_lagging_one_is_refuse
     for i in 0..300 {
         master.put_message_sync(&message("Ret", (i % 2) as i32, i, 300)).unwrap();
     }
-    let lagging = slave_for(lag_d.path(), &master, &[]);
+    let lagging = slave_of(lag_d.path(), &master, &[]);
     assert!(wait_until(Duration::from_secs(10), || lagging.max_offset() == master.max_offset()));
     let lag_end = lagging.max_offset();
     lagging.shutdown();
@@ -167,7 +156,7 @@ fn after_retention_an_empty_slave_gets_what_was_kept_and_a_lagging_one_is_refuse
     let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
     let min = master.min_offset();
     assert!(min > lag_end, "retention kept the lagging slave's end: min {min}, slave end {lag_end}");
-    let fresh = slave_for(fresh_d.path(), &master, &[]);
+    let fresh = slave_of(fresh_d.path(), &master, &[]);
     assert!(wait_until(Duration::from_secs(20), || fresh.max_offset() == master.max_offset()));
     assert_eq!(fresh.min_offset(), min);
     assert!(fresh.store().wait_dispatched(Duration::from_secs(10)));
@@ -194,7 +183,7 @@ fn after_retention_an_empty_slave_gets_what_was_kept_and_a_lagging_one_is_refuse
     }
 
     // The lagging slave asks for bytes retention deleted: refused, and its log stays as it was.
-    let lagging = slave_for(lag_d.path(), &master, &[]);
+    let lagging = slave_of(lag_d.path(), &master, &[]);
     assert!(
         wait_until(Duration::from_secs(10), || master
             .offsets()
@@ -215,11 +204,7 @@ fn after_retention_an_empty_slave_gets_what_was_kept_and_a_lagging_one_is_refuse
     lagging.shutdown();
     fresh.shutdown();
     master.shutdown();
-    let (m, s) = (commit_log_files(md.path()), commit_log_files(fresh_d.path()));
-    assert_eq!(m.keys().collect::<Vec<_>>(), s.keys().collect::<Vec<_>>());
-    for (name, bytes) in &m {
-        assert!(bytes == &s[name], "file {name} differs");
-    }
+    assert_same_commit_logs(md.path(), fresh_d.path());
 }
 
 /// Manual failover, as an operator does it with classic master/slave: the slave's store is
@@ -231,7 +216,7 @@ fn a_promoted_slave_continues_and_the_old_master_follows_it() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
     let remoting = format!("127.0.0.1:{}", master.listen_port());
-    let slave = slave_for(sd.path(), &master, &[("masterAddress", &remoting)]);
+    let slave = slave_of(sd.path(), &master, &[("masterAddress", &remoting)]);
     assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.iter().any(|s| s.transferring)));
     for i in 0..600 {
         let r = master.put_message_sync(&message("Fail", (i % 3) as i32, i, 200)).unwrap();
@@ -247,12 +232,7 @@ fn a_promoted_slave_continues_and_the_old_master_follows_it() {
 
     // The slave's store as the new master.
     let promoted = Broker::start_master(broker_config(sd.path(), "SYNC_MASTER", &[])).unwrap();
-    let follower = Broker::start_slave(broker_config(
-        md.path(),
-        "SLAVE",
-        &[("haMasterAddress", &format!("127.0.0.1:{}", promoted.ha_port()))],
-    ))
-    .unwrap();
+    let follower = slave_of(md.path(), &promoted, &[]);
     assert!(wait_until(Duration::from_secs(10), || promoted.offsets().slaves.iter().any(|s| s.transferring)));
     assert_eq!(promoted.consumer_offset("group-a", "Fail", 1), 150, "the mirrored consumer offset survived");
     for i in 600..900 {
@@ -272,9 +252,5 @@ fn a_promoted_slave_continues_and_the_old_master_follows_it() {
     }
     follower.shutdown();
     promoted.shutdown();
-    let (m, s) = (commit_log_files(md.path()), commit_log_files(sd.path()));
-    assert_eq!(m.keys().collect::<Vec<_>>(), s.keys().collect::<Vec<_>>());
-    for (name, bytes) in &m {
-        assert!(bytes == &s[name], "file {name} differs");
-    }
+    assert_same_commit_logs(md.path(), sd.path());
 }

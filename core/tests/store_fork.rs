@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{broker_config, message, wait_until};
+use common::{broker_config, message, slave_of, wait_until};
 use rmqha_core::{Broker, Error, PutStatus};
 
 /// What the child found, as its exit code: 0 when every check held, else the failed check.
@@ -42,12 +42,7 @@ fn in_child(master: std::sync::Arc<Broker>, slave: std::sync::Arc<Broker>) -> i3
 fn a_forked_child_cannot_write_and_leaves_the_parent_alone() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
-    let slave = Broker::start_slave(broker_config(
-        sd.path(),
-        "SLAVE",
-        &[("haMasterAddress", &format!("127.0.0.1:{}", master.ha_port()))],
-    ))
-    .unwrap();
+    let slave = slave_of(sd.path(), &master, &[]);
     assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.iter().any(|s| s.transferring)));
     let mut acked = Vec::new();
     for i in 0..10 {

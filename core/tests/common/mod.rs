@@ -82,6 +82,28 @@ pub fn broker_config(dir: &Path, role: &str, extra: &[(&str, &str)]) -> BrokerCo
     c
 }
 
+/// A SLAVE on `dir` replicating from `master` (its HA port on 127.0.0.1), with more keys.
+pub fn slave_of(
+    dir: &Path,
+    master: &rmqha_core::Broker,
+    extra: &[(&str, &str)],
+) -> std::sync::Arc<rmqha_core::Broker> {
+    let addr = format!("127.0.0.1:{}", master.ha_port());
+    let mut kv = vec![("haMasterAddress", addr.as_str())];
+    kv.extend_from_slice(extra);
+    rmqha_core::Broker::start_slave(broker_config(dir, "SLAVE", &kv)).unwrap()
+}
+
+/// Asserts that two stores hold the same CommitLog files, byte for byte; a difference names
+/// the file instead of printing both.
+pub fn assert_same_commit_logs(a: &Path, b: &Path) {
+    let (a, b) = (commit_log_files(a), commit_log_files(b));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    for (name, bytes) in &a {
+        assert!(bytes == &b[name], "file {name} differs");
+    }
+}
+
 /// The CommitLog files of a store, name → bytes.
 pub fn commit_log_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut out = std::collections::BTreeMap::new();
