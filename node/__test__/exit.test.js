@@ -4,38 +4,16 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
-const path = require('node:path')
 
-const { exitOf } = require('./helpers')
+const { childReport } = require('./helpers')
 
 test('the process exits by itself after close()', async () => {
-  const child = spawn(process.execPath, [path.join(__dirname, 'exit-child.js')], { stdio: ['ignore', 'pipe', 'inherit'] })
-  let out = ''
-  child.stdout.on('data', (d) => (out += d))
-  let code
-  try {
-    code = await exitOf(child, 30000)
-  } finally {
-    child.kill('SIGKILL')
-  }
-  assert.equal(code, 0, out)
-  const report = JSON.parse(out.trim().split('\n').pop())
+  const report = await childReport('exit-child.js')
   assert.equal(report.ok, 200)
   assert.equal(typeof report.late, 'string')
 })
 
 test('pending putMessage promises keep the process alive until they settle', async () => {
-  const child = spawn(process.execPath, [path.join(__dirname, 'pending-child.js')], { stdio: ['ignore', 'pipe', 'inherit'] })
-  let out = ''
-  child.stdout.on('data', (d) => (out += d))
-  let code
-  try {
-    code = await exitOf(child, 30000)
-  } finally {
-    child.kill('SIGKILL')
-  }
-  assert.equal(code, 0, out)
   // Without the hold on the event loop the process ended before any answer came back.
-  assert.deepEqual(JSON.parse(out.trim().split('\n').pop()), { PUT_OK: 100 })
+  assert.deepEqual(await childReport('pending-child.js'), { PUT_OK: 100 })
 })

@@ -3,7 +3,7 @@
 // conditions with deadlines, and a broker running in a child Node process.
 
 const assert = require('node:assert/strict')
-const { fork } = require('node:child_process')
+const { fork, spawn } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -121,6 +121,24 @@ function exitOf(child, timeoutMs) {
 }
 
 /**
+ * Runs `script` (a file in this directory) in a child Node process and resolves with the JSON
+ * of its last stdout line. Fails unless the child exits 0 within `timeoutMs`.
+ */
+async function childReport(script, args = [], timeoutMs = 30000) {
+  const child = spawn(process.execPath, [path.join(__dirname, script), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (d) => (out += d))
+  let code
+  try {
+    code = await exitOf(child, timeoutMs)
+  } finally {
+    child.kill('SIGKILL')
+  }
+  assert.equal(code, 0, `${script} exited with ${code}: ${out}`)
+  return JSON.parse(out.trim().split('\n').pop())
+}
+
+/**
  * A broker in another Node process (`broker-child.js`), driven over IPC. `request(cmd, args)`
  * resolves with the child's answer or rejects with an Error carrying the child's `code`.
  */
@@ -150,4 +168,4 @@ async function startBrokerProcess(t, role, config) {
   return { child, request, ...info }
 }
 
-module.exports = { cleanup, killChild, tmpStore, brokerConfig, waitFor, freeze, exitOf, startBrokerProcess }
+module.exports = { cleanup, killChild, tmpStore, brokerConfig, waitFor, freeze, exitOf, childReport, startBrokerProcess }

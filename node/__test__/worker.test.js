@@ -6,26 +6,12 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
 const path = require('node:path')
 
-const { exitOf, tmpStore } = require('./helpers')
+const { childReport, tmpStore } = require('./helpers')
 
-async function runChild(t, mode) {
-  const dir = path.join(tmpStore(t, `worker-${mode}`), 'store')
-  const child = spawn(process.execPath, [path.join(__dirname, 'worker-child.js'), mode, dir], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  let out = ''
-  child.stdout.on('data', (d) => (out += d))
-  let code
-  try {
-    code = await exitOf(child, 30000)
-  } finally {
-    child.kill('SIGKILL')
-  }
-  assert.equal(code, 0, `child exited with ${code}: ${out}`)
-  return JSON.parse(out.trim().split('\n').pop())
+function runChild(t, mode) {
+  return childReport('worker-child.js', [mode, path.join(tmpStore(t, `worker-${mode}`), 'store')])
 }
 
 test('a worker calling process.exit() with puts pending does not take the process down', async (t) => {
