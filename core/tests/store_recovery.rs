@@ -397,3 +397,78 @@ fn indexed_records_missing_from_the_tail_are_reported_lost() {
     let store = MessageStore::open(config(work.path())).unwrap();
     assert_eq!(store.recovery().indexed_records_lost, 0);
 }
+
+/// A `storePathCommitLog` that names the wrong directory (a typo, a wrong mount) meets an
+/// empty log beside queues that index records. RocketMQ deletes the queues and starts an empty
+/// log; once the path is right again, the queues built meanwhile point into the other log, and
+/// most of the real log's messages can no longer be read through their queues. rmqha refuses
+/// to start, names both directories and deletes nothing. If the operator deletes the queues
+/// anyway and writes to the other log, the queues built from it are found at the next start on
+/// the right log (their last unit points at another record) and rebuilt from that log.
+#[test]
+fn a_commit_log_path_that_names_another_directory_loses_no_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let other = root.join("comitlog");
+    let with_other = |r: &Path| store_config(r, &[("storePathCommitLog", other.to_str().unwrap())]);
+    let mut put = Vec::new();
+    {
+        let store = MessageStore::open(config(root)).unwrap();
+        store.start().unwrap();
+        for i in 0..200 {
+            let m = message(TOPIC, (i % 2) as i32, i, 300);
+            let r = store.put_message_sync(&m).unwrap();
+            assert_eq!(r.status, PutStatus::PutOk);
+            put.push((r, m.body));
+        }
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+    }
+    let cq_before = common::list_files(&root.join("consumequeue").join(TOPIC).join("0"));
+
+    let err =
+        MessageStore::open(with_other(root)).err().expect("an empty log beside indexed queues is refused");
+    let text = err.to_string();
+    for want in [
+        other.display().to_string(),
+        root.join("consumequeue").display().to_string(),
+        "storePathCommitLog".into(),
+    ] {
+        assert!(text.contains(&want), "{text:?} names {want:?}");
+    }
+    assert_eq!(
+        common::list_files(&root.join("consumequeue").join(TOPIC).join("0")),
+        cq_before,
+        "queues kept"
+    );
+
+    // Told that this is what they want, an operator deletes the queues and runs on the other
+    // log for a while.
+    std::fs::remove_dir_all(root.join("consumequeue")).unwrap();
+    std::fs::remove_dir_all(root.join("index")).unwrap();
+    {
+        let store = MessageStore::open(with_other(root)).unwrap();
+        store.start().unwrap();
+        for i in 0..20 {
+            let r = store.put_message_sync(&message(TOPIC, (i % 2) as i32, 1000 + i, 300)).unwrap();
+            assert_eq!((r.status, r.queue_offset), (PutStatus::PutOk, (i / 2) as i64));
+        }
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+    }
+
+    // The right path again: every message of the real log is read through its queue.
+    let store = MessageStore::open(config(root)).unwrap();
+    store.start().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    for q in 0..2 {
+        let want: Vec<_> = put.iter().filter(|(r, _)| r.queue_id == q).collect();
+        assert_eq!(store.queue_max_offset(TOPIC, q), want.len() as i64, "queue {q}");
+        for (i, (r, body)) in want.iter().enumerate() {
+            let got = store.get_messages(TOPIC, q, i as i64, 1);
+            assert_eq!(got.status, GetMessageStatus::Found, "queue {q} offset {i}");
+            let m = &got.messages()[0];
+            assert_eq!((m.phy_offset, &m.body), (r.phy_offset, body), "queue {q} offset {i}");
+        }
+    }
+    let r = store.put_message_sync(&message(TOPIC, 0, 5000, 10)).unwrap();
+    assert_eq!(r.queue_offset, 100, "queue 0's next offset follows the real log's");
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::checkpoint::StoreCheckpoint;
 use super::commit_log::{AppendError, CommitLog, CommitLogOptions};
-use super::consume_queue::{CQ_UNIT_SIZE, ConsumeQueueStore};
+use super::consume_queue::{CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueStore};
 use super::dispatcher::Dispatcher;
 use super::flush::{self, StopSignal};
 use super::index::{IndexOptions, IndexService};
@@ -1001,6 +1001,22 @@ fn recover(
     }
     let files = cl.queue().files();
     if files.is_empty() {
+        let indexed_end = cqs.max_physic_offset();
+        if indexed_end > 0 {
+            // Queues without their log: most often `storePathCommitLog` names the wrong
+            // directory. Destroying them (RocketMQ's answer) would leave queues built from
+            // another log once the right one is back, pointing at the wrong records.
+            return Err(Error::Store(format!(
+                "recovery: the CommitLog directory {} holds no CommitLog file, but the ConsumeQueues in {} \
+                 index records up to offset {indexed_end}: storePathCommitLog may name the wrong directory, \
+                 or the log was deleted. Nothing was deleted. To start this store with an empty log anyway \
+                 (a slave to be filled again from its master), delete {} and {} as well",
+                cl.queue().dir().display(),
+                cqs.root().display(),
+                cqs.root().display(),
+                config.index_dir().display()
+            )));
+        }
         // No CommitLog: nothing derived from it can stand.
         cqs.destroy_all().map_err(|e| store_err("consume queues", e))?;
         if let Some(i) = index {
@@ -1116,11 +1132,19 @@ fn recover(
     if let Some(i) = index {
         i.truncate(end as i64).map_err(|e| store_err("index", e))?;
     }
-    let cq_max = cqs.max_physic_offset().max(0) as u64;
     let min = cl.min_offset();
     let mut repair_from = u64::MAX;
+    let foreign = foreign_queues(cl, cqs, min, end);
+    for q in &foreign {
+        q.destroy().map_err(|e| store_err("consume queue", e))?;
+        repair_from = min;
+    }
+    let cq_max = cqs.max_physic_offset().max(0) as u64;
     for (topic, queues) in &seen {
         for (&queue_id, q) in queues {
+            if foreign.iter().any(|f| f.topic() == topic && f.queue_id() == queue_id) {
+                continue; // rebuilt from `min` already
+            }
             let held = cqs.find(topic, queue_id).map_or(0, |cq| cq.max_offset_in_queue());
             if q.last_queue_offset >= held {
                 tracing::warn!(
@@ -1156,6 +1180,48 @@ fn recover(
         dispatch_from,
         indexed_records_lost: lost,
     })
+}
+
+/// The queues whose last unit does not point at their own record in this log: built from
+/// another CommitLog (a `storePathCommitLog` that named another directory for a while, a
+/// queue directory copied from another store). Their units would hand out other records, so
+/// recovery deletes them and dispatch rebuilds them from the log.
+fn foreign_queues(cl: &CommitLog, cqs: &ConsumeQueueStore, min: u64, end: u64) -> Vec<Arc<ConsumeQueue>> {
+    let opts = cl.check_options(false);
+    let mut foreign = Vec::new();
+    for q in cqs.all() {
+        let last = q.max_offset_in_queue() - 1;
+        let Some(unit) = q.get(last) else { continue };
+        if unit.size <= 0 || unit.phy_offset < min as i64 || unit.phy_offset >= end as i64 {
+            // Expired with its log file, or past the end (cut by `truncate_dirty`).
+            continue;
+        }
+        let own = cl.data_at(unit.phy_offset as u64).is_some_and(|(file, pos)| {
+            matches!(
+                crate::message::check_record(file.readable_from(pos), &opts),
+                crate::message::CheckResult::Message(req)
+                    if req.commit_log_offset == unit.phy_offset
+                        && req.msg_size == unit.size
+                        && req.topic == q.topic()
+                        && req.queue_id == q.queue_id()
+                        && req.consume_queue_offset == last
+            )
+        });
+        if !own {
+            tracing::error!(
+                "recovery: ConsumeQueue {}/{} was not built from the CommitLog in {}: its last unit (queue \
+                 offset {last}) points at offset {} ({} bytes), where this log holds another record; \
+                 deleting the queue and rebuilding it from the log",
+                q.topic(),
+                q.queue_id(),
+                cl.queue().dir().display(),
+                unit.phy_offset,
+                unit.size
+            );
+            foreign.push(q);
+        }
+    }
+    foreign
 }
 
 /// What recovery's walk saw of one queue.
