@@ -472,3 +472,41 @@ fn a_commit_log_path_that_names_another_directory_loses_no_queue() {
     let r = store.put_message_sync(&message(TOPIC, 0, 5000, 10)).unwrap();
     assert_eq!(r.queue_offset, 100, "queue 0's next offset follows the real log's");
 }
+
+/// RocketMQ 5's light message queues (`%LMQ%…`) index records of other topics, so recovery's
+/// check that a queue's last unit points at its own record must leave them alone: a store
+/// RocketMQ 5 wrote keeps them.
+#[test]
+fn light_message_queues_are_not_taken_for_foreign_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut units = Vec::new();
+    {
+        let store = MessageStore::open(config(dir.path())).unwrap();
+        store.start().unwrap();
+        for i in 0..10 {
+            let r = store.put_message_sync(&message(TOPIC, 0, i, 100)).unwrap();
+            units.extend_from_slice(&r.phy_offset.to_be_bytes());
+            units.extend_from_slice(&r.size.to_be_bytes());
+            units.extend_from_slice(&0i64.to_be_bytes());
+        }
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+    }
+    let lmq = dir.path().join("consumequeue").join("%LMQ%orders").join("0");
+    std::fs::create_dir_all(&lmq).unwrap();
+    let mut file = units.clone();
+    file.resize(
+        std::fs::metadata(dir.path().join("consumequeue").join(TOPIC).join("0").join(format!("{:020}", 0)))
+            .unwrap()
+            .len() as usize,
+        0,
+    );
+    std::fs::write(lmq.join(format!("{:020}", 0)), &file).unwrap();
+
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    store.start().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.queue_max_offset("%LMQ%orders", 0), 10);
+    assert_eq!(store.queue_max_offset(TOPIC, 0), 10);
+    let lmq_file = std::fs::read(lmq.join(format!("{:020}", 0))).unwrap();
+    assert_eq!(&lmq_file[..units.len()], &units[..], "the light queue's units are kept");
+}

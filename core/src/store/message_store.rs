@@ -1190,6 +1190,11 @@ fn foreign_queues(cl: &CommitLog, cqs: &ConsumeQueueStore, min: u64, end: u64) -
     let opts = cl.check_options(false);
     let mut foreign = Vec::new();
     for q in cqs.all() {
+        if q.topic().starts_with("%LMQ%") {
+            // RocketMQ 5's light queues index records of other topics (multi-dispatch, which
+            // rmqha does not do): their units cannot be judged by the record's topic.
+            continue;
+        }
         let last = q.max_offset_in_queue() - 1;
         let Some(unit) = q.get(last) else { continue };
         if unit.size <= 0 || unit.phy_offset < min as i64 || unit.phy_offset >= end as i64 {
