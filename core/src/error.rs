@@ -9,13 +9,19 @@ use std::path::PathBuf;
 pub enum Error {
     #[error("config: {0}")]
     Config(#[from] crate::config::ConfigError),
-    #[error("I/O error on {path}: {source}")]
+    /// A file or directory of the store could not be created, opened, locked or written.
+    #[error("{op} {path}: {source}")]
     Io {
+        /// What was being done, e.g. "cannot load CommitLog from".
+        op: &'static str,
+        /// The file or directory it was done to.
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    /// The store cannot work: a file could not be opened, recovered, created or flushed.
+    /// The store cannot work: recovery refused what it found, a flush failed, another broker
+    /// holds the lock, a thread could not start. (A file that could not be made or opened is
+    /// `Io`.)
     #[error("store: {0}")]
     Store(String),
     /// A put stored nothing; `status` says why in RocketMQ's terms.

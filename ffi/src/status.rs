@@ -28,9 +28,11 @@ pub enum rmqha_status {
     /// `rmqha_config_set` was given a key rmqha does not know (or a RocketMQ key it does not
     /// implement). The key was ignored; the config is unchanged and still usable.
     UnknownConfigKey = 4,
-    /// An I/O or network failure (files, sockets).
+    /// An I/O or network failure: a file or directory of the store could not be created,
+    /// opened or written (the message names it), or a socket failed.
     Io = 5,
-    /// The store cannot work: a file could not be opened, recovered, created or flushed, or a
+    /// The store cannot work: recovery refused what it found (damage inside the log, an empty
+    /// log beside indexed queues), a flush failed, another broker holds the store's lock, or a
     /// port could not be bound.
     Store = 6,
     /// The broker's role does not allow the call: `rmqha_start_master` with a SLAVE config,

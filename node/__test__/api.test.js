@@ -108,6 +108,14 @@ test('errors carry a code', async (t) => {
   await assert.rejects(rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER', { brokerRole: 'BOSS' })), {
     code: 'CONFIG',
   })
+  // A store that cannot be made (its root under a regular file) is an I/O error naming it.
+  fs.writeFileSync(path.join(dir, 'a-file'), 'not a directory')
+  const under = path.join(dir, 'a-file', 'store')
+  await assert.rejects(rmqha.startMaster(brokerConfig(under, 'ASYNC_MASTER')), (e) => {
+    assert.equal(e.code, 'IO')
+    assert.ok(e.message.includes(under), e.message)
+    return true
+  })
   // A config that is not an object is refused; napi read a number as no keys at all, and the
   // broker started on RocketMQ's default store in the home directory.
   for (const config of [5, 'storePathRootDir=/tmp/x', null, undefined, [dir]]) {

@@ -9,6 +9,7 @@ use pyo3::exceptions::{PyException, PyUserWarning};
 use pyo3::prelude::*;
 use rmqha_core::Error;
 use rmqha_core::config::ConfigError as CoreConfigError;
+use rmqha_core::metadata::MetadataError;
 
 pyo3::create_exception!(rmqha, RmqhaError, PyException, "Base class of every error rmqha raises.");
 pyo3::create_exception!(
@@ -72,6 +73,11 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     match e {
         Error::Config(c) => config_error(py, c),
         Error::Io { ref path, .. } => {
+            let err = StoreError::new_err(e.to_string());
+            set_attrs(py, &err, &[("path", path.to_string_lossy().into_owned().into_bound_py_any(py).ok())]);
+            err
+        }
+        Error::Metadata(MetadataError::Io { ref path, .. }) => {
             let err = StoreError::new_err(e.to_string());
             set_attrs(py, &err, &[("path", path.to_string_lossy().into_owned().into_bound_py_any(py).ok())]);
             err

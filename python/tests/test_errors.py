@@ -97,6 +97,23 @@ def test_a_store_in_use_is_a_store_error(tmp_path: Path) -> None:
         rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER"))
 
 
+def test_a_store_that_cannot_be_made_names_the_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"not a directory")
+    with pytest.raises(rmqha.StoreError) as caught:
+        rmqha.start_master(broker_config(blocker / "store", "ASYNC_MASTER"))
+    assert caught.value.path == str(blocker / "store")
+    assert str(blocker / "store") in str(caught.value)
+
+
+def test_a_metadata_file_that_cannot_be_written_names_the_path(tmp_path: Path) -> None:
+    (tmp_path / "config").write_bytes(b"a file where the config directory belongs")
+    with pytest.raises(rmqha.StoreError) as caught:
+        rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER"))
+    assert caught.value.path is not None
+    assert caught.value.path.startswith(str(tmp_path / "config"))
+
+
 def test_put_on_a_slave_raises_put_error(tmp_path: Path, master: rmqha.Broker) -> None:
     cfg = broker_config(tmp_path / "slave", "SLAVE", haMasterAddress=f"127.0.0.1:{master.ha_port()}")
     with rmqha.start_slave(cfg) as slave:

@@ -112,8 +112,8 @@ pub struct MessageStore {
     _lock: StoreLock,
 }
 
-fn io_err(path: &std::path::Path, what: &str, e: std::io::Error) -> Error {
-    Error::Store(format!("{what} {}: {e}", path.display()))
+fn io_err(path: &std::path::Path, op: &'static str, source: std::io::Error) -> Error {
+    Error::Io { op, path: path.to_path_buf(), source }
 }
 
 impl MessageStore {

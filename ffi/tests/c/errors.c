@@ -188,6 +188,17 @@ static void start_errors(const char *dir) {
   CHECK_STATUS(rmqha_start_slave(slave_cfg, &b), RMQHA_STATUS_CONFIG);
   CHECK_MESSAGE("haMasterAddress");
 
+  /* A store that cannot be made (its root under a regular file) is an I/O error naming it. */
+  char blocker[512], under[600];
+  snprintf(blocker, sizeof blocker, "%s/a-file", dir);
+  write_file(blocker, "not a directory");
+  snprintf(under, sizeof under, "%s/store", blocker);
+  rmqha_config *blocked_cfg = test_config(under, "ASYNC_MASTER");
+  CHECK_STATUS(rmqha_start_master(blocked_cfg, &b), RMQHA_STATUS_IO);
+  CHECK_MESSAGE(under);
+  CHECK(b == NULL, "no handle on failure");
+  rmqha_config_free(blocked_cfg);
+
   /* A store directory is locked by the broker using it. */
   rmqha_broker *master = NULL;
   CHECK_OK(rmqha_start_master(master_cfg, &master));
