@@ -117,7 +117,14 @@ pub struct CommitLog {
     /// Flush calls that synced new data (group commit batches many puts into one).
     flushes: AtomicU64,
     faults: FlushFaults,
+    /// Where the dispatched records of each store timestamp end (see `note_dispatched`).
+    stamps: parking_lot::Mutex<std::collections::VecDeque<(u64, i64)>>,
 }
+
+/// How many (end, timestamp) samples `note_dispatched` keeps for the flushers; about a second
+/// of timestamps at one sample per millisecond. When the flush lags further, the oldest go and
+/// `physicMsgTimestamp` waits for a later one: it falls behind, never ahead.
+const MAX_STAMPS: usize = 1024;
 
 /// A signal raised by the append that passes an offset its waiter set (`u64::MAX`: none), so
 /// that a thread with nothing to do until then costs the put path one comparison.
@@ -177,7 +184,40 @@ impl CommitLog {
             flush: OffsetTrigger::default(),
             flushes: AtomicU64::new(0),
             faults: FlushFaults::default(),
+            stamps: parking_lot::Mutex::new(std::collections::VecDeque::new()),
         })
+    }
+
+    /// Records that every record stored at or before `timestamp` ends at or before `end` (the
+    /// dispatcher, once per round, with the last record it read). Called on masters and
+    /// slaves alike: a slave's records carry the master's timestamps, which its own appends
+    /// of raw bytes do not know.
+    pub fn note_dispatched(&self, end: u64, timestamp: i64) {
+        let mut stamps = self.stamps.lock();
+        match stamps.back_mut() {
+            Some(last) if last.1 >= timestamp => last.0 = last.0.max(end),
+            _ => {
+                if stamps.len() == MAX_STAMPS {
+                    stamps.pop_front();
+                }
+                stamps.push_back((end, timestamp));
+            }
+        }
+    }
+
+    /// The newest store timestamp whose records all end at or before `flushed`, if it moved
+    /// since the last call: what `physicMsgTimestamp` may claim once `flushed` is on disk.
+    pub fn flushed_timestamp(&self, flushed: u64) -> Option<i64> {
+        let mut stamps = self.stamps.lock();
+        let mut newest = None;
+        while let Some(&(end, ts)) = stamps.front() {
+            if end > flushed {
+                break;
+            }
+            newest = Some(ts);
+            stamps.pop_front();
+        }
+        newest
     }
 
     pub fn options(&self) -> &CommitLogOptions {
@@ -748,6 +788,9 @@ impl CommitLog {
         let _state = self.put.lock();
         self.queue.truncate(offset)?;
         self.max_offset.store(offset, Ordering::Release);
+        // Samples of records that are gone would hold `physicMsgTimestamp` back until the
+        // log grew past them again.
+        self.stamps.lock().retain(|&(end, _)| end <= offset);
         Ok(())
     }
 

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use super::checkpoint::StoreCheckpoint;
 use super::commit_log::CommitLog;
 use super::consume_queue::{ConsumeQueue, ConsumeQueueStore, CqUnit};
 use super::index::IndexService;
@@ -28,7 +27,6 @@ pub struct Dispatcher {
     commit_log: Arc<CommitLog>,
     cqs: Arc<ConsumeQueueStore>,
     index: Option<Arc<IndexService>>,
-    checkpoint: Arc<StoreCheckpoint>,
     /// On a slave a partial record at the tail is waited for, not skipped.
     is_slave: AtomicBool,
     reput_from: AtomicU64,
@@ -87,7 +85,6 @@ impl Dispatcher {
         commit_log: Arc<CommitLog>,
         cqs: Arc<ConsumeQueueStore>,
         index: Option<Arc<IndexService>>,
-        checkpoint: Arc<StoreCheckpoint>,
         is_slave: bool,
         reput_from: u64,
     ) -> Self {
@@ -95,7 +92,6 @@ impl Dispatcher {
             commit_log,
             cqs,
             index,
-            checkpoint,
             is_slave: AtomicBool::new(is_slave),
             reput_from: AtomicU64::new(reput_from),
             last_dispatched_ts: AtomicI64::new(0),
@@ -163,6 +159,8 @@ impl Dispatcher {
         }
         let opts = cl.check_options(false);
         let mut count = 0u64;
+        // The end and store timestamp of the last record dispatched, for the flushers.
+        let mut last = (0u64, 0i64);
         'files: while reput < cl.max_offset() {
             let Some((file, pos)) = cl.data_at(reput) else {
                 // Not in any file: the log moved on (deletion) or a file is missing.
@@ -188,6 +186,7 @@ impl Dispatcher {
                         self.dispatch(&mut queues, &req)?;
                         count += 1;
                         at += req.msg_size as usize;
+                        last = (reput + at as u64, req.store_timestamp);
                     }
                     CheckResult::Blank => {
                         if self.is_slave.load(Ordering::Acquire) {
@@ -256,6 +255,7 @@ impl Dispatcher {
         }
         self.publish(reput, count);
         if count > 0 {
+            cl.note_dispatched(last.0, last.1);
             self.dispatched.notify();
         }
         Ok(reput != start)
@@ -311,11 +311,6 @@ impl Dispatcher {
             index.build_index(req)?;
         }
         self.last_dispatched_ts.store(req.store_timestamp, Ordering::Release);
-        if self.is_slave.load(Ordering::Relaxed) {
-            // A slave's own flushes may lag; RocketMQ records progress here instead.
-            let ts = req.store_timestamp;
-            self.checkpoint.update(|d| d.physic_msg_timestamp = ts);
-        }
         Ok(())
     }
 

@@ -56,17 +56,20 @@ impl StopSignal {
     }
 }
 
+/// Moves the checkpoint's `physicMsgTimestamp` up to the newest store timestamp whose records
+/// are all on disk. After an OS crash recovery trusts every CommitLog file before the one
+/// this timestamp points to, so it must never name a record that is not flushed. RocketMQ
+/// copies the newest appended record's timestamp after a flush, also after one that flushed
+/// little or nothing, and its slaves set it when they dispatch a record.
 fn record_physic_timestamp(cl: &CommitLog, cp: &StoreCheckpoint) {
     let flushed = cl.flushed_offset();
-    if let Some(f) = cl.queue().find(flushed.saturating_sub(1)) {
-        let ts = f.store_timestamp();
-        if ts > 0 {
-            cp.update(|d| {
-                d.physic_msg_timestamp = ts;
-                d.master_flushed_offset = flushed as i64;
-            });
+    let ts = cl.flushed_timestamp(flushed);
+    cp.update(|d| {
+        if let Some(ts) = ts {
+            d.physic_msg_timestamp = ts;
         }
-    }
+        d.master_flushed_offset = flushed as i64;
+    });
 }
 
 /// ASYNC_FLUSH: every `interval`, flush when `least_pages` pages are dirty, and everything

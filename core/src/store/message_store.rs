@@ -195,7 +195,6 @@ impl MessageStore {
             commit_log.clone(),
             cqs.clone(),
             index.clone(),
-            checkpoint.clone(),
             config.broker_role == BrokerRole::Slave,
             recovery.dispatch_from,
         ));
