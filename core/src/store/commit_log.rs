@@ -806,3 +806,49 @@ impl CommitLog {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(dir: &std::path::Path) -> CommitLog {
+        let opts = CommitLogOptions {
+            file_size: 4096,
+            max_message_size: 1024,
+            store_host: "127.0.0.1:0".parse().unwrap(),
+            check_crc_on_recover: true,
+            delay_levels_ms: Vec::new(),
+            os_page_cache_busy_timeout_ms: 1000,
+            append_with_pwrite: false,
+        };
+        CommitLog::load(dir, opts, None).unwrap()
+    }
+
+    #[test]
+    fn flushed_timestamp_names_only_timestamps_whose_records_are_all_covered() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = log(dir.path());
+        cl.note_dispatched(100, 10);
+        cl.note_dispatched(200, 10); // more records of the same millisecond
+        cl.note_dispatched(300, 11);
+        assert_eq!(cl.flushed_timestamp(150), None, "records of ms 10 end at 200");
+        assert_eq!(cl.flushed_timestamp(200), Some(10));
+        assert_eq!(cl.flushed_timestamp(250), None, "nothing new is covered");
+        // A clock stepped back: its records count as the newest timestamp's.
+        cl.note_dispatched(400, 9);
+        assert_eq!(cl.flushed_timestamp(300), None);
+        assert_eq!(cl.flushed_timestamp(400), Some(11));
+
+        // A flush far behind: the oldest samples go, the newest stay.
+        for i in 0..MAX_STAMPS as u64 + 10 {
+            cl.note_dispatched(1000 + i, 100 + i as i64);
+        }
+        assert_eq!(cl.stamps.lock().len(), MAX_STAMPS);
+        assert_eq!(cl.flushed_timestamp(u64::MAX), Some(100 + MAX_STAMPS as i64 + 9));
+
+        // A truncation forgets the samples of records it cut.
+        cl.note_dispatched(5000, 2000);
+        cl.truncate(0).unwrap();
+        assert_eq!(cl.flushed_timestamp(u64::MAX), None);
+    }
+}
