@@ -71,3 +71,40 @@ fn second_open_in_another_process_fails() {
     drop(store);
     assert!(wait_until(Duration::from_secs(5), || run_child(&dir) == "opened"));
 }
+
+/// Two stores with different roots but the same `storePathCommitLog` would append to the same
+/// CommitLog files: the second is refused, naming the directory, also through a symlink; the
+/// lock file sits beside the directory (RocketMQ's loader refuses foreign files inside it).
+#[test]
+fn two_roots_cannot_share_a_commit_log_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared-commitlog");
+    let link = dir.path().join("link-to-commitlog");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::os::unix::fs::symlink(&shared, &link).unwrap();
+    let with_log = |root: &str, log: &Path| {
+        store_config(&dir.path().join(root), &[("storePathCommitLog", log.to_str().unwrap())])
+    };
+    let first = MessageStore::open(with_log("a", &shared)).unwrap();
+    first.start().unwrap();
+    let r = first.put_message_sync(&common::message("L", 0, 0, 10)).unwrap();
+    for (root, log) in [("b", &shared), ("c", &link)] {
+        let err = MessageStore::open(with_log(root, log))
+            .err()
+            .expect("a second broker on the same log")
+            .to_string();
+        assert!(err.contains(&std::fs::canonicalize(&shared).unwrap().display().to_string()), "{err}");
+        assert!(err.contains("storePathCommitLog"), "{err}");
+    }
+    for name in common::list_files(&shared) {
+        assert!(
+            name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()),
+            "{name} in the CommitLog directory"
+        );
+    }
+    assert!(dir.path().join(".shared-commitlog.lock").exists());
+    drop(first);
+    // Released with the store that held it.
+    let again = MessageStore::open(with_log("b", &link)).unwrap();
+    assert_eq!(again.max_offset(), r.end_offset());
+}

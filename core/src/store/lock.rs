@@ -75,6 +75,49 @@ impl Drop for StoreLock {
     }
 }
 
+/// The lock of a CommitLog directory outside the store root (`storePathCommitLog`), or `None`
+/// where it lives in the root (whose `lock` covers it) or no lock file can be made beside it.
+///
+/// The root's `lock` cannot keep two brokers with different `storePathRootDir` and the same
+/// `storePathCommitLog` from appending to the same files. The lock file cannot go *into* the
+/// directory (RocketMQ's loader refuses any file there that is not a CommitLog file), and a
+/// record lock needs a regular file, so it is a dot file beside the directory, named after it:
+/// `<parent>/.<name>.lock`, for the directory's canonical path (so a symlink meets the same).
+pub fn lock_commit_log_dir(dir: &Path, root: &Path) -> io::Result<Option<StoreLock>> {
+    std::fs::create_dir_all(dir)?;
+    let dir = std::fs::canonicalize(dir)?;
+    if std::fs::canonicalize(root).is_ok_and(|r| dir == r.join("commitlog")) {
+        return Ok(None);
+    }
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        tracing::warn!(
+            "CommitLog directory {} has no parent to hold its lock file; not locked",
+            dir.display()
+        );
+        return Ok(None);
+    };
+    let path = parent.join(format!(".{}.lock", name.to_string_lossy()));
+    match StoreLock::acquire(&path) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!(
+                "the CommitLog directory {} is locked ({}): another broker's storePathCommitLog names it",
+                dir.display(),
+                path.display()
+            ),
+        )),
+        Err(e) => {
+            tracing::warn!(
+                "cannot create the lock file {} of the CommitLog directory {}: {e}; not locked",
+                path.display(),
+                dir.display()
+            );
+            Ok(None)
+        }
+    }
+}
+
 /// Whether the last run ended cleanly (no `abort` file left behind).
 pub fn last_exit_ok(abort: &Path) -> bool {
     !abort.exists()

@@ -110,6 +110,8 @@ pub struct MessageStore {
     /// The process that opened the store; a fork of it may not write (`crate::fork`).
     fork: ForkGuard,
     _lock: StoreLock,
+    /// The CommitLog directory's own lock when `storePathCommitLog` puts it outside the root.
+    _cl_lock: Option<StoreLock>,
 }
 
 fn io_err(path: &std::path::Path, op: &'static str, source: std::io::Error) -> Error {
@@ -133,6 +135,14 @@ impl MessageStore {
                 io_err(&config.lock_path(), "cannot lock", e)
             }
         })?;
+        let cl_dir = config.commit_log_dir();
+        let cl_lock = lock::lock_commit_log_dir(&cl_dir, &root).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::Store(e.to_string())
+            } else {
+                io_err(&cl_dir, "cannot create CommitLog directory", e)
+            }
+        })?;
         let last_exit_ok = lock::last_exit_ok(&config.abort_path());
         let store_host = store_host(&config);
         let delay_levels = parse_delay_levels(&config.message_delay_level).ok_or_else(|| {
@@ -146,7 +156,6 @@ impl MessageStore {
         let append_with_pwrite = config.flush_disk_type == FlushDiskType::SyncFlush;
         let allocator = Allocator::new(if append_with_pwrite { Populate::Zero } else { Populate::Write });
         allocator.set_pretouch(pretouch_bytes(&config, config.broker_role));
-        let cl_dir = config.commit_log_dir();
         let commit_log = Arc::new(
             CommitLog::load(
                 &cl_dir,
@@ -221,6 +230,7 @@ impl MessageStore {
             total_memory: total_physical_memory(),
             fork: ForkGuard::new(),
             _lock: lock,
+            _cl_lock: cl_lock,
         }))
     }
 
