@@ -254,3 +254,32 @@ fn a_promoted_slave_continues_and_the_old_master_follows_it() {
     promoted.shutdown();
     assert_same_commit_logs(md.path(), sd.path());
 }
+
+/// Records far larger than a frame (`haTransferBatchSize`, 32 KiB) reach the slave in many
+/// frames, each acked with the slave's end inside the record: a SYNC_MASTER put still answers
+/// PUT_OK only once the whole record is there, and the slave's dispatcher waits for the rest
+/// of a record instead of taking its first frame for damage.
+#[test]
+fn records_larger_than_a_frame_replicate_whole() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let big = [("mappedFileSizeCommitLog", "16777216")];
+    let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &big)).unwrap();
+    let slave = slave_of(sd.path(), &master, &big);
+    assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.iter().any(|s| s.transferring)));
+    let sizes = [40_000usize, 300_000, 1 << 20, 4_000_000, 10, 70_000];
+    for (i, &len) in sizes.iter().enumerate() {
+        let m = message("Big", 0, i, len);
+        let r = master.put_message_sync(&m).unwrap();
+        assert_eq!(r.status, PutStatus::PutOk, "{len} bytes");
+        assert!(slave.max_offset() >= r.end_offset(), "{len} bytes: slave at {}", slave.max_offset());
+        let on_slave = slave.store().record_at(r.phy_offset).expect("whole record on the slave");
+        assert_eq!(on_slave.bytes(), master.store().record_at(r.phy_offset).unwrap().bytes());
+    }
+    assert!(slave.store().wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(slave.queue_max_offset("Big", 0), sizes.len() as i64);
+    for (i, &len) in sizes.iter().enumerate() {
+        let got = slave.get_messages("Big", 0, i as i64, 1).messages();
+        assert_eq!(got[0].body, message("Big", 0, i, len).body, "{len} bytes, read on the slave");
+    }
+    assert_same_commit_logs(md.path(), sd.path());
+}
