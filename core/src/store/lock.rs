@@ -75,20 +75,18 @@ impl Drop for StoreLock {
     }
 }
 
-/// The lock of a CommitLog directory outside the store root (`storePathCommitLog`), or `None`
-/// where it lives in the root (whose `lock` covers it) or no lock file can be made beside it.
+/// The lock of the CommitLog directory, or `None` where no lock file can be made beside it.
 ///
-/// The root's `lock` cannot keep two brokers with different `storePathRootDir` and the same
-/// `storePathCommitLog` from appending to the same files. The lock file cannot go *into* the
-/// directory (RocketMQ's loader refuses any file there that is not a CommitLog file), and a
-/// record lock needs a regular file, so it is a dot file beside the directory, named after it:
-/// `<parent>/.<name>.lock`, for the directory's canonical path (so a symlink meets the same).
-pub fn lock_commit_log_dir(dir: &Path, root: &Path) -> io::Result<Option<StoreLock>> {
+/// The root's `lock` cannot keep two brokers with different `storePathRootDir` from appending
+/// to the same CommitLog files: one whose `storePathCommitLog` names the other's directory, or
+/// two that name the same one. The lock file cannot go *into* the directory (RocketMQ's loader
+/// refuses any file there that is not a CommitLog file), and a record lock needs a regular
+/// file, so it is a dot file beside the directory, named after it: `<parent>/.<name>.lock`
+/// (`<root>/.commitlog.lock` by default), for the directory's canonical path, so that a
+/// symlink meets the same lock.
+pub fn lock_commit_log_dir(dir: &Path) -> io::Result<Option<StoreLock>> {
     std::fs::create_dir_all(dir)?;
     let dir = std::fs::canonicalize(dir)?;
-    if std::fs::canonicalize(root).is_ok_and(|r| dir == r.join("commitlog")) {
-        return Ok(None);
-    }
     let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
         tracing::warn!(
             "CommitLog directory {} has no parent to hold its lock file; not locked",
@@ -102,7 +100,7 @@ pub fn lock_commit_log_dir(dir: &Path, root: &Path) -> io::Result<Option<StoreLo
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
             io::ErrorKind::WouldBlock,
             format!(
-                "the CommitLog directory {} is locked ({}): another broker's storePathCommitLog names it",
+                "the CommitLog directory {} is locked ({}): another broker uses it (check storePathCommitLog)",
                 dir.display(),
                 path.display()
             ),

@@ -110,7 +110,7 @@ pub struct MessageStore {
     /// The process that opened the store; a fork of it may not write (`crate::fork`).
     fork: ForkGuard,
     _lock: StoreLock,
-    /// The CommitLog directory's own lock when `storePathCommitLog` puts it outside the root.
+    /// The CommitLog directory's own lock (see `lock::lock_commit_log_dir`).
     _cl_lock: Option<StoreLock>,
 }
 
@@ -136,7 +136,7 @@ impl MessageStore {
             }
         })?;
         let cl_dir = config.commit_log_dir();
-        let cl_lock = lock::lock_commit_log_dir(&cl_dir, &root).map_err(|e| {
+        let cl_lock = lock::lock_commit_log_dir(&cl_dir).map_err(|e| {
             if e.kind() == std::io::ErrorKind::WouldBlock {
                 Error::Store(e.to_string())
             } else {
