@@ -481,6 +481,9 @@ impl BrokerConfig {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let key = key.trim();
         if let Some(canonical) = Self::canonical_key(key) {
+            // A value that parses but is out of range is rejected after it was stored: put
+            // the config back as it was (warnings included), so a refused value never stays.
+            let before = self.clone();
             self.set_known(canonical, value).map_err(|reason| ConfigError::for_key(key, value, reason))?;
             // RocketMQ's getters clamp the disk ratios, and sample configs in the wild say
             // diskMaxUsedSpaceRatio=99: take the file as RocketMQ would, and say so.
@@ -512,6 +515,7 @@ impl BrokerConfig {
             }
             // Errors name the key as the file spells it (old spellings included).
             self.validate_key(canonical, value).map_err(|mut e| {
+                *self = before;
                 e.key = Some(key.to_string());
                 e
             })
@@ -721,8 +725,13 @@ impl BrokerConfig {
         }
     }
 
-    /// Checks the relations between keys once all are set.
+    /// Checks every key's range (a field assigned directly skips `set`'s check) and the
+    /// relations between keys once all are set.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        for key in Self::KEYS {
+            let value = self.get(key).unwrap_or_default();
+            self.validate_key(key, &value)?;
+        }
         if self.broker_role == BrokerRole::Slave && self.broker_id == 0 && self.is_explicit("brokerId") {
             return Err(ConfigError::for_key("brokerId", "0", "a SLAVE needs a brokerId greater than 0"));
         }
@@ -950,6 +959,33 @@ mod tests {
         ] {
             assert!(BrokerConfig::from_map([(key, value)]).is_ok(), "{key}={value}");
         }
+    }
+
+    #[test]
+    fn a_refused_value_leaves_the_config_as_it_was() {
+        let mut c = BrokerConfig::default();
+        c.set("listenPort", "10999").unwrap();
+        c.set("diskMaxUsedSpaceRatio", "80").unwrap();
+        let warnings = c.warnings.len();
+        for (key, value) in [("listenPort", "70000"), ("haTransferBatchSize", "0"), ("slaveTimeout", "0")] {
+            let before = c.get(key);
+            assert!(c.set(key, value).is_err(), "{key}={value}");
+            assert_eq!(c.get(key), before, "{key} kept its value");
+            assert!(!c.is_explicit(key) || key == "listenPort", "{key} not marked as given");
+        }
+        assert_eq!(c.get("listenPort").as_deref(), Some("10999"));
+        assert_eq!(c.warnings.len(), warnings, "no warning from a refused value");
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn validate_checks_fields_assigned_directly() {
+        let c = BrokerConfig { listen_port: 70000, ..Default::default() };
+        let e = c.validate().unwrap_err();
+        assert_eq!((e.key.as_deref(), e.value.as_deref()), (Some("listenPort"), Some("70000")), "{e}");
+        let c = BrokerConfig { slave_timeout: 0, ..Default::default() };
+        assert_eq!(c.validate().unwrap_err().key.as_deref(), Some("slaveTimeout"));
+        BrokerConfig::default().validate().unwrap();
     }
 
     #[test]

@@ -126,6 +126,7 @@ impl MessageStore {
 
     /// `open` with an injected clock (tests of retention).
     pub fn open_with_clock(config: BrokerConfig, clock: Arc<dyn StoreClock>) -> Result<Arc<Self>> {
+        config.validate()?;
         let root = config.store_root();
         std::fs::create_dir_all(&root).map_err(|e| io_err(&root, "cannot create store directory", e))?;
         let lock = StoreLock::acquire(&config.lock_path()).map_err(|e| {

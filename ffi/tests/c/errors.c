@@ -46,6 +46,11 @@ static void config_errors(const char *dir) {
   size_t len = 0;
   CHECK_OK(rmqha_config_get(cfg, "listenPort", value, sizeof value, &len));
   CHECK(strcmp(value, "10999") == 0 && len == 5, "listenPort kept: %s", value);
+  /* So does a value that parses but is out of range. */
+  CHECK_STATUS(rmqha_config_set(cfg, "listenPort", "70000"), RMQHA_STATUS_CONFIG);
+  CHECK_MESSAGE("65535");
+  CHECK_OK(rmqha_config_get(cfg, "listenPort", value, sizeof value, &len));
+  CHECK(strcmp(value, "10999") == 0 && len == 5, "listenPort kept after 70000: %s", value);
   CHECK_STATUS(rmqha_config_set(cfg, "brokerRole", "MASTER"), RMQHA_STATUS_CONFIG);
   CHECK_MESSAGE("brokerRole");
   CHECK_STATUS(rmqha_config_set(cfg, "flushDiskType", "SOMETIMES"), RMQHA_STATUS_CONFIG);
