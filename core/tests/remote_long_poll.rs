@@ -113,3 +113,39 @@ fn a_closed_connection_drops_its_held_pull_and_shutdown_is_prompt() {
     assert!(t0.elapsed() < Duration::from_secs(5), "shutdown took {:?}", t0.elapsed());
     assert!(raw.closed_by_server());
 }
+
+/// Parked pulls keep their request for the whole suspension. A client that pads them (a
+/// frame may carry 16 MiB of header fields or body) cannot make the broker keep more than a
+/// bounded amount: a body is dropped when the pull is parked, and past 64 MiB of parked
+/// requests a suspended pull is answered at once, as a full service answers.
+#[test]
+fn padded_held_pulls_cannot_exhaust_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    let mut raw = Raw::connect(b.remoting_addrs()[0]);
+    // A body of 8 MiB on each of 20 pulls: dropped, so all of them are held.
+    for i in 0..20 {
+        let mut req = suspended_pull(0, 0, 60_000);
+        req.body = vec![7u8; 8 << 20];
+        raw.send(req, i);
+    }
+    assert!(raw.try_recv(Duration::from_millis(500)).is_none(), "pulls with bodies are held");
+    // 1 MiB of header fields on each of 100 pulls: at most 64 MiB of them are held.
+    for i in 100..200 {
+        let mut req = suspended_pull(1, 0, 60_000);
+        req.ext_fields.insert("padding".into(), "p".repeat(1 << 20));
+        raw.send(req, i);
+    }
+    let mut answered = Vec::new();
+    while let Some(resp) = raw.try_recv(Duration::from_millis(1000)) {
+        assert_eq!(resp.code, code::PULL_NOT_FOUND, "{resp:?}");
+        answered.push(resp.opaque);
+    }
+    assert!((30..=45).contains(&answered.len()), "{} of 100 padded pulls answered at once", answered.len());
+    assert!(answered.iter().all(|&o| o >= 100), "a pull with a body was answered: {answered:?}");
+    // The held ones still wake when their queue grows.
+    b.put_message_sync(&Message::new("T", b"for-queue-1".to_vec()).with_queue(1)).unwrap();
+    let resp = raw.recv();
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+    b.shutdown();
+}

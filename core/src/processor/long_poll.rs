@@ -25,6 +25,9 @@ use super::pull::PullProcessor;
 /// At most this many pulls are parked at once; more are answered at once (PULL_NOT_FOUND),
 /// so a client flooding suspended pulls cannot exhaust memory.
 pub(crate) const MAX_HELD: usize = 65_536;
+/// And at most this many bytes of parked requests (their header fields: a frame may carry up
+/// to `remotingMaxFrameSize` of them, and 65,536 such requests would be a terabyte).
+pub(crate) const MAX_HELD_BYTES: usize = 64 << 20;
 /// The longest suspension honoured. Java clients ask for 15 s (push) or 20 s (lite pull); a
 /// longer one is cut here, well inside the server's 120 s idle timeout.
 pub(crate) const MAX_SUSPEND: Duration = Duration::from_secs(60);
@@ -41,26 +44,48 @@ pub(crate) struct Held {
     pub deadline: Instant,
 }
 
+impl Held {
+    /// About how much memory the parked request keeps.
+    fn bytes(&self) -> usize {
+        let r = &self.request;
+        256 + r.body.len()
+            + r.remark.as_ref().map_or(0, String::len)
+            + r.ext_fields.iter().map(|(k, v)| 64 + k.len() + v.len()).sum::<usize>()
+    }
+}
+
+/// The parked pulls and the bytes they keep.
+#[derive(Default)]
+struct Parked {
+    list: Vec<Held>,
+    bytes: usize,
+}
+
 /// The parked pulls.
 pub(crate) struct LongPoll {
     store: Arc<MessageStore>,
-    held: Mutex<Vec<Held>>,
+    held: Mutex<Parked>,
     stopped: AtomicBool,
 }
 
 impl LongPoll {
     pub(crate) fn new(store: Arc<MessageStore>) -> Self {
-        LongPoll { store, held: Mutex::new(Vec::new()), stopped: AtomicBool::new(false) }
+        LongPoll { store, held: Mutex::new(Parked::default()), stopped: AtomicBool::new(false) }
     }
 
     /// Parks `held`; gives it back if the service is full or stopped.
     pub(crate) fn hold(&self, held: Held) -> Result<(), Box<Held>> {
         {
-            let mut v = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            if self.stopped.load(Ordering::Acquire) || v.len() >= MAX_HELD {
+            let mut p = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let bytes = held.bytes();
+            if self.stopped.load(Ordering::Acquire)
+                || p.list.len() >= MAX_HELD
+                || p.bytes + bytes > MAX_HELD_BYTES
+            {
                 return Err(Box::new(held));
             }
-            v.push(held);
+            p.bytes += bytes;
+            p.list.push(held);
         }
         self.wake();
         Ok(())
@@ -68,7 +93,7 @@ impl LongPoll {
 
     /// How many pulls are parked.
     pub(crate) fn len(&self) -> usize {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).list.len()
     }
 
     /// Stops the thread; parked pulls are dropped unanswered (their connections are closing).
@@ -84,7 +109,8 @@ impl LongPoll {
 
     /// Removes and returns the pulls to answer now; also the earliest deadline of the rest.
     fn take_ready(&self, now: Instant) -> (Vec<Held>, Option<Instant>) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut parked = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let Parked { list: held, bytes } = &mut *parked;
         let mut ready = Vec::new();
         let mut next: Option<Instant> = None;
         let mut i = 0;
@@ -92,6 +118,7 @@ impl LongPoll {
             let h = &held[i];
             let arrived = self.store.queue_max_offset(&h.topic, h.queue_id) > h.offset;
             if arrived || now >= h.deadline || !h.responder.is_connected() {
+                *bytes -= h.bytes();
                 ready.push(held.swap_remove(i));
             } else {
                 next = Some(next.map_or(h.deadline, |n| n.min(h.deadline)));
@@ -122,6 +149,6 @@ pub(crate) fn run(pull: &Arc<PullProcessor>, store: &Arc<MessageStore>) {
             notifier.wait(seen, sleep);
         }
     }
-    lp.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    *lp.held.lock().unwrap_or_else(|e| e.into_inner()) = Parked::default();
     tracing::debug!("long-poll service stopped");
 }

@@ -336,6 +336,10 @@ impl RequestHandler for PullProcessor {
         match self.process(&b, &request, true) {
             PullOutcome::Respond(r) => Handled::Respond(r),
             PullOutcome::Suspend { topic, queue_id, offset, timeout } => {
+                // A pull has no body (RocketMQ's clients send none, and answering it reads
+                // none): what a peer put there is not kept for the whole suspension.
+                let mut request = request;
+                request.body = Vec::new();
                 let held = Held {
                     request,
                     responder: ctx.responder(),
