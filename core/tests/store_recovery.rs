@@ -510,3 +510,57 @@ fn light_message_queues_are_not_taken_for_foreign_queues() {
     let lmq_file = std::fs::read(lmq.join(format!("{:020}", 0))).unwrap();
     assert_eq!(&lmq_file[..units.len()], &units[..], "the light queue's units are kept");
 }
+
+/// A record's queue offset and physical offset fields lie outside the body's checksum, so a
+/// damaged header (or a master that lies) can carry any value. Recovery checks the offset
+/// field of the records it walks (the last three files), but dispatch also reads older ones,
+/// and a slave's replicated bytes. A queue offset no queue can hold (here -1, the first record
+/// of its queue) once overflowed in the dispatcher: a panic on every start. Now that record
+/// gets no queue unit and dispatch goes on; a record whose offset field is wrong is indexed
+/// where it really is.
+#[test]
+fn header_fields_outside_the_checksum_cannot_stop_dispatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bad_queue, bad_phy, after);
+    let mut count = 0i64;
+    {
+        let store = MessageStore::open(config(dir.path())).unwrap();
+        store.start().unwrap();
+        store.put_message_sync(&message("A", 0, 0, 50)).unwrap();
+        bad_queue = store.put_message_sync(&message("B", 0, 100, 50)).unwrap();
+        bad_phy = store.put_message_sync(&message("A", 0, 1, 50)).unwrap();
+        after = store.put_message_sync(&message("A", 0, 2, 50)).unwrap();
+        count += 3;
+        // Four more files, so that recovery's walk starts after the damaged records.
+        while store.max_offset() < (5 * FILE) as i64 {
+            store.put_message_sync(&message("A", 0, count as usize, 50)).unwrap();
+            count += 1;
+        }
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+    }
+    let (file, pos) = commit_log_file(dir.path(), bad_queue.phy_offset as u64, FILE);
+    patch(&file, pos + 20, &(-1i64).to_be_bytes()); // QUEUEOFFSET
+    let (file, pos) = commit_log_file(dir.path(), bad_phy.phy_offset as u64, FILE);
+    patch(&file, pos + 28, &(i64::MAX - 10).to_be_bytes()); // PHYSICALOFFSET
+    // The queues are rebuilt from the whole log at the next start.
+    std::fs::remove_dir_all(dir.path().join("consumequeue")).unwrap();
+
+    let store = MessageStore::open(config(dir.path())).unwrap();
+    store.start().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.queue_max_offset("B", 0), 0, "no unit for the record whose queue offset is -1");
+    assert_eq!(store.queue_max_offset("A", 0), count);
+    let got = store.get_messages("A", 0, 1, 2).messages();
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        got[0].body,
+        message("A", 0, 1, 50).body,
+        "the record with the wrong offset field, found where it is"
+    );
+    assert_eq!((got[1].phy_offset, &got[1].body), (after.phy_offset, &message("A", 0, 2, 50).body));
+    // The store goes on: a put to the queue that got no unit takes its first offset.
+    let r = store.put_message_sync(&message("B", 0, 101, 50)).unwrap();
+    assert_eq!((r.status, r.queue_offset), (PutStatus::PutOk, 0));
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.queue_max_offset("B", 0), 1);
+}

@@ -568,7 +568,7 @@ pub fn check_record<'a>(buf: &'a [u8], opts: &CheckOptions<'_>) -> CheckResult<'
         if let Some(level) = str_prop(keys::DELAY).and_then(|d| d.parse::<usize>().ok()) {
             if level > 0 && !opts.delay_levels_ms.is_empty() {
                 let level = level.min(opts.delay_levels_ms.len());
-                tags_code = rec.store_timestamp + opts.delay_levels_ms[level - 1];
+                tags_code = rec.store_timestamp.saturating_add(opts.delay_levels_ms[level - 1]);
             }
         }
     }

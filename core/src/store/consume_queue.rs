@@ -95,7 +95,7 @@ impl ConsumeQueue {
         if index < 0 {
             return None;
         }
-        let at = index as u64 * CQ_UNIT_SIZE as u64;
+        let at = (index as u64).checked_mul(CQ_UNIT_SIZE as u64)?;
         let f = self.files.find(at)?;
         let b = f.read((at - f.start_offset()) as usize, CQ_UNIT_SIZE)?;
         Some(CqUnit::decode(b))
@@ -115,7 +115,19 @@ impl ConsumeQueue {
         unit: CqUnit,
         cq_offset: i64,
     ) -> io::Result<()> {
-        if unit.phy_offset + unit.size as i64 <= self.max_physic_offset() {
+        // Both from a record's header, which no checksum covers: a damaged or forged one
+        // must not overflow the arithmetic below (a panic in the dispatcher, at every start).
+        let expect = u64::try_from(cq_offset)
+            .ok()
+            .and_then(|o| o.checked_mul(CQ_UNIT_SIZE as u64))
+            .filter(|&e| e <= i64::MAX as u64)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("queue offset {cq_offset} of {}/{} is out of range", self.topic, self.queue_id),
+                )
+            })?;
+        if unit.phy_offset.saturating_add(unit.size as i64) <= self.max_physic_offset() {
             return Ok(()); // rebuilt duplicate
         }
         let generation = self.files.generation();
@@ -124,7 +136,6 @@ impl ConsumeQueue {
             *current = self.files.last().map(|f| (generation, f));
         }
         let fs = self.files.file_size() as u64;
-        let expect = cq_offset as u64 * CQ_UNIT_SIZE as u64;
         let Some((_, file)) = current.as_ref() else {
             // A queue starting mid-stream: its first file begins where the unit falls,
             // filled up to it with filler units.
@@ -160,7 +171,7 @@ impl ConsumeQueue {
         let pos = file.wrote_position();
         file.write_region(pos, CQ_UNIT_SIZE, |b| b.copy_from_slice(&unit.encode()));
         file.set_wrote_position(pos + CQ_UNIT_SIZE);
-        self.max_physic_offset.store(unit.phy_offset + unit.size as i64, Ordering::Release);
+        self.max_physic_offset.store(unit.phy_offset.saturating_add(unit.size as i64), Ordering::Release);
         Ok(())
     }
 
@@ -182,7 +193,7 @@ impl ConsumeQueue {
                     break;
                 }
                 if u != CqUnit::FILLER {
-                    max_phy = u.phy_offset + u.size as i64;
+                    max_phy = u.phy_offset.saturating_add(u.size as i64);
                 }
                 pos += CQ_UNIT_SIZE;
             }
@@ -255,7 +266,7 @@ impl ConsumeQueue {
                 pos -= CQ_UNIT_SIZE;
                 let u = CqUnit::decode(&data[pos..pos + CQ_UNIT_SIZE]);
                 if u.is_valid() && u != CqUnit::FILLER {
-                    return u.phy_offset + u.size as i64;
+                    return u.phy_offset.saturating_add(u.size as i64);
                 }
             }
         }
@@ -290,7 +301,7 @@ impl ConsumeQueue {
                     return false; // not full
                 }
                 let last = CqUnit::decode(&data[data.len() / CQ_UNIT_SIZE * CQ_UNIT_SIZE - CQ_UNIT_SIZE..]);
-                let expired = last.phy_offset + last.size as i64 <= cl_min;
+                let expired = last.phy_offset.saturating_add(last.size as i64) <= cl_min;
                 if expired {
                     // Raise the minimum before the file leaves the list, so a reader never
                     // finds an offset at or above the minimum without its unit.

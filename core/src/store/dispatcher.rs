@@ -182,7 +182,20 @@ impl Dispatcher {
             let mut at = 0usize;
             while at < data.len() {
                 match check_record(&data[at..], &opts) {
-                    CheckResult::Message(req) => {
+                    CheckResult::Message(mut req) => {
+                        let here = reput + at as u64;
+                        if req.commit_log_offset != here as i64 {
+                            // The field is outside the body's checksum: a damaged header, or
+                            // bytes from a master that lies. Index the record where it is.
+                            self.report_bad(
+                                here,
+                                &format!(
+                                    "the record's offset field says {}; indexed where it is",
+                                    req.commit_log_offset
+                                ),
+                            );
+                            req.commit_log_offset = here as i64;
+                        }
                         self.dispatch(&mut queues, &req)?;
                         count += 1;
                         at += req.msg_size as usize;
@@ -296,15 +309,23 @@ impl Dispatcher {
                 },
             };
             if let Some((cq, last_file)) = slot {
-                cq.put(
-                    last_file,
-                    CqUnit {
-                        phy_offset: req.commit_log_offset,
-                        size: req.msg_size,
-                        tags_code: req.tags_code,
-                    },
-                    req.consume_queue_offset,
-                )?;
+                let unit = CqUnit {
+                    phy_offset: req.commit_log_offset,
+                    size: req.msg_size,
+                    tags_code: req.tags_code,
+                };
+                match cq.put(last_file, unit, req.consume_queue_offset) {
+                    Ok(()) => {}
+                    // A queue offset no queue can hold (negative, or past any file): the
+                    // record stays in the log without a unit, and dispatch goes on.
+                    Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
+                        self.report_bad(
+                            req.commit_log_offset as u64,
+                            &format!("{err}: the record gets no queue unit"),
+                        );
+                    }
+                    Err(err) => return Err(err),
+                }
             }
         }
         if let Some(index) = &self.index {

@@ -129,7 +129,11 @@ impl IndexFile {
             prev = 0;
         }
         let begin = self.begin_timestamp();
-        let diff = if begin <= 0 { 0 } else { ((store_timestamp - begin) / 1000).clamp(0, i32::MAX as i64) };
+        let diff = if begin <= 0 {
+            0
+        } else {
+            (store_timestamp.saturating_sub(begin) / 1000).clamp(0, i32::MAX as i64)
+        };
         let pos = self.entries_start() + count as usize * INDEX_ENTRY_SIZE;
         self.file.write_region(pos, INDEX_ENTRY_SIZE, |b| {
             b[..4].copy_from_slice(&hash.to_be_bytes());
@@ -173,7 +177,7 @@ impl IndexFile {
             let phy = i64::from_be_bytes(e[4..12].try_into().unwrap_or_default());
             let diff = i32::from_be_bytes(e[12..16].try_into().unwrap_or_default()) as i64;
             let prev = i32::from_be_bytes(e[16..20].try_into().unwrap_or_default());
-            let ts = file_begin + diff * 1000;
+            let ts = file_begin.saturating_add(diff * 1000);
             if h == hash && ts >= begin && ts <= end {
                 out.push(phy);
             }

@@ -743,8 +743,8 @@ impl MessageStore {
             };
             let phy = u.phy_offset;
             let size = u.size.max(0) as usize;
-            if u.size == i32::MAX && phy == 0 {
-                scanned += 1; // filler unit
+            if u.size == i32::MAX && phy == 0 || phy < 0 {
+                scanned += 1; // a filler unit, or a damaged one that points nowhere
                 continue;
             }
             max_phy_pulling = phy;
@@ -752,7 +752,7 @@ impl MessageStore {
                 scanned += 1;
                 continue;
             }
-            let in_disk = max_phy - phy > in_memory_span;
+            let in_disk = max_phy.saturating_sub(phy) > in_memory_span;
             if self.batch_full(size, max_msgs, total, res.records.len(), in_disk)
                 || total + size > max_total && total > 0
             {
@@ -1272,7 +1272,7 @@ fn units_past(cl: &CommitLog, cqs: &ConsumeQueueStore, end: u64, check: bool) ->
                 break;
             }
             i -= 1;
-            let unit_end = (unit.phy_offset + unit.size as i64) as u64;
+            let unit_end = unit.phy_offset.saturating_add(unit.size as i64) as u64;
             past.indexed += 1;
             past.indexed_end = past.indexed_end.max(unit_end);
             if !check || checked == CHECKED_PER_QUEUE || unit.phy_offset == end as i64 {
