@@ -57,7 +57,7 @@ impl Broker {
     /// with a `PutResult` whose `status` may be non-OK for a stored message (e.g.
     /// FLUSH_SLAVE_TIMEOUT); it rejects (code PUT_FAILED, WRONG_ROLE, CLOSED, ...) when
     /// nothing was stored. Puts are stored in call order.
-    #[napi(ts_return_type = "Promise<PutResult>")]
+    #[napi(ts_return_type = "Promise<PutResult>", catch_unwind)]
     pub fn put_message<'env>(
         &self,
         env: &'env Env,
@@ -77,7 +77,7 @@ impl Broker {
 
     /// Puts a message and blocks the event loop until the answer is final (see
     /// `putMessage`). Throws when nothing was stored.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn put_message_sync(
         &self,
         env: Env,
@@ -91,7 +91,7 @@ impl Broker {
     }
 
     /// Up to `maxMsgs` messages of a queue from ConsumeQueue offset `offset`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn get_messages(
         &self,
         env: Env,
@@ -113,7 +113,7 @@ impl Broker {
     }
 
     /// Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn query_by_key(
         &self,
         env: Env,
@@ -127,83 +127,83 @@ impl Broker {
     }
 
     /// The message with this offset message id, or null.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn message_by_id(&self, env: Env, msg_id: String) -> Result<AsyncTask<MessageByIdTask>> {
         let broker = to_js(&env, self.core())?;
         Ok(AsyncTask::new(MessageByIdTask { broker, msg_id }))
     }
 
     /// ASYNC_MASTER, SYNC_MASTER or SLAVE.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn role(&self, env: Env) -> Result<String> {
         self.read(&env, |b| b.role().as_str().to_string())
     }
 
     /// CommitLog max physical offset (end of the last byte written).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn max_offset(&self, env: Env) -> Result<i64> {
         self.read(&env, |b| b.max_offset())
     }
 
     /// First physical offset still on disk.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn min_offset(&self, env: Env) -> Result<i64> {
         self.read(&env, |b| b.min_offset())
     }
 
     /// End of what is fsynced.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn flushed_offset(&self, env: Env) -> Result<i64> {
         self.read(&env, |b| b.flushed_offset())
     }
 
     /// Master: highest offset acked by any slave (-1 if none); slave: highest offset it acked.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn slave_ack_offset(&self, env: Env) -> Result<i64> {
         self.read(&env, |b| b.slave_ack_offset())
     }
 
     /// The remoting port actually bound.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn listen_port(&self, env: Env) -> Result<u32> {
         self.read(&env, |b| b.listen_port().into())
     }
 
     /// The HA port actually bound (0 on a slave).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn ha_port(&self, env: Env) -> Result<u32> {
         self.read(&env, |b| b.ha_port().into())
     }
 
     /// ConsumeQueue min offset of a queue.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn queue_min_offset(&self, env: Env, topic: String, queue_id: f64) -> Result<i64> {
         let queue_id = to_js(&env, int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64))? as i32;
         self.read(&env, |b| b.queue_min_offset(&topic, queue_id))
     }
 
     /// ConsumeQueue max offset of a queue (the next offset to be written).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn queue_max_offset(&self, env: Env, topic: String, queue_id: f64) -> Result<i64> {
         let queue_id = to_js(&env, int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64))? as i32;
         self.read(&env, |b| b.queue_max_offset(&topic, queue_id))
     }
 
     /// One snapshot of the offsets and replication state.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn offsets(&self, env: Env) -> Result<Offsets> {
         self.read(&env, |b| b.offsets().into())
     }
 
     /// A consumer group's committed offset of a queue (-1 if none).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn consumer_offset(&self, env: Env, group: String, topic: String, queue_id: f64) -> Result<i64> {
         let queue_id = to_js(&env, int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64))? as i32;
         self.read(&env, |b| b.consumer_offset(&group, &topic, queue_id))
     }
 
     /// Commits a consumer group's offset of a queue (persisted in the background and at close).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn commit_consumer_offset(
         &self,
         env: Env,
@@ -223,21 +223,21 @@ impl Broker {
 
     /// Slave: replicate from another master (HA `host:port`) from now on. WRONG_ROLE on a master,
     /// INVALID_ARGUMENT for an address that is not `host:port`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn set_master_address(&self, env: Env, ha_address: String) -> Result<()> {
         let outcome = self.core().and_then(|b| b.set_master_address(&ha_address).map_err(Failure::from));
         to_js(&env, outcome)
     }
 
     /// Whether `close()` was called.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).is_none()
     }
 
     /// Shuts down gracefully (flush, stop services, join threads); pending puts settle first.
     /// Later calls resolve at once.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn close(&self) -> AsyncTask<CloseTask> {
         let broker = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
         AsyncTask::new(CloseTask { broker })

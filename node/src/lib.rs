@@ -31,7 +31,7 @@ use crate::tasks::StartAs;
 /// keys to values, e.g. `{ storePathRootDir, brokerRole: 'SYNC_MASTER', listenPort: 0 }`.
 /// Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a SLAVE config; throws
 /// INVALID_ARGUMENT when `config` is not an object.
-#[napi(ts_args_type = "config: Record<string, string | number | boolean>")]
+#[napi(ts_args_type = "config: Record<string, string | number | boolean>", catch_unwind)]
 pub fn start_master(env: Env, config: Unknown) -> Result<AsyncTask<StartTask>> {
     Ok(AsyncTask::new(StartTask { pairs: config_pairs(&env, config)?, role: StartAs::Master }))
 }
@@ -39,7 +39,7 @@ pub fn start_master(env: Env, config: Unknown) -> Result<AsyncTask<StartTask>> {
 /// Starts a slave (brokerRole SLAVE, haMasterAddress = the master's HA `host:port`).
 /// Rejects with code CONFIG for a bad key or value, WRONG_ROLE for a master config; throws
 /// INVALID_ARGUMENT when `config` is not an object.
-#[napi(ts_args_type = "config: Record<string, string | number | boolean>")]
+#[napi(ts_args_type = "config: Record<string, string | number | boolean>", catch_unwind)]
 pub fn start_slave(env: Env, config: Unknown) -> Result<AsyncTask<StartTask>> {
     Ok(AsyncTask::new(StartTask { pairs: config_pairs(&env, config)?, role: StartAs::Slave }))
 }
@@ -47,7 +47,7 @@ pub fn start_slave(env: Env, config: Unknown) -> Result<AsyncTask<StartTask>> {
 /// Reads a RocketMQ `broker.properties` file into a config object (the keys it sets, with
 /// canonical spelling). Unknown keys are reported as process warnings; invalid values reject
 /// with code CONFIG.
-#[napi]
+#[napi(catch_unwind)]
 pub fn load_properties(path: String) -> AsyncTask<LoadPropertiesTask> {
     AsyncTask::new(LoadPropertiesTask { path })
 }

@@ -14,6 +14,20 @@ use crate::config;
 use crate::error::{Failure, Outcome, to_js};
 use crate::types::{GetMessagesResult, StoredMessage};
 
+/// Runs a task's work on the pool thread. napi-rs calls `compute` from an `extern "C"`
+/// callback, where a panic (a bug in rmqha) would abort the whole Node process; here it
+/// rejects the task's promise instead (code `GenericFailure`, message "rmqha panicked: ...").
+pub(crate) fn guarded<T>(work: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Err(napi::Error::new(napi::Status::GenericFailure, format!("rmqha panicked: {what}")))
+    })
+}
+
 /// Which start function was called.
 #[derive(Clone, Copy)]
 pub(crate) enum StartAs {
@@ -33,14 +47,16 @@ impl Task for StartTask {
     type JsValue = Broker;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        Ok(config::build(&self.pairs).and_then(|mut cfg| {
-            let warnings = std::mem::take(&mut cfg.warnings);
-            let broker = match self.role {
-                StartAs::Master => CoreBroker::start_master(cfg),
-                StartAs::Slave => CoreBroker::start_slave(cfg),
-            }?;
-            Ok((broker, warnings))
-        }))
+        guarded(|| {
+            Ok(config::build(&self.pairs).and_then(|mut cfg| {
+                let warnings = std::mem::take(&mut cfg.warnings);
+                let broker = match self.role {
+                    StartAs::Master => CoreBroker::start_master(cfg),
+                    StartAs::Slave => CoreBroker::start_slave(cfg),
+                }?;
+                Ok((broker, warnings))
+            }))
+        })
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Broker> {
@@ -61,7 +77,7 @@ impl Task for LoadPropertiesTask {
     type JsValue = std::collections::BTreeMap<String, String>;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        Ok(BrokerConfig::from_properties_file(&self.path).map_err(Failure::from))
+        guarded(|| Ok(BrokerConfig::from_properties_file(&self.path).map_err(Failure::from)))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -86,7 +102,9 @@ impl Task for GetMessagesTask {
     type JsValue = GetMessagesResult;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        Ok(self.broker.get_messages(&self.topic, self.queue_id, self.offset, self.max_msgs).into())
+        guarded(|| {
+            Ok(self.broker.get_messages(&self.topic, self.queue_id, self.offset, self.max_msgs).into())
+        })
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -108,8 +126,10 @@ impl Task for QueryByKeyTask {
     type JsValue = Vec<StoredMessage>;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let found = self.broker.query_by_key(&self.topic, &self.key, self.max as usize);
-        Ok(found.into_iter().map(StoredMessage::from).collect())
+        guarded(|| {
+            let found = self.broker.query_by_key(&self.topic, &self.key, self.max as usize);
+            Ok(found.into_iter().map(StoredMessage::from).collect())
+        })
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -129,7 +149,7 @@ impl Task for MessageByIdTask {
     type JsValue = Option<StoredMessage>;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        Ok(self.broker.message_by_id(&self.msg_id).map(StoredMessage::from))
+        guarded(|| Ok(self.broker.message_by_id(&self.msg_id).map(StoredMessage::from)))
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -149,10 +169,12 @@ impl Task for CloseTask {
     type JsValue = ();
 
     fn compute(&mut self) -> Result<()> {
-        if let Some(b) = self.broker.take() {
-            b.shutdown();
-        }
-        Ok(())
+        guarded(|| {
+            if let Some(b) = self.broker.take() {
+                b.shutdown();
+            }
+            Ok(())
+        })
     }
 
     fn resolve(&mut self, _env: Env, _output: ()) -> Result<()> {
