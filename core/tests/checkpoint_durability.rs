@@ -46,6 +46,18 @@ fn keep_checking(store: &MessageStore, puts: &[PutResult], how_long: Duration) {
     }
 }
 
+/// Once every record is on disk, the timestamp moves up to the last one.
+fn flush_and_catch_up(store: &MessageStore, puts: &[PutResult]) {
+    store.flush().unwrap();
+    let last = puts.last().unwrap().store_timestamp;
+    assert!(
+        wait_until(Duration::from_secs(10), || store.checkpoint().get().physic_msg_timestamp >= last),
+        "physicMsgTimestamp stays at {} after a flush of every record (last stored at {last})",
+        store.checkpoint().get().physic_msg_timestamp
+    );
+    check_covered(store, puts);
+}
+
 /// Puts spread over a few milliseconds, so that they carry several timestamps.
 fn put_some(put: impl Fn(usize) -> PutResult, n: usize) -> Vec<PutResult> {
     let mut out = Vec::new();
@@ -67,15 +79,7 @@ fn a_master_checkpoint_names_only_flushed_records() {
     assert!(store.wait_dispatched(Duration::from_secs(10)));
     keep_checking(&store, &puts, Duration::from_millis(300));
 
-    // Once the records are on disk, the timestamp moves up to them.
-    store.flush().unwrap();
-    let last = puts.last().unwrap().store_timestamp;
-    assert!(
-        wait_until(Duration::from_secs(10), || store.checkpoint().get().physic_msg_timestamp >= last),
-        "physicMsgTimestamp stays at {} after a flush of every record (last stored at {last})",
-        store.checkpoint().get().physic_msg_timestamp
-    );
-    check_covered(&store, &puts);
+    flush_and_catch_up(&store, &puts);
 }
 
 #[test]
@@ -90,12 +94,5 @@ fn a_slave_checkpoint_names_only_flushed_records() {
     assert!(store.wait_dispatched(Duration::from_secs(10)));
     keep_checking(store, &puts, Duration::from_millis(300));
 
-    store.flush().unwrap();
-    let last = puts.last().unwrap().store_timestamp;
-    assert!(
-        wait_until(Duration::from_secs(10), || store.checkpoint().get().physic_msg_timestamp >= last),
-        "the slave's physicMsgTimestamp stays at {} after a flush of every record (last stored at {last})",
-        store.checkpoint().get().physic_msg_timestamp
-    );
-    check_covered(store, &puts);
+    flush_and_catch_up(store, &puts);
 }

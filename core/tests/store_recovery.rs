@@ -327,18 +327,23 @@ fn consume_queues_missing_records_after_a_clean_stop_are_rebuilt() {
             .filter(|(r, _)| r.queue_id == q)
             .chain(std::iter::once(&last).filter(|_| q == 1))
             .collect();
-        assert_eq!(store.queue_max_offset(TOPIC, q), want.len() as i64, "queue {q}");
-        for (i, (r, body)) in want.iter().enumerate() {
-            let got = store.get_messages(TOPIC, q, i as i64, 1);
-            assert_eq!(got.status, GetMessageStatus::Found, "queue {q} offset {i}");
-            let m = &got.messages()[0];
-            assert_eq!((m.phy_offset, &m.body), (r.phy_offset, body), "queue {q} offset {i}");
-        }
+        assert_queue_reads(&store, q, &want);
     }
     let r = store.put_message_sync(&last_message()).unwrap();
     assert_eq!(r.queue_offset, s.last.queue_offset + 1, "queue 1's next offset is a new one");
     let r = store.put_message_sync(&message(TOPIC, 2, 99_999, 10)).unwrap();
     assert_eq!(r.queue_offset, expected_queue_len(&s, 2), "queue 2's next offset is a new one");
+}
+
+/// Queue `q` of `TOPIC` holds exactly `want`, in order, each read back by its queue offset.
+fn assert_queue_reads(store: &MessageStore, q: i32, want: &[&(PutResult, Vec<u8>)]) {
+    assert_eq!(store.queue_max_offset(TOPIC, q), want.len() as i64, "queue {q}");
+    for (i, (r, body)) in want.iter().enumerate() {
+        let got = store.get_messages(TOPIC, q, i as i64, 1);
+        assert_eq!(got.status, GetMessageStatus::Found, "queue {q} offset {i}");
+        let m = &got.messages()[0];
+        assert_eq!((m.phy_offset, &m.body), (r.phy_offset, body), "queue {q} offset {i}");
+    }
 }
 
 /// Prepared and rolled-back transactional records have no ConsumeQueue unit (queue offset 0):
@@ -461,13 +466,7 @@ fn a_commit_log_path_that_names_another_directory_loses_no_queue() {
     assert!(store.wait_dispatched(Duration::from_secs(10)));
     for q in 0..2 {
         let want: Vec<_> = put.iter().filter(|(r, _)| r.queue_id == q).collect();
-        assert_eq!(store.queue_max_offset(TOPIC, q), want.len() as i64, "queue {q}");
-        for (i, (r, body)) in want.iter().enumerate() {
-            let got = store.get_messages(TOPIC, q, i as i64, 1);
-            assert_eq!(got.status, GetMessageStatus::Found, "queue {q} offset {i}");
-            let m = &got.messages()[0];
-            assert_eq!((m.phy_offset, &m.body), (r.phy_offset, body), "queue {q} offset {i}");
-        }
+        assert_queue_reads(&store, q, &want);
     }
     let r = store.put_message_sync(&message(TOPIC, 0, 5000, 10)).unwrap();
     assert_eq!(r.queue_offset, 100, "queue 0's next offset follows the real log's");
