@@ -283,6 +283,57 @@ fn a_slave_whose_log_differs_at_the_same_offset_is_not_fed() {
     m2.shutdown();
 }
 
+/// The same divergence while a SYNC_MASTER put waits: the diverged slave's first report
+/// (an offset that fits, claimed before the master has checked a byte) must not release it.
+/// Until 2026-11-30 the master counted that report as an ack at once and the put answered
+/// PUT_OK, with the only slave holding it stalled, before the diverged slave had compared
+/// the resent records and hung up.
+#[test]
+fn a_diverged_slave_releases_no_waiting_put_with_its_first_report() {
+    let (md, hd, dd) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master =
+        Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[("slaveTimeout", "30000")])).unwrap();
+    let proxy = Proxy::start(ha_addr(&master));
+    let healthy = Broker::start_slave(broker_config(
+        hd.path(),
+        "SLAVE",
+        &[("haMasterAddress", &proxy.addr.to_string())],
+    ))
+    .unwrap();
+    // Another store with records of the same sizes, one more than the master has yet: it
+    // ends where the master's waiting put will end, with other bytes.
+    let other = Broker::start_master(broker_config(dd.path(), "ASYNC_MASTER", &[])).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
+    for i in 0..300 {
+        assert_eq!(master.put_message_sync(&message("A", 0, i, 300)).unwrap().status, PutStatus::PutOk);
+        other.put_message_sync(&message("B", 0, i, 300)).unwrap();
+    }
+    let other_end = other.put_message_sync(&message("B", 0, 300, 300)).unwrap().end_offset();
+    other.shutdown();
+    drop(other);
+
+    proxy.stall(true);
+    let m = master.clone();
+    let waiting = std::thread::spawn(move || m.put_message_sync(&message("A", 0, 300, 300)).unwrap());
+    assert!(wait_until(Duration::from_secs(10), || master.max_offset() == other_end));
+    let diverged = Broker::start_slave(broker_config(
+        dd.path(),
+        "SLAVE",
+        &[("haMasterAddress", &ha_addr(&master).to_string())],
+    ))
+    .unwrap();
+    assert!(ha_error_says(&diverged, "diverged"), "{:?}", diverged.offsets().last_ha_error);
+    assert!(!waiting.is_finished(), "the waiting put was answered by the diverged slave's report");
+
+    // The healthy slave, let through again, acks it.
+    proxy.stall(false);
+    assert_eq!(waiting.join().unwrap().status, PutStatus::PutOk);
+    diverged.shutdown();
+    healthy.shutdown();
+    master.shutdown();
+}
+
 /// A slave whose mappedFileSizeCommitLog differs from the master's cannot lay the master's
 /// bytes out in its files (the master's end-of-file filler lands mid-file, or a record runs
 /// past the slave's file end). It says so, naming the key, and stops acking, so SYNC puts are

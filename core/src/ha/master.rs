@@ -157,7 +157,7 @@ impl HaMaster {
     /// RocketMQ's `isSlaveOK`: enough slaves stream from us and the watermark is within
     /// `haSlaveFallbehindMax` of `end`.
     pub fn is_slave_ok(&self, end: i64) -> bool {
-        let acks = self.shared.distinct_acks();
+        let acks = self.shared.distinct_acks(false);
         let k = self.shared.opts.sync_slave_count.max(1);
         if acks.len() < k {
             return false;
@@ -250,8 +250,12 @@ fn wake_addr(local: SocketAddr) -> SocketAddr {
 }
 
 impl Shared {
-    /// Acks of transferring slaves, one per distinct host (its best), highest first.
-    fn distinct_acks(&self) -> Vec<i64> {
+    /// Acks of transferring slaves, one per distinct host (its best), highest first. With
+    /// `confirmed`, only acks beyond a connection's first report: that report is the slave's
+    /// own claim about bytes this master has not checked (the slave compares the records
+    /// resent before it and closes the connection if they differ, and appends only after
+    /// that), so it may say where a slave stands but must not release a SYNC_MASTER put.
+    fn distinct_acks(&self, confirmed: bool) -> Vec<i64> {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         let mut best: Vec<(IpAddr, i64)> = Vec::new();
         for c in conns.iter() {
@@ -259,6 +263,9 @@ impl Shared {
                 continue;
             }
             let ack = c.ack_offset.load(Ordering::Acquire);
+            if confirmed && ack <= c.request_offset.load(Ordering::Acquire) {
+                continue;
+            }
             match best.iter_mut().find(|(ip, _)| *ip == c.peer.ip()) {
                 Some((_, b)) => *b = (*b).max(ack),
                 None => best.push((c.peer.ip(), ack)),
@@ -272,7 +279,7 @@ impl Shared {
     fn on_ack(&self, ack: i64) {
         self.push_to_slave_max.fetch_max(ack, Ordering::AcqRel);
         let k = self.opts.sync_slave_count.max(1);
-        let acks = self.distinct_acks();
+        let acks = self.distinct_acks(true);
         if let Some(&w) = acks.get(k - 1) {
             self.waiters.advance(w);
         }
@@ -514,8 +521,6 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
     }
     conn.transferring.store(true, Ordering::Release);
     tracing::info!("HA slave {} reported offset {req}; streaming from {next}", conn.peer);
-    // Its report counts as an ack of what it already holds.
-    shared.on_ack(conn.ack_offset.load(Ordering::Acquire));
     let cl = &shared.cl;
     let batch = shared.opts.transfer_batch_size.max(1);
     let mut stream = match conn.stream.try_clone() {

@@ -214,6 +214,10 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
     if let Err(e) = stream.write_all(&encode_report(reported)) {
         return format!("first report failed: {e}");
     }
+    // How far this session has checked the log: bytes the master resent and this slave
+    // compared, or bytes it appended. Reports never go beyond it: a tail kept from an earlier
+    // session (between `resume_from` and the log's end) is acked only once compared.
+    let mut verified = reported;
     let mut last_write = Instant::now();
     let mut last_read = Instant::now();
     let mut buf = vec![0u8; MAX_FRAME_BODY + FRAME_HEADER_SIZE];
@@ -240,6 +244,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         }
         // Apply every complete frame in the buffer.
         let mut at = 0;
+        let mut appended = false;
         loop {
             match parse_frame(&buf[at..filled]) {
                 ParsedFrame::Partial => break,
@@ -272,6 +277,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         }
                         offset += overlap as i64;
                         body = &body[overlap..];
+                        verified = verified.max(offset);
                         if body.is_empty() {
                             at += frame_len;
                             continue;
@@ -285,6 +291,8 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         if let Err(e) = store.commit_log().append_raw(offset as u64, body) {
                             return format!("cannot apply frame at {offset}: {e}");
                         }
+                        verified = verified.max(offset + body.len() as i64);
+                        appended = true;
                     }
                     at += frame_len;
                 }
@@ -299,20 +307,20 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
             // records this slave cannot serve.
             return fault.to_string();
         }
-        let max = store.max_offset();
+        let ack = verified.min(store.max_offset());
         let due = last_write.elapsed() >= hb;
-        let grew = max > reported;
+        let grew = ack > reported;
         if grew || due {
             // Recorded before it is sent, so the slave never shows less than the master may
             // already have counted.
-            shared.acked.store(max, Ordering::Release);
-            if let Err(e) = stream.write_all(&encode_report(max)) {
+            shared.acked.store(ack, Ordering::Release);
+            if let Err(e) = stream.write_all(&encode_report(ack)) {
                 return format!("report failed: {e}");
             }
-            reported = max;
+            reported = ack;
             last_write = Instant::now();
         }
-        if grew {
+        if appended {
             // After the ack: the dispatcher's wake-up must not delay it.
             store.commit_log().appended().notify();
         }
