@@ -85,11 +85,21 @@ fn slow_flush_answers_flush_disk_timeout_but_stores() {
         PutHandle::Ready(r) => assert_eq!(r.status, PutStatus::PutOk),
         PutHandle::Pending(_) => panic!("WAIT=false must not wait for the flush"),
     }
+    // A batch waits unless every message in it says WAIT=false: its PUT_OK covers them all.
+    let mixed = [nowait.clone(), message("Slow", 0, 3, 100)];
+    match store.put_messages(&mixed).unwrap() {
+        PutHandle::Ready(r) => panic!("a batch with a message that waits answered at once: {r:?}"),
+        PutHandle::Pending(t) => assert_eq!(t.wait().status, PutStatus::FlushDiskTimeout),
+    }
+    match store.put_messages(&[nowait.clone(), nowait.clone()]).unwrap() {
+        PutHandle::Ready(r) => assert_eq!(r.status, PutStatus::PutOk),
+        PutHandle::Pending(_) => panic!("a batch of WAIT=false messages must not wait"),
+    }
 
     // Once the disk is fast again, puts are PUT_OK and everything is flushed.
     store.commit_log().inject_flush_delay(0);
     assert!(wait_until(Duration::from_secs(5), || store.flushed_offset() == store.max_offset()));
-    let again = store.put_message_sync(&message("Slow", 0, 3, 100)).unwrap();
+    let again = store.put_message_sync(&message("Slow", 0, 9, 100)).unwrap();
     assert_eq!(again.status, PutStatus::PutOk);
     assert!(store.flushed_offset() >= again.end_offset());
 }
@@ -149,6 +159,38 @@ fn failed_flush_poisons_the_store() {
     assert!(dir.path().join("abort").exists());
     let reopened = MessageStore::open(cfg).unwrap();
     assert!(!reopened.recovery().last_exit_ok);
+}
+
+/// The kernel reports a failed writeback once, to whichever caller syncs first, and marks
+/// the pages clean, so the next sync of the same bytes succeeds. When a flush called by
+/// someone else (here `MessageStore::flush`) fails, the group commit's own flush, running at
+/// the same time, must not complete the puts it covers with PUT_OK.
+#[test]
+fn a_flush_that_another_caller_saw_fail_completes_no_put() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sync_store(dir.path(), &[("syncFlushTimeout", "20000")]);
+    assert_eq!(store.put_message_sync(&message("Poison", 0, 0, 100)).unwrap().status, PutStatus::PutOk);
+    // The other caller's flush sleeps 300 ms, then meets the failure; the group commit's,
+    // begun meanwhile, sleeps 3 s and then succeeds on its own.
+    let cl = store.commit_log();
+    cl.inject_flush_delay(300);
+    let other = {
+        let store = store.clone();
+        std::thread::spawn(move || store.flush())
+    };
+    assert!(wait_until(Duration::from_secs(5), || cl.flushes_in_injected_delay() == 1));
+    cl.inject_flush_failure();
+    cl.inject_flush_delay(3000);
+    let before = store.max_offset();
+    let put = {
+        let store = store.clone();
+        std::thread::spawn(move || store.put_message_sync(&message("Poison", 0, 1, 100)))
+    };
+    assert!(wait_until(Duration::from_secs(5), || store.max_offset() > before), "the put was appended");
+    assert!(other.join().unwrap().is_err(), "the other caller's flush failed");
+    let r = put.join().unwrap().unwrap();
+    assert_eq!(r.status, PutStatus::FlushDiskTimeout, "stored, but no flush can vouch for it");
+    cl.inject_flush_delay(0);
 }
 
 #[test]

@@ -155,6 +155,8 @@ impl OffsetTrigger {
 struct FlushFaults {
     fail_next: AtomicBool,
     delay_ms: AtomicU64,
+    /// Flushes sleeping in `delay_ms` now.
+    delaying: AtomicU64,
 }
 
 impl CommitLog {
@@ -682,9 +684,21 @@ impl CommitLog {
     }
 
     fn flush_with(&self, f: impl FnOnce(&MappedFileQueue) -> std::io::Result<u64>) -> std::io::Result<u64> {
+        // After a failed sync no later one proves anything: the kernel reports a writeback
+        // error once, to whichever caller syncs first, and marks the failed pages clean, so
+        // the next sync of the same bytes succeeds. A flush that began before another
+        // caller's failed is no proof either. Either way the puts it would complete must not
+        // hear PUT_OK.
+        let refused = |why: &str| std::io::Error::other(format!("store poisoned: {why}"));
+        if let Some(why) = self.poisoned() {
+            return Err(refused(why));
+        }
         let before = self.queue.flushed_where();
         let r = self.injected_fault().and_then(|()| f(&self.queue));
         match &r {
+            Ok(_) if self.poisoned().is_some() => {
+                return Err(refused(self.poisoned().unwrap_or_default()));
+            }
             Ok(after) if *after > before => {
                 self.flushes.fetch_add(1, Ordering::Relaxed);
             }
@@ -702,7 +716,9 @@ impl CommitLog {
     fn injected_fault(&self) -> std::io::Result<()> {
         let delay = self.faults.delay_ms.load(Ordering::Relaxed);
         if delay > 0 {
+            self.faults.delaying.fetch_add(1, Ordering::AcqRel);
             std::thread::sleep(std::time::Duration::from_millis(delay));
+            self.faults.delaying.fetch_sub(1, Ordering::AcqRel);
         }
         if self.faults.fail_next.load(Ordering::Relaxed)
             && self.faults.fail_next.swap(false, Ordering::AcqRel)
@@ -716,6 +732,12 @@ impl CommitLog {
     #[doc(hidden)]
     pub fn inject_flush_failure(&self) {
         self.faults.fail_next.store(true, Ordering::Release);
+    }
+
+    /// Test hook: how many flushes are sleeping in `inject_flush_delay` now.
+    #[doc(hidden)]
+    pub fn flushes_in_injected_delay(&self) -> u64 {
+        self.faults.delaying.load(Ordering::Acquire)
     }
 
     /// Test hook: every flush first sleeps `ms` milliseconds (0 turns it off), as a slow disk.
