@@ -315,7 +315,8 @@ impl Broker {
                 reason: "broker shut down".into(),
             });
         }
-        let wait = msgs.iter().all(|m| m.wait_store_ok());
+        // A batch waits unless every message asks not to: PUT_OK must hold for each.
+        let wait = msgs.iter().any(|m| m.wait_store_ok());
         let replicate = wait && self.role() == BrokerRole::SyncMaster && self.ha_master.is_some();
         let handle = self.store.put_messages_with(msgs, replicate)?;
         if replicate {

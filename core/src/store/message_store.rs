@@ -574,7 +574,8 @@ impl MessageStore {
             store_timestamp: outcome.store_timestamp,
             store_host: self.commit_log.store_host(),
         };
-        let wait = msgs.iter().all(|m| m.wait_store_ok());
+        // A batch waits unless every message asks not to: PUT_OK must hold for each.
+        let wait = msgs.iter().any(|m| m.wait_store_ok());
         let flush_wait = wait && self.config.flush_disk_type == FlushDiskType::SyncFlush;
         let parts = flush_wait as u8 + replica_part as u8;
         if parts == 0 {
