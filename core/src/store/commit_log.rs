@@ -507,7 +507,6 @@ impl CommitLog {
             // cache do not wait for memory.
             file.prefetch_for_write(pos + total + PREFETCH_AHEAD, total);
         }
-        file.set_store_timestamp(store_ts);
         file.set_wrote_position(pos + total);
         self.max_offset.store(phy + total as u64, Ordering::Release);
         self.signal_triggers(phy + total as u64);

@@ -159,7 +159,8 @@ impl Dispatcher {
         }
         let opts = cl.check_options(false);
         let mut count = 0u64;
-        // The end and store timestamp of the last record dispatched, for the flushers.
+        // The end and store timestamp of the last record dispatched, for the flushers and
+        // the checkpoint's logics timestamp, published once per round.
         let mut last = (0u64, 0i64);
         'files: while reput < cl.max_offset() {
             let Some((file, pos)) = cl.data_at(reput) else {
@@ -268,6 +269,7 @@ impl Dispatcher {
         }
         self.publish(reput, count);
         if count > 0 {
+            self.last_dispatched_ts.store(last.1, Ordering::Release);
             cl.note_dispatched(last.0, last.1);
             self.dispatched.notify();
         }
@@ -291,47 +293,32 @@ impl Dispatcher {
                 Some(q) => q,
                 None => queues.queues.entry(req.topic.to_owned()).or_default(),
             };
-            let slot = match of_topic.entry(req.queue_id) {
-                Entry::Occupied(e) => Some(e.into_mut()),
-                Entry::Vacant(e) => match self.cqs.find_or_create(req.topic, req.queue_id) {
-                    Ok(cq) => Some(e.insert((cq, None))),
-                    // A topic that is not one directory name: never from a put here (puts
-                    // allow RocketMQ's topic characters only), but a record replicated from
-                    // another master may hold one. It stays in the log without a queue unit.
-                    Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
-                        self.report_bad(
-                            req.commit_log_offset as u64,
-                            &format!("{err}: the record gets no queue unit"),
-                        );
-                        None
-                    }
-                    Err(err) => return Err(err),
-                },
-            };
-            if let Some((cq, last_file)) = slot {
-                let unit = CqUnit {
-                    phy_offset: req.commit_log_offset,
-                    size: req.msg_size,
-                    tags_code: req.tags_code,
-                };
-                match cq.put(last_file, unit, req.consume_queue_offset) {
-                    Ok(()) => {}
-                    // A queue offset no queue can hold (negative, or past any file): the
-                    // record stays in the log without a unit, and dispatch goes on.
-                    Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
-                        self.report_bad(
-                            req.commit_log_offset as u64,
-                            &format!("{err}: the record gets no queue unit"),
-                        );
-                    }
-                    Err(err) => return Err(err),
+            let unit =
+                CqUnit { phy_offset: req.commit_log_offset, size: req.msg_size, tags_code: req.tags_code };
+            let queued = match of_topic.entry(req.queue_id) {
+                Entry::Occupied(e) => Ok(e.into_mut()),
+                Entry::Vacant(e) => {
+                    self.cqs.find_or_create(req.topic, req.queue_id).map(|cq| e.insert((cq, None)))
                 }
+            }
+            .and_then(|(cq, last_file)| cq.put(last_file, unit, req.consume_queue_offset));
+            match queued {
+                Ok(()) => {}
+                // A topic that is not one directory name, or a queue offset no queue can hold
+                // (never from a put here, but a replicated record or a damaged header may
+                // carry one): the record stays in the log without a unit, and dispatch goes on.
+                Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
+                    self.report_bad(
+                        req.commit_log_offset as u64,
+                        &format!("{err}: the record gets no queue unit"),
+                    );
+                }
+                Err(err) => return Err(err),
             }
         }
         if let Some(index) = &self.index {
             index.build_index(req)?;
         }
-        self.last_dispatched_ts.store(req.store_timestamp, Ordering::Release);
         Ok(())
     }
 

@@ -14,7 +14,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -61,8 +61,6 @@ pub struct MappedFile {
     flushed: AtomicUsize,
     /// Pages up to here were faulted in ahead of the writer.
     touched: AtomicUsize,
-    /// Store timestamp of the last record appended (for the checkpoint).
-    store_timestamp: AtomicI64,
     /// Set when the file is removed from its queue (retention, truncation).
     removed: AtomicBool,
 }
@@ -134,7 +132,6 @@ impl MappedFile {
             wrote: AtomicUsize::new(pos),
             flushed: AtomicUsize::new(pos),
             touched: AtomicUsize::new(0),
-            store_timestamp: AtomicI64::new(0),
             removed: AtomicBool::new(false),
         })
     }
@@ -174,12 +171,6 @@ impl MappedFile {
     }
     pub fn is_full(&self) -> bool {
         self.wrote_position() == self.size
-    }
-    pub fn store_timestamp(&self) -> i64 {
-        self.store_timestamp.load(Ordering::Acquire)
-    }
-    pub fn set_store_timestamp(&self, ts: i64) {
-        self.store_timestamp.store(ts, Ordering::Release);
     }
     pub fn is_removed(&self) -> bool {
         self.removed.load(Ordering::Acquire)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::checkpoint::StoreCheckpoint;
 use super::commit_log::{AppendError, CommitLog, CommitLogOptions};
-use super::consume_queue::{CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueStore};
+use super::consume_queue::{CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueStore, CqUnit};
 use super::dispatcher::Dispatcher;
 use super::flush::{self, StopSignal};
 use super::index::{IndexOptions, IndexService};
@@ -118,6 +118,12 @@ fn io_err(path: &std::path::Path, op: &'static str, source: std::io::Error) -> E
     Error::Io { op, path: path.to_path_buf(), source }
 }
 
+/// A lock another broker holds is a store error that says so; any other failure to take it is
+/// an I/O error on `path`.
+fn lock_err(path: &std::path::Path, op: &'static str, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::WouldBlock { Error::Store(e.to_string()) } else { io_err(path, op, e) }
+}
+
 impl MessageStore {
     /// Opens and recovers the store of `config.storePathRootDir` (no threads yet; see `start`).
     pub fn open(config: BrokerConfig) -> Result<Arc<Self>> {
@@ -129,21 +135,11 @@ impl MessageStore {
         config.validate()?;
         let root = config.store_root();
         std::fs::create_dir_all(&root).map_err(|e| io_err(&root, "cannot create store directory", e))?;
-        let lock = StoreLock::acquire(&config.lock_path()).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                Error::Store(e.to_string())
-            } else {
-                io_err(&config.lock_path(), "cannot lock", e)
-            }
-        })?;
+        let lock = StoreLock::acquire(&config.lock_path())
+            .map_err(|e| lock_err(&config.lock_path(), "cannot lock", e))?;
         let cl_dir = config.commit_log_dir();
-        let cl_lock = lock::lock_commit_log_dir(&cl_dir).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                Error::Store(e.to_string())
-            } else {
-                io_err(&cl_dir, "cannot create CommitLog directory", e)
-            }
-        })?;
+        let cl_lock = lock::lock_commit_log_dir(&cl_dir)
+            .map_err(|e| lock_err(&cl_dir, "cannot create CommitLog directory", e))?;
         let last_exit_ok = lock::last_exit_ok(&config.abort_path());
         let store_host = store_host(&config);
         let delay_levels = parse_delay_levels(&config.message_delay_level).ok_or_else(|| {
@@ -1212,18 +1208,7 @@ fn foreign_queues(cl: &CommitLog, cqs: &ConsumeQueueStore, min: u64, end: u64) -
             // Expired with its log file, or past the end (cut by `truncate_dirty`).
             continue;
         }
-        let own = cl.data_at(unit.phy_offset as u64).is_some_and(|(file, pos)| {
-            matches!(
-                crate::message::check_record(file.readable_from(pos), &opts),
-                crate::message::CheckResult::Message(req)
-                    if req.commit_log_offset == unit.phy_offset
-                        && req.msg_size == unit.size
-                        && req.topic == q.topic()
-                        && req.queue_id == q.queue_id()
-                        && req.consume_queue_offset == last
-            )
-        });
-        if !own {
+        if !unit_points_at_its_record(cl, &q, &unit, &opts, Some(last)) {
             tracing::error!(
                 "recovery: ConsumeQueue {}/{} was not built from the CommitLog in {}: its last unit (queue \
                  offset {last}) points at offset {} ({} bytes), where this log holds another record; \
@@ -1238,6 +1223,28 @@ fn foreign_queues(cl: &CommitLog, cqs: &ConsumeQueueStore, min: u64, end: u64) -
         }
     }
     foreign
+}
+
+/// Whether `unit` of queue `q` points at a record of that topic and queue, which says it
+/// lies there and has the unit's size (and, given, the queue offset), under `opts`' checks.
+fn unit_points_at_its_record(
+    cl: &CommitLog,
+    q: &ConsumeQueue,
+    unit: &CqUnit,
+    opts: &crate::message::CheckOptions<'_>,
+    queue_offset: Option<i64>,
+) -> bool {
+    cl.data_at(unit.phy_offset as u64).is_some_and(|(file, pos)| {
+        matches!(
+            crate::message::check_record(file.readable_from(pos), opts),
+            crate::message::CheckResult::Message(req)
+                if req.commit_log_offset == unit.phy_offset
+                    && req.msg_size == unit.size
+                    && req.topic == q.topic()
+                    && req.queue_id == q.queue_id()
+                    && queue_offset.is_none_or(|o| req.consume_queue_offset == o)
+        )
+    })
 }
 
 /// What recovery's walk saw of one queue.
@@ -1280,14 +1287,7 @@ fn units_past(cl: &CommitLog, cqs: &ConsumeQueueStore, end: u64, check: bool) ->
                 continue;
             }
             checked += 1;
-            let Some((file, pos)) = cl.data_at(unit.phy_offset as u64) else { continue };
-            if let crate::message::CheckResult::Message(req) =
-                crate::message::check_record(file.readable_from(pos), &opts)
-                && req.commit_log_offset == unit.phy_offset
-                && req.msg_size == unit.size
-                && req.topic == q.topic()
-                && req.queue_id == q.queue_id()
-            {
+            if unit_points_at_its_record(cl, &q, &unit, &opts, None) {
                 past.valid += 1;
                 past.valid_end = past.valid_end.max(unit_end);
             }
