@@ -190,8 +190,9 @@ impl CommitLog {
         })
     }
 
-    /// Records that every record stored at or before `timestamp` ends at or before `end` (the
-    /// dispatcher, once per round, with the last record it read). Called on masters and
+    /// Records that every record dispatched so far and stored at or before `timestamp` ends at
+    /// or before `end` (the dispatcher, once per round, with the last record it read; later
+    /// records of the same millisecond may follow, see `flushed_timestamp`). Called on masters and
     /// slaves alike: a slave's records carry the master's timestamps, which its own appends
     /// of raw bytes do not know.
     pub fn note_dispatched(&self, end: u64, timestamp: i64) {
@@ -209,6 +210,12 @@ impl CommitLog {
 
     /// The newest store timestamp whose records all end at or before `flushed`, if it moved
     /// since the last call: what `physicMsgTimestamp` may claim once `flushed` is on disk.
+    ///
+    /// A sample `(end, ts)` covers every record *older* than `ts`, not every record of `ts`:
+    /// the dispatcher's round may stop between two records of one millisecond (it does at
+    /// each file's end), and the records of `ts` after `end` come in a later sample. So a
+    /// covered sample lets the checkpoint claim `ts - 1`, a millisecond less than it could
+    /// with per-record samples, which recovery's 3-second margin dwarfs.
     pub fn flushed_timestamp(&self, flushed: u64) -> Option<i64> {
         let mut stamps = self.stamps.lock();
         let mut newest = None;
@@ -216,7 +223,7 @@ impl CommitLog {
             if end > flushed {
                 break;
             }
-            newest = Some(ts);
+            newest = Some(ts.saturating_sub(1));
             stamps.pop_front();
         }
         newest
@@ -853,19 +860,28 @@ mod tests {
         cl.note_dispatched(200, 10); // more records of the same millisecond
         cl.note_dispatched(300, 11);
         assert_eq!(cl.flushed_timestamp(150), None, "records of ms 10 end at 200");
-        assert_eq!(cl.flushed_timestamp(200), Some(10));
+        assert_eq!(cl.flushed_timestamp(200), Some(9), "records of ms 10 may follow 200");
         assert_eq!(cl.flushed_timestamp(250), None, "nothing new is covered");
         // A clock stepped back: its records count as the newest timestamp's.
         cl.note_dispatched(400, 9);
         assert_eq!(cl.flushed_timestamp(300), None);
-        assert_eq!(cl.flushed_timestamp(400), Some(11));
+        assert_eq!(cl.flushed_timestamp(400), Some(10));
+
+        // A round that stopped mid-millisecond (at a file's end) and a flush that reached
+        // exactly there: ms 20 is not all on disk, its next records come in the next round.
+        cl.note_dispatched(500, 20);
+        assert_eq!(cl.flushed_timestamp(500), Some(19));
+        cl.note_dispatched(600, 20);
+        assert_eq!(cl.flushed_timestamp(599), None);
+        cl.note_dispatched(700, 21);
+        assert_eq!(cl.flushed_timestamp(700), Some(20));
 
         // A flush far behind: the oldest samples go, the newest stay.
         for i in 0..MAX_STAMPS as u64 + 10 {
             cl.note_dispatched(1000 + i, 100 + i as i64);
         }
         assert_eq!(cl.stamps.lock().len(), MAX_STAMPS);
-        assert_eq!(cl.flushed_timestamp(u64::MAX), Some(100 + MAX_STAMPS as i64 + 9));
+        assert_eq!(cl.flushed_timestamp(u64::MAX), Some(100 + MAX_STAMPS as i64 + 8));
 
         // A truncation forgets the samples of records it cut.
         cl.note_dispatched(5000, 2000);
