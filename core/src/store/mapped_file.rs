@@ -88,22 +88,20 @@ impl MappedFile {
     }
 
     /// Like `create`, with an explicit file name (index files are named by time).
+    ///
+    /// The name appears only once the file is whole: a crash midway never leaves a short file
+    /// that load would have to reject, nor a stray entry. The file is made as an unnamed inode
+    /// (`O_TMPFILE`) and linked in at the end, so a crash leaves nothing behind; RocketMQ
+    /// parses every name in a log directory as an offset and would refuse to start beside a
+    /// leftover. Where the filesystem cannot (or `/proc` is missing) it is made under a
+    /// `.creating` name and renamed, which this loader deletes if left over.
     pub fn create_named(dir: &Path, name: &str, start_offset: u64, size: usize) -> io::Result<Self> {
         let path = dir.join(name);
-        let tmp = dir.join(format!("{name}.creating"));
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
-        let result = (|| {
-            file.set_len(size as u64)?;
-            allocate(&file, size)?;
-            // The name appears only once the file is complete, so a crash mid-creation never
-            // leaves a short file that load would have to reject.
-            std::fs::rename(&tmp, &path)?;
-            sync_dir(dir)
-        })();
-        if let Err(e) = result {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
+        let file = match create_unnamed(dir, &path, size)? {
+            Some(file) => file,
+            None => create_renamed(dir, name, &path, size)?,
+        };
+        sync_dir(dir)?;
         Self::map(path, file, start_offset, size, 0)
     }
 
@@ -554,6 +552,58 @@ fn allocate(file: &File, size: usize) -> io::Result<()> {
     }
 }
 
+/// Makes a file of `size` allocated bytes as an unnamed inode in `dir` and links it at
+/// `path`; `None` where the filesystem has no `O_TMPFILE` or `/proc` is not mounted.
+fn create_unnamed(dir: &Path, path: &Path, size: usize) -> io::Result<Option<File>> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match OpenOptions::new().read(true).write(true).custom_flags(libc::O_TMPFILE).open(dir) {
+        Ok(file) => file,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    file.set_len(size as u64)?;
+    allocate(&file, size)?;
+    #[cfg(test)]
+    tests::after_allocate();
+    let from = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL in a number");
+    let to = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    // SAFETY: both are NUL-terminated strings that outlive the call.
+    let rc = unsafe {
+        libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW)
+    };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOENT) && !Path::new("/proc/self/fd").exists() {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    Ok(Some(file))
+}
+
+/// `create_unnamed` where it cannot: the file is made as `<name>.creating` and renamed.
+fn create_renamed(dir: &Path, name: &str, path: &Path, size: usize) -> io::Result<File> {
+    let tmp = dir.join(format!("{name}.creating"));
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
+    let result = (|| {
+        file.set_len(size as u64)?;
+        allocate(&file, size)?;
+        #[cfg(test)]
+        tests::after_allocate();
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(file)
+}
+
 /// fsyncs a directory so that a created, renamed or deleted entry survives a crash.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
@@ -562,6 +612,56 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// Runs in a creation once the file is allocated, before it gets its name.
+        static AFTER_ALLOCATE: RefCell<Option<Box<dyn Fn()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn after_allocate() {
+        AFTER_ALLOCATE.with(|h| {
+            if let Some(h) = h.borrow().as_ref() {
+                h()
+            }
+        });
+    }
+
+    /// A process that dies while making a file (the allocator makes the next 1 GiB file in
+    /// the background, so a crash finds it midway more often than not) leaves no entry in
+    /// the directory: RocketMQ's loader parses every name there as an offset and refuses to
+    /// start beside one like `00000000001073741824.creating`.
+    #[test]
+    fn a_creation_cut_short_leaves_nothing_in_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = |d: &Path| -> Vec<String> {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        let seen = std::rc::Rc::new(RefCell::new(Vec::new()));
+        let probe = {
+            let (seen, d) = (seen.clone(), dir.path().to_path_buf());
+            move || {
+                *seen.borrow_mut() = listing(&d);
+                panic!("the process dies here");
+            }
+        };
+        AFTER_ALLOCATE.with(|h| *h.borrow_mut() = Some(Box::new(probe)));
+        let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            MappedFile::create(dir.path(), 1 << 20, 1 << 20).map(|_| ())
+        }));
+        AFTER_ALLOCATE.with(|h| *h.borrow_mut() = None);
+        assert!(died.is_err(), "the creation reached the probe");
+        assert_eq!(*seen.borrow(), Vec::<String>::new(), "entries while the file was being made");
+        assert_eq!(listing(dir.path()), Vec::<String>::new(), "entries after the creation died");
+
+        // And a creation that runs to its end leaves exactly the named file.
+        let f = MappedFile::create(dir.path(), 1 << 20, 1 << 20).unwrap();
+        assert_eq!(listing(dir.path()), vec![file_name(1 << 20)]);
+        assert_eq!(std::fs::metadata(f.path()).unwrap().len(), 1 << 20);
+    }
 
     #[test]
     fn create_write_read_flush_reopen() {
