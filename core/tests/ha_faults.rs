@@ -493,7 +493,8 @@ fn a_slave_whose_next_bytes_retention_deleted_is_refused() {
     slave.write_all(&0i64.to_be_bytes()).unwrap();
     assert!(wait_until(Duration::from_secs(5), || transferring(&master) == 1));
     assert!(master.store().wait_dispatched(Duration::from_secs(20)));
-    // Every file but the last is older than fileReservedTime (0 h) and may go.
+    // Every file but the last is older than fileReservedTime (0 h) and may go once on disk.
+    master.store().flush().unwrap();
     assert!(wait_until(Duration::from_secs(10), || {
         master.store().run_retention().unwrap();
         master.min_offset() > end - 65536

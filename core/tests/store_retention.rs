@@ -58,6 +58,9 @@ fn setup_with(messages: usize, extra: &[(&str, &str)]) -> Fixture {
         })
         .collect();
     assert!(store.wait_dispatched(Duration::from_secs(10)));
+    // On disk, as the flusher would have them in flushIntervalCommitLog: retention deletes no
+    // file whose bytes are not.
+    store.flush().unwrap();
     Fixture { dir, clock, store, puts }
 }
 
@@ -214,6 +217,55 @@ fn clean_file_forcibly_disabled_keeps_young_files_on_a_full_disk() {
     assert!(f.store.disk_guard().is_full());
     f.clock.advance_ms(2 * HOUR);
     assert_eq!(retain(&f.store), cl_files - 1);
+}
+
+/// A full file whose bytes the ASYNC flusher has not reached yet stays until they are on
+/// disk. Deleting it left the flushed offset below the first file, where the flusher found
+/// no file to flush, forever: nothing was flushed again (a SYNC_FLUSH group commit spun and
+/// timed every put out).
+#[test]
+fn files_go_only_once_flushed_and_the_flusher_goes_on_after_a_deletion() {
+    let f = setup_with(0, &[("flushCommitLogTimed", "true"), ("flushIntervalCommitLog", "3600000")]);
+    for i in 0..5 {
+        f.store.put_message_sync(&message("Ret", 0, i, 150)).unwrap();
+    }
+    let flushed = f.store.flush().unwrap();
+    assert!(flushed > 0 && flushed < FILE, "flushed to {flushed}, inside the first file");
+    for i in 5..300 {
+        f.store.put_message_sync(&message("Ret", 0, i, 150)).unwrap();
+    }
+    assert!(f.store.wait_dispatched(Duration::from_secs(10)));
+    let cl_files = f.store.commit_log().queue().file_count();
+    f.clock.set_used_ratio(0.86);
+    retain(&f.store);
+    assert!(
+        f.store.min_offset() <= f.store.flushed_offset(),
+        "deleted up to {} with only {} bytes flushed",
+        f.store.min_offset(),
+        f.store.flushed_offset()
+    );
+    let max = f.store.max_offset();
+    assert_eq!(f.store.flush().unwrap(), max, "a flush covers everything written");
+    assert_eq!(f.store.flushed_offset(), max);
+    // Now on disk, they go.
+    assert_eq!(retain(&f.store) + (f.store.commit_log().queue().file_count()), cl_files);
+    assert_eq!(f.store.commit_log().queue().file_count(), 1);
+    assert_eq!(f.store.flush().unwrap(), max);
+    let r = f.store.put_message_sync(&message("Ret", 0, 1_000, 150)).unwrap();
+    assert_eq!(f.store.flush().unwrap(), r.phy_offset + r.size as i64);
+}
+
+/// Above diskSpaceWarningLevelRatio (puts refused) files go whatever their age, as above
+/// diskSpaceCleanForciblyRatio, also where a config sets the warning level lower: only
+/// expired files went then, and puts stayed refused for up to fileReservedTime.
+#[test]
+fn above_a_lower_warning_level_files_go_whatever_their_age() {
+    let f = setup_with(300, &[("diskSpaceWarningLevelRatio", "60"), ("diskSpaceCleanForciblyRatio", "80")]);
+    let cl_files = f.store.commit_log().queue().file_count();
+    f.clock.set_used_ratio(0.70);
+    assert_eq!(retain(&f.store), cl_files - 1);
+    assert!(f.store.disk_guard().is_full(), "marked full above the warning level");
+    check_after_deletion(&f);
 }
 
 /// Puts one message and expects the disk guard to refuse it, storing nothing.

@@ -416,8 +416,14 @@ impl MappedFileQueue {
     /// `flush`, each file only up to a multiple of `align` bytes (see `MappedFile::flush_aligned`).
     pub fn flush_aligned(&self, least_pages: usize, align: usize) -> io::Result<u64> {
         let mut where_ = self.flushed_where();
-        let file =
-            if where_ == 0 { self.first() } else { self.find(where_).or_else(|| self.find(where_ - 1)) };
+        // At or below the first file's start (a new queue, or files deleted under the flushed
+        // position), the first file is next: `find` knows no file there, and the position
+        // would never move again.
+        let file = match self.first() {
+            Some(first) if where_ <= first.start_offset() => Some(first),
+            Some(_) => self.find(where_).or_else(|| self.find(where_ - 1)),
+            None => None,
+        };
         if let Some(f) = file {
             let pos = f.flush_aligned(least_pages, align)?;
             where_ = where_.max(f.start_offset() + pos as u64);
@@ -511,6 +517,31 @@ impl MappedFileQueue {
         drop(files);
         f.destroy()?;
         Ok(Some(f))
+    }
+}
+
+#[cfg(test)]
+mod flush_tests {
+    use super::*;
+
+    /// Files deleted under the flushed position (retention, or a slave's log replaced from
+    /// its master's start): the next flush starts at the first file left.
+    #[test]
+    fn a_flush_goes_on_from_the_first_file_after_files_below_it_went() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(dir.path(), 4096, None).unwrap();
+        for start in [0u64, 4096, 8192] {
+            let f = q.create_file(start).unwrap();
+            f.pwrite_at(0, &[7u8; 4096]).unwrap();
+            f.set_wrote_position(4096);
+        }
+        assert_eq!(q.flush(0).unwrap(), 4096);
+        for _ in 0..2 {
+            q.remove_first_if(|_| true).unwrap();
+        }
+        assert_eq!(q.flushed_where(), 4096, "below the first file, which starts at 8192");
+        assert_eq!(q.flush_all().unwrap(), 12288);
+        assert_eq!(q.flushed_where(), 12288);
     }
 }
 

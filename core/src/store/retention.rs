@@ -206,18 +206,28 @@ pub fn run_pass(
     let now = clock.now_ms();
     let at_delete_hour = opts.delete_hours.contains(&clock.hour_of_day());
     let used = guard.check(clock.as_ref(), cl.queue().dir(), opts);
-    let clean_at_once = opts.clean_forcibly_enable && used > opts.clean_forcibly_ratio;
-    let space_to_delete = used > opts.disk_max_used_ratio || used > opts.clean_forcibly_ratio;
+    // Above either of the two upper ratios files go whatever their age, as RocketMQ's
+    // `cleanImmediately`: a config may set the warning level (puts refused) below the
+    // forcible one, and only expired files going then would keep puts refused for as long as
+    // fileReservedTime.
+    let (forcing_key, forcing) = if opts.warning_level_ratio < opts.clean_forcibly_ratio {
+        ("diskSpaceWarningLevelRatio", opts.warning_level_ratio)
+    } else {
+        ("diskSpaceCleanForciblyRatio", opts.clean_forcibly_ratio)
+    };
+    let clean_at_once = opts.clean_forcibly_enable && used > forcing;
+    let space_to_delete = used > opts.disk_max_used_ratio || used > forcing;
     let mut report = RetentionReport::default();
     if at_delete_hour || space_to_delete {
-        let reput = dispatcher.reput_from();
+        // Never a file the dispatcher has not finished with, nor one whose bytes are not on
+        // disk yet: deleting those left the flushed position below the first file.
+        let done = dispatcher.reput_from().min(cl.flushed_offset());
         for n in 0..opts.max_files_per_pass {
             if n > 0 && !between() {
                 break;
             }
             let removed = cl.queue().remove_first_if(|f| {
-                // Never a file the dispatcher has not finished with.
-                if f.end_offset() > reput {
+                if f.end_offset() > done {
                     return false;
                 }
                 if clean_at_once {
@@ -236,10 +246,10 @@ pub fn run_pass(
                     if clean_at_once {
                         tracing::warn!(
                             "retention deleted CommitLog file {} before fileReservedTime: the disk is {:.1}% used, \
-                             above diskSpaceCleanForciblyRatio ({:.0}%)",
+                             above {forcing_key} ({:.0}%)",
                             f.path().display(),
                             used * 100.0,
-                            opts.clean_forcibly_ratio * 100.0
+                            forcing * 100.0
                         );
                     } else {
                         tracing::info!(
