@@ -15,8 +15,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use peer_common::{closed_by_server, logged_lines_with, logs};
-use rmqha_core::metadata::{ConfigTables, TopicConfig};
-use rmqha_core::remoting::{FrameError, RemotingError};
+use rmqha_core::metadata::{ConfigTables, SubscriptionGroupConfig, TopicConfig};
+use rmqha_core::remoting::{
+    FrameError, Handled, RemotingCommand, RemotingError, RemotingServer, RequestContext, ServerConfig,
+    response_code,
+};
 use rmqha_core::sync::{SlaveSynchronizer, SyncTable, TableError};
 use sync_common::{Master, sync_config, wait_until};
 
@@ -222,4 +225,64 @@ fn shutdown_does_not_wait_out_a_master_that_never_answers() {
     let error = last.error.unwrap();
     assert!(error.contains("timed out") && error.contains("cancelled by shutdown"), "{error}");
     assert!(!sync.is_running());
+}
+
+/// A master that answers every request SUCCESS with `body`.
+fn master_answering(body: &'static str) -> (RemotingServer, String) {
+    let handler = |req: RemotingCommand, _: &RequestContext| {
+        Handled::Respond(
+            RemotingCommand::response_to(&req, response_code::SUCCESS, None)
+                .with_body(body.as_bytes().to_vec()),
+        )
+    };
+    let server =
+        RemotingServer::bind(&["127.0.0.1:0".parse().unwrap()], Arc::new(handler), ServerConfig::default())
+            .unwrap();
+    let addr = server.local_addrs()[0].to_string();
+    (server, addr)
+}
+
+/// A SUCCESS whose body lacks the table (`{}`, a null, another table's JSON) is a broken
+/// answer, not an empty table: it decoded as one, with a missing DataVersion read as "now",
+/// so the slave replaced its topics, groups and delay offsets with nothing and persisted that.
+#[test]
+fn a_success_without_the_table_leaves_the_slaves_tables_as_they_are() {
+    logs();
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let good = Master::start(dirs.0.path(), false);
+    good.tables.topics().put_topic(TopicConfig::new("Kept")).unwrap();
+    good.tables.subscription_groups().put_group(SubscriptionGroupConfig::new("KeptGroup")).unwrap();
+    good.tables.delay_offsets().update_offset(3, 42);
+    good.tables.delay_offsets().persist().unwrap();
+    let slave = Arc::new(ConfigTables::open(dirs.1.path()).unwrap());
+    let config = sync_config(Duration::from_secs(60)).with_vip_channel(false);
+    let sync = SlaveSynchronizer::new(Arc::clone(&slave), Some(&good.addr()), config);
+    assert!(sync.sync_all().unwrap().is_complete());
+    let kept = |slave: &ConfigTables| {
+        assert!(slave.topics().contains("Kept"));
+        assert!(slave.subscription_groups().contains("KeptGroup"));
+        assert_eq!(slave.delay_offsets().offset(3), Some(42));
+    };
+    kept(&slave);
+
+    for body in [
+        "{}",
+        r#"{"topicConfigTable":null,"subscriptionGroupTable":null,"offsetTable":null}"#,
+        r#"{"dataVersion":{"counter":99,"timestamp":1},"unrelated":{}}"#,
+    ] {
+        let (_server, bad) = master_answering(body);
+        sync.set_master_address(Some(&bad));
+        let err = sync.sync_all().unwrap_err();
+        let report = err.report().unwrap();
+        for table in [SyncTable::Topics, SyncTable::SubscriptionGroups, SyncTable::DelayOffsets] {
+            let failure =
+                report.outcome(table).failure().unwrap_or_else(|| panic!("{body} {table}: {report:?}"));
+            assert!(matches!(failure.error, TableError::Decode(_)), "{body}: {failure}");
+            assert!(failure.to_string().contains("table"), "{failure}");
+        }
+        kept(&slave);
+    }
+    drop(sync);
+    drop(slave);
+    kept(&ConfigTables::open(dirs.1.path()).unwrap());
 }

@@ -42,6 +42,15 @@ impl SyncTable {
     }
 
     /// A name for logs and errors.
+    /// The key of the table in the master's answer (the same in 4.x and 5.x).
+    pub fn table_key(self) -> &'static str {
+        match self {
+            SyncTable::Topics => "topicConfigTable",
+            SyncTable::ConsumerOffsets | SyncTable::DelayOffsets => "offsetTable",
+            SyncTable::SubscriptionGroups => "subscriptionGroupTable",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             SyncTable::Topics => "topic config",

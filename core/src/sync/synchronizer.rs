@@ -6,6 +6,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
+use crate::metadata::json::object_from_slice_lenient;
 use crate::metadata::{
     ConfigTables, ConsumerOffsetWrapper, MetadataError, SubscriptionGroupWrapper, TopicConfigWrapper,
 };
@@ -380,6 +381,7 @@ impl Inner {
             };
             failure(table, &from, error)
         };
+        require_table(&body, table.table_key(), &origin).map_err(fail)?;
         let t = &self.tables;
         let changed = match table {
             SyncTable::Topics => {
@@ -415,6 +417,26 @@ impl Inner {
             SyncTable::DelayOffsets => t.delay_offsets().persist_if_dirty(),
             SyncTable::SubscriptionGroups => t.subscription_groups().persist_if_dirty(),
         }
+    }
+}
+
+/// Checks that a master's answer holds its table under `key`. A SUCCESS without it (`{}`, a
+/// null, another table's JSON) would decode as an empty table, a missing DataVersion as a new
+/// one, and the slave would replace its table with nothing: Java's masters always send the
+/// table, empty or not.
+fn require_table(body: &[u8], key: &str, origin: &str) -> Result<(), MetadataError> {
+    let object: serde_json::Map<String, serde_json::Value> = object_from_slice_lenient(body, origin)?;
+    match object.get(key) {
+        Some(v) if !v.is_null() => Ok(()),
+        found => Err(MetadataError::Json {
+            origin: origin.to_string(),
+            line: 0,
+            column: 0,
+            reason: format!(
+                "the answer holds no {key:?} table ({}); the slave's table is left as it is",
+                if found.is_some() { "it is null" } else { "no such key" }
+            ),
+        }),
     }
 }
 
