@@ -518,3 +518,50 @@ fn a_slave_whose_next_bytes_retention_deleted_is_refused() {
     );
     master.shutdown();
 }
+
+/// A slave whose first file starts after the master's first offset (it started with
+/// `syncFromLastFile`, or its own retention went further) and whose log was cut back to that
+/// file's start. The master resends the records before the reported offset for the
+/// divergence check; they lie wholly below anything this slave holds, and it ended every
+/// session on them ("master sent offset .. but this slave's log ends at .."): it never
+/// replicated again.
+#[test]
+fn a_slave_cut_back_to_its_first_files_start_replicates_again() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master =
+        Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[("syncFromLastFile", "true")]))
+            .unwrap();
+    let mut i = 0;
+    while master.max_offset() < 2 * 65536 + 1000 {
+        master.put_message_sync(&message("Cut", 0, i, 300)).unwrap();
+        i += 1;
+    }
+    let slave = slave_of(sd.path(), &master, &[]);
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    let first = slave.min_offset();
+    assert!(first > master.min_offset() && first % 65536 == 0, "slave starts at {first}");
+    slave.shutdown();
+    drop(slave);
+    {
+        let store = rmqha_core::MessageStore::open(broker_config(sd.path(), "SLAVE", &[])).unwrap();
+        store.start().unwrap();
+        store.truncate(first as u64).unwrap();
+        assert_eq!(store.max_offset(), first);
+        store.shutdown();
+    }
+    let slave = slave_of(sd.path(), &master, &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()),
+        "the slave stays at {}: {:?}",
+        slave.max_offset(),
+        slave.offsets().last_ha_error
+    );
+    // Every file the slave holds is byte-identical to the master's.
+    let (m, s) = (commit_log_files(md.path()), commit_log_files(sd.path()));
+    assert!(!s.is_empty());
+    for (name, bytes) in &s {
+        assert!(m.get(name) == Some(bytes), "{name} differs from the master's");
+    }
+    master.shutdown();
+    slave.shutdown();
+}

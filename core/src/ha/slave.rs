@@ -254,6 +254,13 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                     let frame_len = FRAME_HEADER_SIZE + body.len();
                     let (mut offset, mut body) = (offset, body);
                     let held_from = store.min_offset();
+                    if local != 0 && offset + (body.len() as i64) <= held_from {
+                        // Wholly below this slave's first file (the records the master resends
+                        // before a reported offset at that file's start): nothing to compare
+                        // them with, nor anywhere to put them.
+                        at += frame_len;
+                        continue;
+                    }
                     if local != 0 && offset < held_from && offset + (body.len() as i64) > held_from {
                         // Bytes below what this slave still holds (its own retention): skip.
                         let skip = (held_from - offset) as usize;
