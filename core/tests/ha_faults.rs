@@ -353,12 +353,19 @@ fn a_slave_with_another_file_size_says_so_and_stops_acking() {
         ))
         .unwrap();
         assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
-        // 3 of the master's 64 KiB files.
+        // 3 of the master's 64 KiB files. Larger slave files: no record of the master's second
+        // file is acked, not even the first ones (the slave found the filler only when its
+        // dispatcher read it, after it had acked the frames that followed).
         let mut i = 0;
+        let mut released = Vec::new();
         while master.max_offset() < 3 * 65536 {
-            master.put_message_sync(&message("F", 0, i, 300)).unwrap();
+            let r = master.put_message_sync(&message("F", 0, i, 300)).unwrap();
+            if r.status == PutStatus::PutOk && r.phy_offset >= 65536 && slave_file == "131072" {
+                released.push(r.phy_offset);
+            }
             i += 1;
         }
+        assert_eq!(released, Vec::<i64>::new(), "PUT_OK past the master's first file end");
         assert!(
             ha_error_says(&slave, "mappedFileSizeCommitLog"),
             "slave files of {slave_file}: {:?}",

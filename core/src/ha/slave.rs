@@ -187,6 +187,74 @@ fn connect(addr: &str, timeout: Duration, bind: Option<std::net::IpAddr>) -> io:
     Err(last)
 }
 
+/// Follows the record boundaries of what a session appends, reading each record's size and
+/// magic only, to find the master's end-of-file filler before the bytes after it are acked.
+/// The filler must end where this slave's file does; where it does not, the master's files
+/// are smaller than this slave's, its next file's records land inside this slave's file, and
+/// acking them would release SYNC_MASTER puts this slave cannot serve. The dispatcher finds
+/// that too, but only after the ack. (Larger master files are caught before: a frame that
+/// crosses this slave's file end is refused.)
+struct FillerCheck {
+    /// The next record start not yet read, `None` once the bytes stop looking like records
+    /// (the dispatcher then says what is wrong).
+    next: Option<u64>,
+}
+
+impl FillerCheck {
+    /// Reads the record headers below `end`; `Err` names a filler that ends elsewhere than
+    /// this slave's file.
+    fn check(&mut self, cl: &crate::store::commit_log::CommitLog, end: u64) -> Result<(), String> {
+        use crate::message::codec::{BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2};
+        while let Some(start) = self.next {
+            if start + 8 > end {
+                return Ok(());
+            }
+            let Some((file, pos)) = cl.data_at(start) else {
+                self.next = None;
+                return Ok(());
+            };
+            let data = file.readable_from(pos);
+            let mut at = 0usize;
+            while at + 8 <= data.len() {
+                let word = |i: usize| i32::from_be_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]);
+                let (size, magic) = (word(at), word(at + 4));
+                if size < 8 {
+                    self.next = None;
+                    return Ok(());
+                }
+                match magic {
+                    MESSAGE_MAGIC_CODE | MESSAGE_MAGIC_CODE_V2 => at += size as usize,
+                    BLANK_MAGIC_CODE => {
+                        let here = start + at as u64;
+                        let ends = here + size as u64;
+                        if ends != file.end_offset() {
+                            return Err(format!(
+                                "the master's end-of-file filler at offset {here} says its CommitLog file ends at \
+                                 {ends}, but this slave's ends at {}: the master's mappedFileSizeCommitLog differs \
+                                 from this slave's ({} bytes); set it to the master's and rebuild this slave's store",
+                                file.end_offset(),
+                                file.size()
+                            ));
+                        }
+                        at += size as usize;
+                        break;
+                    }
+                    _ => {
+                        self.next = None;
+                        return Ok(());
+                    }
+                }
+            }
+            let next = start + at as u64;
+            self.next = Some(next);
+            if next < file.end_offset() {
+                return Ok(()); // the rest of this file has not arrived
+            }
+        }
+        Ok(())
+    }
+}
+
 fn session(shared: &Shared, mut stream: TcpStream) -> String {
     let store = &shared.store;
     let hb = shared.opts.heartbeat_interval;
@@ -218,6 +286,9 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
     // compared, or bytes it appended. Reports never go beyond it: a tail kept from an earlier
     // session (between `resume_from` and the log's end) is acked only once compared.
     let mut verified = reported;
+    // Record boundaries through what this session appends: from where the master starts,
+    // which is a record start (it refuses any other offset).
+    let mut fillers = FillerCheck { next: (resume_from > 0).then_some(resume_from as u64) };
     let mut last_write = Instant::now();
     let mut last_read = Instant::now();
     let mut buf = vec![0u8; MAX_FRAME_BODY + FRAME_HEADER_SIZE];
@@ -251,6 +322,9 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                 ParsedFrame::Bad(why) => return format!("bad frame from master: {why}"),
                 ParsedFrame::Frame { offset, body } => {
                     let local = store.max_offset();
+                    if local == 0 && fillers.next.is_none() {
+                        fillers.next = Some(offset.max(0) as u64);
+                    }
                     let frame_len = FRAME_HEADER_SIZE + body.len();
                     let (mut offset, mut body) = (offset, body);
                     let held_from = store.min_offset();
@@ -308,6 +382,9 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         if at > 0 {
             buf.copy_within(at..filled, 0);
             filled -= at;
+        }
+        if let Err(fault) = fillers.check(store.commit_log(), store.max_offset() as u64) {
+            store.dispatcher().set_layout_fault(fault);
         }
         if let Some(fault) = store.dispatcher().layout_fault() {
             // Bytes that do not fit this store's files: acking more would release puts whose

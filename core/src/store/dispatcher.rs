@@ -140,7 +140,9 @@ impl Dispatcher {
         self.layout_fault.get().map(String::as_str)
     }
 
-    fn set_layout_fault(&self, why: String) {
+    /// Records why the replicated log does not fit this store's files (the dispatcher's own
+    /// checks, or the slave client's before it acks); the first reason stays.
+    pub(crate) fn set_layout_fault(&self, why: String) {
         if self.layout_fault.set(why).is_ok() {
             tracing::error!("{}", self.layout_fault.get().map_or("", String::as_str));
         }
