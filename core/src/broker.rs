@@ -603,7 +603,9 @@ impl Broker {
     /// connection is closed and the next one goes to `ha_address`. The slave reports its own
     /// max offset there as on any connection, so the new master must hold the same log (the
     /// old master restarted elsewhere, or a slave promoted after catching up); one that does
-    /// not is refused with a reason in `last_ha_error`, and nothing is appended.
+    /// not is refused, and nothing is appended: the master names the reason in its refused
+    /// slaves, and this slave's `last_ha_error` says the master closed the connection before
+    /// sending anything (the HA protocol carries no reason).
     pub fn set_master_address(&self, ha_address: &str) -> Result<()> {
         self.store.writable()?;
         let Some(s) = &self.ha_slave else {

@@ -408,6 +408,7 @@ fn refused_offsets_and_new_master_address() {
         .refused_slaves
         .iter()
         .any(|r| r.reason.contains("ahead"))));
+    assert!(ha_error_says(&slave, "before sending anything"), "{:?}", slave.offsets().last_ha_error);
     assert_eq!(slave.max_offset(), before);
     assert_eq!(slave.offsets().master_address.as_deref(), Some(ha_addr(&m2).to_string().as_str()));
     // Back to the first master: it catches up what was put meanwhile.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::frame::{FRAME_HEADER_SIZE, MAX_FRAME_BODY, ParsedFrame, encode_report, parse_frame};
 use crate::store::MessageStore;
-use crate::store::flush::StopSignal;
+use crate::store::flush::{StopSignal, Woke};
 
 /// Settings of the slave side.
 #[derive(Debug, Clone)]
@@ -123,11 +123,23 @@ impl Shared {
 }
 
 fn run(shared: &Shared) {
-    let mut backoff = Duration::from_millis(100);
+    const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+    let mut backoff = FIRST_BACKOFF;
+    // Waits out `d` unless stopped or the master address changes from `addr` (a new master
+    // is tried at once, with the backoff reset).
+    let pause = |d: Duration, addr: &str, backoff: &mut Duration| {
+        let changed = || *shared.master.lock().unwrap_or_else(|e| e.into_inner()) != addr;
+        if shared.stop.sleep_until(d, changed) == Woke::Condition {
+            *backoff = FIRST_BACKOFF;
+        } else {
+            *backoff = (*backoff * 2).min(shared.opts.max_backoff);
+        }
+    };
     while !shared.stop.is_stopped() {
         let addr = shared.master.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if addr.is_empty() {
-            shared.stop.sleep(Duration::from_secs(1));
+            let mut unused = FIRST_BACKOFF;
+            pause(Duration::from_secs(1), &addr, &mut unused);
             continue;
         }
         let stream = match connect(&addr, shared.opts.connect_timeout, shared.opts.bind_address) {
@@ -136,8 +148,7 @@ fn run(shared: &Shared) {
                 let msg = format!("cannot connect to master {addr}: {e}");
                 tracing::debug!("{msg}");
                 shared.set_error(msg);
-                shared.stop.sleep(backoff);
-                backoff = (backoff * 2).min(shared.opts.max_backoff);
+                pause(backoff, &addr, &mut backoff);
                 continue;
             }
         };
@@ -159,10 +170,9 @@ fn run(shared: &Shared) {
         shared.set_error(why);
         // A session that lasted resets the backoff; a master that refuses us at once does not.
         if started.elapsed() > Duration::from_secs(5) {
-            backoff = Duration::from_millis(100);
+            backoff = FIRST_BACKOFF;
         }
-        shared.stop.sleep(backoff);
-        backoff = (backoff * 2).min(shared.opts.max_backoff);
+        pause(backoff, &addr, &mut backoff);
     }
 }
 
@@ -299,6 +309,15 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
             return "stopped".into();
         }
         match stream.read(&mut buf[filled..]) {
+            Ok(0) if !streaming => {
+                // The wire protocol carries no reason: a master refuses an offset by closing.
+                return format!(
+                    "the master closed the connection before sending anything after this slave reported offset \
+                     {resume_from}: a master refuses an offset it does not have (ahead of it, below its first \
+                     file, not a record boundary) and names the reason in its refused slaves (offsets(), \
+                     `rmqha status`)"
+                );
+            }
             Ok(0) => return "the master closed the connection".into(),
             Ok(n) => {
                 filled += n;

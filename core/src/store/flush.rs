@@ -41,19 +41,36 @@ impl StopSignal {
     }
     /// Sleeps for `d` unless stopped first; returns false when stopped.
     pub fn sleep(&self, d: Duration) -> bool {
+        self.sleep_until(d, || false) != Woke::Stopped
+    }
+
+    /// Sleeps for `d`, or until stopped, or until `cond` holds when checked (at the start
+    /// and after each `notify_only`).
+    pub fn sleep_until(&self, d: Duration, cond: impl Fn() -> bool) -> Woke {
         let deadline = Instant::now() + d;
         loop {
             let seen = self.notifier.seq();
             if self.is_stopped() {
-                return false;
+                return Woke::Stopped;
+            }
+            if cond() {
+                return Woke::Condition;
             }
             let now = Instant::now();
             if now >= deadline {
-                return true;
+                return Woke::Timeout;
             }
             self.notifier.wait(seen, deadline - now);
         }
     }
+}
+
+/// Why `StopSignal::sleep_until` returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woke {
+    Timeout,
+    Stopped,
+    Condition,
 }
 
 /// Moves the checkpoint's `physicMsgTimestamp` up to the newest store timestamp whose records
@@ -228,5 +245,30 @@ pub fn flush_logics(
         if let Err(e) = cp.flush() {
             tracing::error!("writing the checkpoint failed: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sleep_ends_when_its_condition_holds_after_a_notify() {
+        let stop = StopSignal::new();
+        let flag = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let (stop, flag) = (stop.clone(), flag.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                flag.store(true, Ordering::SeqCst);
+                stop.notify_only();
+            })
+        };
+        let woke = stop.sleep_until(Duration::from_secs(30), || flag.load(Ordering::SeqCst));
+        assert_eq!(woke, Woke::Condition);
+        setter.join().unwrap();
+        assert_eq!(stop.sleep_until(Duration::from_millis(1), || false), Woke::Timeout);
+        stop.stop();
+        assert_eq!(stop.sleep_until(Duration::from_secs(30), || true), Woke::Stopped);
     }
 }
