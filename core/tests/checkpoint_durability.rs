@@ -97,3 +97,30 @@ fn a_slave_checkpoint_names_only_flushed_records() {
 
     flush_and_catch_up(store, &puts);
 }
+
+/// A thorough ConsumeQueue flush (every flushConsumeQueueThoroughInterval, and at shutdown,
+/// after which the checkpoint's logicsMsgTimestamp claims every dispatched unit) flushed one
+/// file per queue, as RocketMQ's does: the units of a queue that had moved into its next file
+/// since the last one stayed in the page cache, and an OS crash after a clean stop lost them.
+#[test]
+fn a_thorough_consume_queue_flush_covers_every_file_of_a_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(store_config(
+        dir.path(),
+        &[
+            ("mappedFileSizeConsumeQueue", "200"),
+            ("flushIntervalConsumeQueue", "3600000"),
+            ("flushConsumeQueueThoroughInterval", "3600000"),
+        ],
+    ))
+    .unwrap();
+    store.start().unwrap();
+    for i in 0..25 {
+        store.put_message_sync(&message("Cq", 0, i, 100)).unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    store.shutdown();
+    let cq = store.consume_queues().find("Cq", 0).unwrap();
+    assert_eq!(cq.files().file_count(), 3);
+    assert_eq!(cq.files().flushed_where(), 25 * 20, "units flushed at shutdown, in bytes");
+}

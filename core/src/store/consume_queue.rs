@@ -328,6 +328,11 @@ impl ConsumeQueue {
         self.files.flush(least_pages)
     }
 
+    /// Flushes every unit written so far, across files (`flush` does one file per call).
+    pub fn flush_all(&self) -> io::Result<u64> {
+        self.files.flush_all()
+    }
+
     /// Deletes every file (the queue is rebuilt from the CommitLog).
     pub fn destroy(&self) -> io::Result<()> {
         self.files.destroy_all()?;

@@ -227,7 +227,11 @@ pub fn flush_logics(
     // The timestamp is taken before flushing, so it never claims more than is on disk.
     let logics_ts = dispatcher.last_dispatched_timestamp();
     for q in cqs.all() {
-        if let Err(e) = q.flush(least_pages) {
+        // A thorough flush, after which the checkpoint claims every unit dispatched so far,
+        // covers all of a queue's files: one file per call (RocketMQ's) left the units of a
+        // queue that had moved into its next file in the page cache.
+        let flushed = if least_pages == 0 { q.flush_all() } else { q.flush(least_pages) };
+        if let Err(e) = flushed {
             tracing::error!("flushing consume queue {}/{} failed: {e}", q.topic(), q.queue_id());
         }
     }
