@@ -208,6 +208,9 @@ fn remote_clients_produce_to_a_sync_master_process_and_consume_from_it_and_its_s
     // -1, the documented default of --queue, is accepted as a value too.
     let (ok, out, err) = rmqha(&["put", &maddr, "--topic", "ProcTopic", "--queue", "-1"], b"minus-one");
     assert!(ok && out.starts_with("SEND_OK"), "{out} {err}");
+    // Dispatched after its answer: wait for it, so that `before` holds it.
+    assert!(wait_until(Duration::from_secs(20), || get_all(&maddr, "ProcTopic", 4)
+        .contains(&"minus-one".to_string())));
     let before = get_all(&maddr, "ProcTopic", 4);
     let (ok, _, err) = rmqha(&["put", &maddr, "--topic", "ProcTopic"], b"");
     assert!(!ok && err.contains("standard input is empty"), "{err}");
