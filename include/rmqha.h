@@ -353,7 +353,9 @@ rmqha_status rmqha_start_master(const struct rmqha_config *cfg, struct rmqha_bro
 rmqha_status rmqha_start_slave(const struct rmqha_config *cfg, struct rmqha_broker **out);
 
 // Stops the broker gracefully: remoting, HA (puts waiting for a slave get their answer),
-// then the store (flushed, threads joined). Idempotent. After it, puts fail with
+// then the store (flushed, threads joined, its locks let go, so another broker may open it
+// while this handle lives). Idempotent: a call while another runs returns once that one is
+// done. After it, puts fail with
 // `RMQHA_STATUS_PUT_FAILED` (SERVICE_NOT_AVAILABLE) while offsets and reads still answer
 // from what was stored; the handle must still be freed with `rmqha_broker_free`.
 //

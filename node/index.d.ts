@@ -65,8 +65,9 @@ export declare class Broker {
   /** Whether `close()` was called. */
   get closed(): boolean
   /**
-   * Shuts down gracefully (flush, stop services, join threads); pending puts settle first.
-   * Later calls resolve at once.
+   * Shuts down gracefully (flush, stop services, join threads, the store let go); pending
+   * puts settle first. A call while another runs resolves once that one is done; later
+   * calls resolve at once.
    */
   close(): Promise<void>
 }

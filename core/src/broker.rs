@@ -85,6 +85,8 @@ pub struct Broker {
     stop: Arc<StopSignal>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     shut: AtomicBool,
+    /// Held through `shutdown` (see there).
+    stopping: Mutex<()>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -228,6 +230,7 @@ impl Broker {
             stop: StopSignal::new(),
             threads: Mutex::new(Vec::new()),
             shut: AtomicBool::new(false),
+            stopping: Mutex::new(()),
         });
         let mut dispatch = Dispatch::new();
         let weak = Arc::downgrade(&broker);
@@ -626,10 +629,12 @@ impl Broker {
     /// Stops in reverse order of start: remoting, HA, persistence, store (flush, join, abort
     /// file removed only when fully dispatched). Idempotent.
     pub fn shutdown(&self) {
+        // A concurrent call returns only once the first is done (the store unlocked).
+        let _one = self.stopping.lock().unwrap_or_else(|e| e.into_inner());
         if self.shut.swap(true, Ordering::AcqRel) {
             return;
         }
-        if self.store.writable().is_err() {
+        if self.store.is_forked() {
             // A fork of the process that started the broker: its threads, sockets and files
             // are the parent's. Each part checks this too, as it is dropped.
             return;

@@ -120,3 +120,39 @@ fn two_roots_cannot_share_a_commit_log_directory() {
     assert!(err.contains("storePathCommitLog"), "{err}");
     drop(own);
 }
+
+/// A shutdown lets go of the store even while the broker object lives on (a binding's call in
+/// flight holds it), and a shutdown racing another returns only once the store is unlocked:
+/// a second `close()` returned at once, and opening the store again then failed as locked.
+/// The stopped broker's handle writes nothing more.
+#[test]
+fn a_shutdown_unlocks_the_store_and_a_concurrent_one_waits_for_it() {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = common::broker_config(dir.path(), "ASYNC_MASTER", &[]);
+        let broker = rmqha_core::Broker::start_master(cfg.clone()).unwrap();
+        let mut last = None;
+        for i in 0..2000 {
+            last = Some(broker.put_message_sync(&common::message("Stop", 0, i, 200)).unwrap());
+        }
+        let racing = {
+            let b = broker.clone();
+            std::thread::spawn(move || b.shutdown())
+        };
+        // Once the other shutdown has begun (commits are refused from its first step), this
+        // one must wait for it.
+        assert!(wait_until(Duration::from_secs(10), || broker
+            .commit_consumer_offset("G", "Stop", 0, 1)
+            .is_err()));
+        broker.shutdown();
+        let again = MessageStore::open(store_config(dir.path(), &[])).unwrap_or_else(|e| {
+            panic!("round {round}: the store is still locked after shutdown returned: {e}")
+        });
+        assert_eq!(again.max_offset(), last.unwrap().end_offset());
+        racing.join().unwrap();
+        assert!(broker.store().flush().is_err(), "a stopped store flushes no more");
+        assert!(broker.store().run_retention().is_err(), "nor deletes files");
+        assert!(broker.create_topic("Late", 4).is_err(), "nor writes config");
+        drop(again);
+    }
+}

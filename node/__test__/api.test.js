@@ -208,6 +208,23 @@ test('use after close throws or rejects with CLOSED; close is idempotent', async
   await again.close()
 })
 
+test('a close racing another resolves once the store is released', async (t) => {
+  // A second close() resolved at once while the first was still shutting down, so a broker
+  // started on the same store right after it failed as locked.
+  const dir = tmpStore(t, 'racing-close')
+  for (let round = 0; round < 3; round++) {
+    const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+    const puts = []
+    for (let i = 0; i < 2000; i++) puts.push(b.putMessage('Close', `m${i}`))
+    await Promise.all(puts)
+    const first = b.close()
+    await b.close()
+    const again = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+    await again.close()
+    await first
+  }
+})
+
 test('loadProperties reads a broker.properties file', async (t) => {
   const dir = tmpStore(t, 'props')
   const file = path.join(dir, 'broker.properties')

@@ -6,7 +6,7 @@
 //! After `close()` every method throws (or rejects with) an error with code `CLOSED`;
 //! `close()` itself may be called again and resolves at once.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use napi::Result;
 use napi::bindgen_prelude::{AsyncTask, Either, Env, Object, Uint8Array};
@@ -23,6 +23,9 @@ use crate::types::{self, Offsets, PutOptions, PutResult};
 #[napi]
 pub struct Broker {
     inner: Mutex<Option<Arc<CoreBroker>>>,
+    /// The broker while anything still holds it (a `close()` in progress, a task in flight):
+    /// a second `close()` waits on it for the first to finish.
+    core: Weak<CoreBroker>,
     /// Carries `putMessage` answers to the JavaScript thread.
     settler: Arc<Settler>,
 }
@@ -37,7 +40,11 @@ fn body_bytes(body: Either<Uint8Array, String>) -> Vec<u8> {
 
 impl Broker {
     pub(crate) fn new(env: &Env, broker: Arc<CoreBroker>) -> Result<Self> {
-        Ok(Broker { inner: Mutex::new(Some(broker)), settler: Settler::new(env)? })
+        Ok(Broker {
+            core: Arc::downgrade(&broker),
+            inner: Mutex::new(Some(broker)),
+            settler: Settler::new(env)?,
+        })
     }
 
     fn core(&self) -> Outcome<Arc<CoreBroker>> {
@@ -235,11 +242,13 @@ impl Broker {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).is_none()
     }
 
-    /// Shuts down gracefully (flush, stop services, join threads); pending puts settle first.
-    /// Later calls resolve at once.
+    /// Shuts down gracefully (flush, stop services, join threads, the store let go); pending
+    /// puts settle first. A call while another runs resolves once that one is done; later
+    /// calls resolve at once.
     #[napi(catch_unwind)]
     pub fn close(&self) -> AsyncTask<CloseTask> {
-        let broker = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let broker = taken.or_else(|| self.core.upgrade());
         AsyncTask::new(CloseTask { broker })
     }
 }

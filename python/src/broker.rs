@@ -5,7 +5,7 @@
 //! its final answer waits in slices and checks for signals between them, so Ctrl-C
 //! interrupts the wait (the message stays stored; only its final status is not known).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use pyo3::buffer::PyBuffer;
@@ -26,6 +26,9 @@ const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 #[pyclass(name = "Broker", module = "rmqha", frozen)]
 pub struct PyBroker {
     inner: Mutex<Option<Arc<Broker>>>,
+    /// The broker while anything still holds it (a `close()` in progress, a call in flight):
+    /// a second `close()` waits on it for the first to finish.
+    core: Weak<Broker>,
 }
 
 impl PyBroker {
@@ -34,7 +37,7 @@ impl PyBroker {
         let started =
             py.detach(|| if master { Broker::start_master(config) } else { Broker::start_slave(config) });
         let broker = started.map_err(|e| errors::to_py(py, e))?;
-        Ok(PyBroker { inner: Mutex::new(Some(broker)) })
+        Ok(PyBroker { core: Arc::downgrade(&broker), inner: Mutex::new(Some(broker)) })
     }
 
     /// The broker, or `ClosedError`. The clone keeps it alive through a call that races a
@@ -224,10 +227,11 @@ impl PyBroker {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).is_none()
     }
 
-    /// Shuts the broker down gracefully (flush, stop services, join threads). Idempotent.
+    /// Shuts the broker down gracefully (flush, stop services, join threads, the store let
+    /// go). Idempotent; a call while another thread's runs returns once that one is done.
     fn close(&self, py: Python<'_>) {
         let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(b) = taken {
+        if let Some(b) = taken.or_else(|| self.core.upgrade()) {
             py.detach(move || {
                 b.shutdown();
                 drop(b);

@@ -232,3 +232,18 @@ def test_a_forked_child_cannot_write_and_the_parent_goes_on(
     assert wait_until(lambda: master.queue_max_offset("Fork", 0) == 20)
     got = master.get_messages("Fork", 0, 0, 32)
     assert [m.body for m in got.messages] == [b"parent-%d" % i for i in range(20)]
+
+
+def test_a_close_racing_another_returns_once_the_store_is_released(tmp_path: Path) -> None:
+    # A second close() returned at once while the first was still shutting down, so
+    # starting a broker on the same store right after it failed as locked.
+    for _ in range(3):
+        broker = rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER"))
+        for i in range(2000):
+            broker.put_message_sync("Close", body(i, 200))
+        first = threading.Thread(target=broker.close)
+        first.start()
+        assert wait_until(lambda b=broker: b.closed)
+        broker.close()
+        rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER")).close()
+        first.join()

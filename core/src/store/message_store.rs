@@ -109,9 +109,12 @@ pub struct MessageStore {
     total_memory: u64,
     /// The process that opened the store; a fork of it may not write (`crate::fork`).
     fork: ForkGuard,
-    _lock: StoreLock,
-    /// The CommitLog directory's own lock (see `lock::lock_commit_log_dir`).
-    _cl_lock: Option<StoreLock>,
+    /// The store's `lock` and the CommitLog directory's own lock (see
+    /// `lock::lock_commit_log_dir`), held until a shutdown completes: a handle kept after it
+    /// (a binding's call in flight) must not keep another broker off the store.
+    locks: Mutex<Option<(StoreLock, Option<StoreLock>)>>,
+    /// Held through a shutdown, so that a concurrent call returns only once it is done.
+    stopping: Mutex<()>,
 }
 
 fn io_err(path: &std::path::Path, op: &'static str, source: std::io::Error) -> Error {
@@ -226,8 +229,8 @@ impl MessageStore {
             recovery,
             total_memory: total_physical_memory(),
             fork: ForkGuard::new(),
-            _lock: lock,
-            _cl_lock: cl_lock,
+            locks: Mutex::new(Some((lock, cl_lock))),
+            stopping: Mutex::new(()),
         }))
     }
 
@@ -374,9 +377,11 @@ impl MessageStore {
         Ok(())
     }
 
-    /// Flushes everything, stops and joins every thread, and removes the abort file if all was
-    /// dispatched and flushed. Idempotent.
+    /// Flushes everything, stops and joins every thread, removes the abort file if all was
+    /// dispatched and flushed, and lets go of the store's locks. Idempotent; a call while
+    /// another runs returns once that one is done.
     pub fn shutdown(&self) {
+        let _one = self.stopping.lock().unwrap_or_else(|e| e.into_inner());
         if self.shut.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -450,6 +455,7 @@ impl MessageStore {
                 );
             }
         }
+        drop(self.locks.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 
     /// Test support: stops every thread the way a killed process stops, without the clean
@@ -508,7 +514,19 @@ impl MessageStore {
 
     /// An error when this process is a fork of the one that opened the store (`crate::fork`).
     pub fn writable(&self) -> Result<()> {
-        if self.fork.forked() { Err(Error::Store(self.fork.reason())) } else { Ok(()) }
+        if self.fork.forked() {
+            return Err(Error::Store(self.fork.reason()));
+        }
+        if self.shut.load(Ordering::Acquire) {
+            // Its locks may be another broker's by now: it touches no file any more.
+            return Err(Error::Store("the store is shut down".into()));
+        }
+        Ok(())
+    }
+
+    /// Whether this process is a fork of the one that opened the store (`crate::fork`).
+    pub fn is_forked(&self) -> bool {
+        self.fork.forked()
     }
 
     /// Changes the role (promotion of a slave, demotion of a master).
