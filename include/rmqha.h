@@ -582,7 +582,8 @@ const char *rmqha_put_status_name(uint32_t status);
 // Returns `RMQHA_STATUS_OK` whenever the read happened: `(*out)->status` says what was found
 // (FOUND, or e.g. OFFSET_OVERFLOW_ONE when `offset` is the queue's end, NO_MATCHED_LOGIC_QUEUE
 // for an unknown queue) and `next_begin_offset` where to read next. Works on masters and
-// slaves. `RMQHA_STATUS_INVALID_ARGUMENT` when `max_msgs` < 1; `*out` is then untouched.
+// slaves. `RMQHA_STATUS_INVALID_ARGUMENT` when `max_msgs` < 1. On any failure `*out` is set
+// to NULL (as by every read), so freeing it is always safe.
 //
 // Ownership: the caller owns `*out` and frees it with `rmqha_get_result_free`; `topic` is
 // borrowed for the call. Thread safety: callable from any thread; the result may be read

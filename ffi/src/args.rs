@@ -73,6 +73,17 @@ pub unsafe fn bytes<'a>(p: *const u8, len: usize, name: &str) -> FfiResult<&'a [
             format!("{name} is NULL but its length is {len}"),
         ));
     }
+    // No record can hold more than an i32 says (RocketMQ's size fields), and a length beyond
+    // isize::MAX is no buffer at all (a negative count cast to size_t, as a failed read()
+    // returns): refused before a slice is made of it or a byte copied.
+    if len > i32::MAX as usize {
+        return Err(Failure::new(
+            rmqha_status::InvalidArgument,
+            format!(
+                "{name} length {len} is larger than any message can be (a negative length cast to size_t?)"
+            ),
+        ));
+    }
     // SAFETY: non-NULL with `len` readable bytes by the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }

@@ -211,7 +211,8 @@ fn into_raw(
 /// Returns `RMQHA_STATUS_OK` whenever the read happened: `(*out)->status` says what was found
 /// (FOUND, or e.g. OFFSET_OVERFLOW_ONE when `offset` is the queue's end, NO_MATCHED_LOGIC_QUEUE
 /// for an unknown queue) and `next_begin_offset` where to read next. Works on masters and
-/// slaves. `RMQHA_STATUS_INVALID_ARGUMENT` when `max_msgs` < 1; `*out` is then untouched.
+/// slaves. `RMQHA_STATUS_INVALID_ARGUMENT` when `max_msgs` < 1. On any failure `*out` is set
+/// to NULL (as by every read), so freeing it is always safe.
 ///
 /// Ownership: the caller owns `*out` and frees it with `rmqha_get_result_free`; `topic` is
 /// borrowed for the call. Thread safety: callable from any thread; the result may be read
@@ -227,6 +228,8 @@ pub unsafe extern "C" fn rmqha_get_messages(
 ) -> rmqha_status {
     guard(|| {
         args::out(out, "out")?;
+        // SAFETY: checked non-NULL above; set first so a failure leaves NULL.
+        unsafe { args::write(out, std::ptr::null_mut()) };
         // SAFETY: the caller passes a live handle and a C string.
         let (b, topic) = unsafe { (broker_arg(broker)?, args::str(topic, "topic")?) };
         if max_msgs < 1 {
@@ -292,6 +295,8 @@ pub unsafe extern "C" fn rmqha_query_by_key(
 ) -> rmqha_status {
     guard(|| {
         args::out(out, "out")?;
+        // SAFETY: checked non-NULL above; set first so a failure leaves NULL.
+        unsafe { args::write(out, std::ptr::null_mut()) };
         // SAFETY: the caller passes a live handle and C strings.
         let (b, topic, key) =
             unsafe { (broker_arg(broker)?, args::str(topic, "topic")?, args::str(key, "key")?) };

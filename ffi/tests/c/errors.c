@@ -146,6 +146,9 @@ static void broker_errors(rmqha_broker *master) {
   CHECK_STATUS(rmqha_put_message_sync_to_queue(master, "T", -1, body, 5, NULL, NULL, &r),
                RMQHA_STATUS_INVALID_ARGUMENT);
   CHECK_MESSAGE("queue_id");
+  /* A length no buffer can have (a failed read()'s -1 as size_t) is refused, not read. */
+  CHECK_STATUS(rmqha_put_message_sync(master, "T", body, SIZE_MAX, NULL, NULL, &r), RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE("body length");
   /* Stored nothing: an error status, and the reason in RocketMQ's terms in the result. */
   static uint8_t big[2048];
   CHECK_STATUS(rmqha_put_message_sync(master, "T", big, sizeof big, NULL, NULL, &r), RMQHA_STATUS_PUT_FAILED);
@@ -156,12 +159,18 @@ static void broker_errors(rmqha_broker *master) {
   CHECK(r.status == RMQHA_PUT_STATUS_SLAVE_NOT_AVAILABLE && r.queue_offset == 1, "empty body: %s %lld",
         rmqha_put_status_name(r.status), (long long)r.queue_offset);
 
-  rmqha_get_result_t *got = NULL;
+  /* Every read sets *out to NULL on failure, so freeing it then is always safe. */
+  rmqha_get_result_t *got = (rmqha_get_result_t *)1;
   CHECK_STATUS(rmqha_get_messages(master, "T", 0, 0, 0, &got), RMQHA_STATUS_INVALID_ARGUMENT);
   CHECK_MESSAGE("max_msgs");
-  CHECK(got == NULL, "out untouched");
+  CHECK(got == NULL, "NULL result on failure");
   CHECK_STATUS(rmqha_get_messages(master, "T", 0, 0, 1, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  got = (rmqha_get_result_t *)1;
   CHECK_STATUS(rmqha_get_messages(NULL, "T", 0, 0, 1, &got), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK(got == NULL, "NULL result on failure");
+  got = (rmqha_get_result_t *)1;
+  CHECK_STATUS(rmqha_get_messages(master, NULL, 0, 0, 1, &got), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK(got == NULL, "NULL result on failure");
   CHECK_OK(rmqha_get_messages(master, "NoSuchTopic", 0, 0, 1, &got));
   CHECK(got->status == RMQHA_GET_STATUS_NO_MATCHED_LOGIC_QUEUE && got->message_count == 0, "%s",
         rmqha_get_status_name(got->status));
@@ -171,7 +180,9 @@ static void broker_errors(rmqha_broker *master) {
   CHECK(got == NULL, "NULL result when not found");
   CHECK_STATUS(rmqha_message_by_id(master, "not hex", &got), RMQHA_STATUS_NOT_FOUND);
   CHECK_STATUS(rmqha_message_by_id(master, NULL, &got), RMQHA_STATUS_NULL_ARGUMENT);
+  got = (rmqha_get_result_t *)1;
   CHECK_STATUS(rmqha_query_by_key(master, "T", NULL, 1, &got), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK(got == NULL, "NULL result on failure");
 }
 
 static void start_errors(const char *dir) {
