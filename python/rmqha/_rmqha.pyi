@@ -158,7 +158,8 @@ class Broker:
         space-separated, so "a b" is the two keys "a" and "b").
 
         Raises PutError (with .status) when nothing was stored, e.g. on a slave or for an
-        illegal message. Ctrl-C interrupts a wait for a slave's ack; the message stays stored.
+        illegal message; InvalidArgumentError for a negative queue_id (as C and Node).
+        Ctrl-C interrupts a wait for a slave's ack; the message stays stored.
         """
     def get_messages(
         self, topic: str, queue_id: int, offset: int, max_msgs: int = 32

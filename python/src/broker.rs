@@ -81,6 +81,12 @@ impl PyBroker {
         properties: Option<&Bound<'_, PyAny>>,
         queue_id: i32,
     ) -> PyResult<PyPutResult> {
+        if queue_id < 0 {
+            // As C and Node: a bad argument, refused before anything is built.
+            return Err(crate::errors::InvalidArgumentError::new_err(format!(
+                "queue_id {queue_id} is negative"
+            )));
+        }
         let mut msg = Message::new(topic, body_bytes(py, body)?).with_queue(queue_id);
         if let Some(props) = properties {
             for item in props.call_method0("items")?.try_iter()? {
