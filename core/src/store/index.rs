@@ -349,8 +349,15 @@ impl IndexService {
             return Ok(());
         }
         let mut file = self.last_file()?;
-        if req.commit_log_offset < file.end_phy_offset() {
-            return Ok(()); // already indexed (rebuild)
+        // Already indexed (a rebuild): everything before the last indexed record, and that
+        // record itself, whose start the header keeps as its end (skipping only what lies
+        // before it indexed its keys a second time). A file with no entry holds the previous
+        // file's end, or 0 for the first file, where a record at 0 is new.
+        let end = file.end_phy_offset();
+        if req.commit_log_offset < end
+            || (req.commit_log_offset == end && (end > 0 || file.index_count() > 1))
+        {
+            return Ok(());
         }
         let mut key = String::with_capacity(req.topic.len() + 33);
         let keys = req.uniq_key.into_iter().chain(req.keys.into_iter().flat_map(|k| k.split(' ')));

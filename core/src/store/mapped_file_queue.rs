@@ -305,7 +305,7 @@ impl MappedFileQueue {
             let file = MappedFile::open(&path, off, file_size).map_err(|e| {
                 io::Error::new(
                     e.kind(),
-                    format!("{e} (is mappedFileSize set as when the store was written?)"),
+                    format!("{e} (is the file size key set as when the store was written?)"),
                 )
             })?;
             files.push(Arc::new(if keep_descriptors { file } else { file.without_descriptor() }));

@@ -170,13 +170,13 @@ impl MessageStore {
                 },
                 Some(allocator.clone()),
             )
-            .map_err(|e| io_err(&cl_dir, "cannot load CommitLog from", e))?,
+            .map_err(|e| io_err(&cl_dir, "cannot load CommitLog (mappedFileSizeCommitLog) from", e))?,
         );
         let cq_dir = config.consume_queue_dir();
-        let cqs = Arc::new(
-            ConsumeQueueStore::load(&cq_dir, config.consume_queue_file_size() as usize)
-                .map_err(|e| io_err(&cq_dir, "cannot load consume queues from", e))?,
-        );
+        let cqs =
+            Arc::new(ConsumeQueueStore::load(&cq_dir, config.consume_queue_file_size() as usize).map_err(
+                |e| io_err(&cq_dir, "cannot load consume queues (mappedFileSizeConsumeQueue) from", e),
+            )?);
         let cp_path = config.checkpoint_path();
         let checkpoint = Arc::new(
             StoreCheckpoint::open(&cp_path).map_err(|e| io_err(&cp_path, "cannot open checkpoint", e))?,
@@ -1101,10 +1101,13 @@ fn recover(
             Some(q) => q,
             None => seen.entry(req.topic.to_string()).or_default(),
         };
-        queues
-            .entry(req.queue_id)
-            .and_modify(|q| q.last_queue_offset = req.consume_queue_offset)
-            .or_insert(QueueSeen { first_phy: offset, last_queue_offset: req.consume_queue_offset });
+        queues.entry(req.queue_id).and_modify(|q| q.last_queue_offset = req.consume_queue_offset).or_insert(
+            QueueSeen {
+                first_phy: offset,
+                first_queue_offset: req.consume_queue_offset,
+                last_queue_offset: req.consume_queue_offset,
+            },
+        );
     });
     let past = units_past(cl, cqs, end, last_exit_ok);
     if last_exit_ok && past.valid > 0 {
@@ -1170,15 +1173,24 @@ fn recover(
             if foreign.iter().any(|f| f.topic() == topic && f.queue_id() == queue_id) {
                 continue; // rebuilt from `min` already
             }
-            let held = cqs.find(topic, queue_id).map_or(0, |cq| cq.max_offset_in_queue());
+            let cq = cqs.find(topic, queue_id);
+            let held = cq.as_ref().map_or(0, |cq| cq.max_offset_in_queue());
             if q.last_queue_offset >= held {
+                // The walk's first record of the queue may lie past its end (units lost from
+                // before the walk): dispatching from there would put each unit at the queue's
+                // end, under another queue offset than its record's. Start where the queue's
+                // own units end instead (the CommitLog's start for an empty queue).
+                let from = if q.first_queue_offset <= held {
+                    q.first_phy
+                } else {
+                    cq.map(|cq| cq.max_physic_offset()).filter(|&p| p > 0).map_or(min, |p| p as u64).max(min)
+                };
                 tracing::warn!(
                     "recovery: ConsumeQueue {topic}/{queue_id} ends at queue offset {held}, but the CommitLog \
-                     holds its records up to queue offset {}; re-dispatching from offset {}",
+                     holds its records up to queue offset {}; re-dispatching from offset {from}",
                     q.last_queue_offset,
-                    q.first_phy
                 );
-                repair_from = repair_from.min(q.first_phy);
+                repair_from = repair_from.min(from);
             }
         }
     }
@@ -1268,6 +1280,7 @@ fn unit_points_at_its_record(
 /// What recovery's walk saw of one queue.
 struct QueueSeen {
     first_phy: u64,
+    first_queue_offset: i64,
     last_queue_offset: i64,
 }
 
