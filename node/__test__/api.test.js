@@ -22,14 +22,16 @@ test('put, read back by queue, key and id; offsets are numbers', async (t) => {
     queueId: 1,
     tags: 'tagA',
     keys: ['order-1', 'customer-9'],
-    properties: { region: 'eu' },
+    // `tags` and `keys` win over the same keys among the properties (as in Python).
+    properties: { region: 'eu', TAGS: 'fromProperties' },
   })
   assert.equal(r1.status, 'PUT_OK')
   assert.equal(r1.phyOffset, 0)
   assert.equal(r1.queueId, 1)
   assert.equal(r1.queueOffset, 0)
   assert.match(r1.msgId, /^[0-9A-F]{32}$/)
-  const r2 = b.putMessageSync('Orders', 'second', { queueId: 1 })
+  // No keys is no KEYS property (as in C and Python).
+  const r2 = b.putMessageSync('Orders', 'second', { queueId: 1, keys: [] })
   assert.equal(r2.status, 'PUT_OK')
   assert.equal(r2.phyOffset, r1.size)
   assert.equal(r2.queueOffset, 1)
@@ -54,6 +56,9 @@ test('put, read back by queue, key and id; offsets are numbers', async (t) => {
   assert.equal(m1.tags, 'tagA')
   assert.deepEqual(m1.keys, ['order-1', 'customer-9'])
   assert.equal(m1.properties.region, 'eu')
+  assert.equal(m1.properties.TAGS, 'tagA')
+  assert.deepEqual(got.messages[1].keys, [])
+  assert.equal('KEYS' in got.messages[1].properties, false)
   assert.equal(m1.msgId, r1.msgId)
   assert.equal(m1.phyOffset, 0)
   assert.equal(m1.storeHost, `127.0.0.1:${b.listenPort()}`)

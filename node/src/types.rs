@@ -34,14 +34,16 @@ pub(crate) fn message(topic: String, body: Vec<u8>, opts: Option<PutOptions>) ->
     let opts = opts.unwrap_or_default();
     let queue = opts.queue_id.map(|q| int_in("queueId", q, 0, i32::MAX as i64)).transpose()?.unwrap_or(0);
     let mut msg = Message::new(topic, body).with_queue(queue as i32);
+    // Properties first, so that `tags` and `keys` win over a TAGS or KEYS among them (as in
+    // Python); no keys is no KEYS property (as in C and Python).
+    for (k, v) in opts.properties.unwrap_or_default() {
+        msg.set_property(k, v);
+    }
     if let Some(tags) = opts.tags {
         msg = msg.with_tags(tags);
     }
-    if let Some(keys) = opts.keys {
+    if let Some(keys) = opts.keys.filter(|k| !k.is_empty()) {
         msg = msg.with_keys(&keys);
-    }
-    for (k, v) in opts.properties.unwrap_or_default() {
-        msg.set_property(k, v);
     }
     if let Some(flag) = opts.flag {
         msg.flag = int_in("flag", flag, i32::MIN as i64, i32::MAX as i64)? as i32;
