@@ -239,3 +239,35 @@ fn a_slave_without_slave_read_sends_consumers_to_the_master() {
     s.shutdown();
     m.shutdown();
 }
+
+/// A client that pipelines puts to a SYNC_MASTER and never reads the answers. Each answer is
+/// written by the thread that completes the put, the HA reader of the slave's connection:
+/// once that client's socket buffers were full, the HA reader blocked in its write (up to
+/// the 10 s write timeout, again for every answer), no ack was counted, and every other
+/// producer's SYNC put timed out. Answers from shared threads never block now.
+#[test]
+fn a_client_that_never_reads_its_answers_holds_up_no_one_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = sync_master(&dir.path().join("m"), &[]);
+    let s = slave(&dir.path().join("s"), &m, ha_addr(&m), &[]);
+    wait_slave_connected(&m);
+    let mut flood = Raw::connect(m.remoting_addrs()[0]);
+    // Far more answers than the broker's socket send buffer (4 MiB at most) holds. (Before,
+    // the connection's own thread blocked on an answer it completed inline, stopped reading,
+    // and closed the connection after the write timeout: later writes here fail.)
+    for i in 0..40_000 {
+        let mut req = send_v2(&Msg::new("T", b"f"));
+        req.opaque = i;
+        if std::io::Write::write_all(&mut flood.stream, &req.encode().unwrap()).is_err() {
+            break;
+        }
+    }
+    let c = client(m.remoting_addrs()[0]);
+    for i in 0..5 {
+        let r = call(&c, send_v2(&Msg::new("T", format!("other-{i}").as_bytes())));
+        assert_eq!(r.code, code::SUCCESS, "another producer's put: {r:?}");
+    }
+    drop(flood);
+    s.shutdown();
+    m.shutdown();
+}

@@ -14,17 +14,36 @@ use super::error::{FrameError, RemotingError};
 use super::frame::read_frame;
 use super::server::{Handled, RequestContext, RequestHandler};
 
+/// Bytes of answers a connection may hold for a peer that reads too slowly; beyond them the
+/// connection is closed (RocketMQ's Netty channel stops being writable and its answers fail).
+const MAX_PENDING_BYTES: usize = 64 << 20;
+
 /// The write side of a connection, shared by its thread and every [`Responder`].
+///
+/// Answers come from the connection's own thread and from shared ones: the thread that
+/// completes a SYNC_MASTER put (the HA reader of a slave's connection, the flush thread) or a
+/// long poll. None of them may block on a peer that does not read, or that peer would hold
+/// up every other client. So a frame is written with a non-blocking send; what does not fit
+/// in the socket's buffer waits in `outbox`, which one writer thread of this connection
+/// drains with blocking writes (bounded by the write timeout), spawned when the outbox fills
+/// and ending when it is empty. While the outbox holds anything, every frame goes behind it,
+/// so frames never interleave.
 pub(crate) struct ConnWriter {
     peer: SocketAddr,
     stream: TcpStream,
-    /// Serializes whole frames; the stream itself is written through `&TcpStream` so that
-    /// `close` can shut the socket down without waiting for a blocked writer.
-    write_lock: Mutex<()>,
+    out: Mutex<Outbox>,
     closed: AtomicBool,
     created: Instant,
     /// Milliseconds after `created` of the last completed write, for the idle check.
     last_write_ms: AtomicU64,
+}
+
+#[derive(Default)]
+struct Outbox {
+    frames: std::collections::VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// A writer thread is draining `frames`.
+    draining: bool,
 }
 
 impl ConnWriter {
@@ -32,7 +51,7 @@ impl ConnWriter {
         ConnWriter {
             peer,
             stream,
-            write_lock: Mutex::new(()),
+            out: Mutex::new(Outbox::default()),
             closed: AtomicBool::new(false),
             created: Instant::now(),
             last_write_ms: AtomicU64::new(0),
@@ -53,18 +72,102 @@ impl ConnWriter {
         self.created + Duration::from_millis(self.last_write_ms.load(Ordering::Relaxed))
     }
 
-    fn write_frame(&self, bytes: &[u8]) -> io::Result<()> {
-        let _guard = self.write_lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let result = (&self.stream).write_all(bytes).and_then(|()| (&self.stream).flush());
-        match &result {
-            Ok(()) => {
-                let ms = u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX);
-                self.last_write_ms.store(ms, Ordering::Relaxed);
-            }
-            // A partial frame may be on the wire: the stream cannot be used any more.
-            Err(_) => self.close(),
+    fn note_write(&self) {
+        let ms = u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_write_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Sends what the socket takes now without blocking; the rest goes to the outbox.
+    fn write_frame(self: &Arc<Self>, bytes: &[u8]) -> io::Result<()> {
+        let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.is_closed() {
+            return Err(io::Error::new(io::ErrorKind::NotConnected, "connection closed"));
         }
-        result
+        let mut sent = 0;
+        // Not while the writer thread works: it may be writing a frame it took out already.
+        if !out.draining {
+            while sent < bytes.len() {
+                // SAFETY: a valid buffer and length; MSG_DONTWAIT makes this one call
+                // non-blocking without changing the socket, which the reader uses blocking.
+                let n = unsafe {
+                    libc::send(
+                        std::os::fd::AsRawFd::as_raw_fd(&self.stream),
+                        bytes[sent..].as_ptr().cast(),
+                        bytes.len() - sent,
+                        libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                    )
+                };
+                if n >= 0 {
+                    sent += n as usize;
+                    continue;
+                }
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::Interrupted => continue,
+                    io::ErrorKind::WouldBlock => break,
+                    _ => {
+                        drop(out);
+                        self.close();
+                        return Err(e);
+                    }
+                }
+            }
+            if sent == bytes.len() {
+                self.note_write();
+                return Ok(());
+            }
+        }
+        let rest = bytes.len() - sent;
+        if out.bytes + rest > MAX_PENDING_BYTES {
+            drop(out);
+            tracing::warn!(peer = %self.peer, "closing a connection whose peer does not read its answers \
+                ({MAX_PENDING_BYTES} bytes waiting)");
+            self.close();
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, "the peer does not read its answers"));
+        }
+        out.frames.push_back(bytes[sent..].to_vec());
+        out.bytes += rest;
+        if !out.draining {
+            out.draining = true;
+            let me = Arc::clone(self);
+            let spawned =
+                std::thread::Builder::new().name("rmqha-remoting-writer".into()).spawn(move || me.drain());
+            if let Err(e) = spawned {
+                out.draining = false;
+                drop(out);
+                self.close();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The writer thread: writes the outbox's frames in order with blocking writes (bounded by
+    /// the socket's write timeout) until it is empty.
+    fn drain(&self) {
+        loop {
+            let frame = {
+                let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+                match out.frames.pop_front() {
+                    Some(f) => {
+                        out.bytes -= f.len();
+                        f
+                    }
+                    None => {
+                        out.draining = false;
+                        return;
+                    }
+                }
+            };
+            if self.is_closed() {
+                continue; // drop what is left
+            }
+            match (&self.stream).write_all(&frame).and_then(|()| (&self.stream).flush()) {
+                Ok(()) => self.note_write(),
+                // A partial frame may be on the wire: the stream cannot be used any more.
+                Err(_) => self.close(),
+            }
+        }
     }
 }
 
