@@ -175,9 +175,22 @@ fn garbage_bodies_and_oversized_messages_are_refused() {
     let mut m = send_v2(&Msg::new("T", b"x"));
     m.set_ext("i", props(&[("DELAY", "3")]));
     assert_eq!(call(&c, m).code, code::MESSAGE_ILLEGAL);
+    for timer in ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"] {
+        let mut m = send_v2(&Msg::new("T", b"x"));
+        m.set_ext("i", props(&[(timer, "5000")]));
+        let r = call(&c, m);
+        assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{timer}: {r:?}");
+    }
     let mut m = send_v2(&Msg::new("T", b"x"));
     m.set_ext("i", props(&[("TRAN_MSG", "true")]));
     assert_eq!(call(&c, m).code, code::NO_PERMISSION);
+    // A new topic created with defaultTopicQueueNums 0 has no queue to put into.
+    let before = b.max_offset();
+    let mut m = send_v2(&Msg::new("NoQueues", b"x").queue(-1));
+    m.set_ext("d", 0);
+    let r = call(&c, m);
+    assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    assert_eq!(b.max_offset(), before, "nothing stored");
     // A view at an offset past the end.
     let r = call(&c, RemotingCommand::request(request_code::VIEW_MESSAGE_BY_ID).with_ext("offset", i64::MAX));
     assert_eq!(r.code, code::SYSTEM_ERROR);

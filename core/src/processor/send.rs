@@ -237,6 +237,14 @@ impl SendProcessor {
                     "delayed messages (DELAY property) are not supported by rmqha",
                 ));
             }
+            // RocketMQ 5's timer messages: delivered at once here, which is not what was asked.
+            if let Some(k) = TIMER_KEYS.iter().find(|k| m.property(k).is_some()) {
+                return Err(reply(
+                    req,
+                    response_code::MESSAGE_ILLEGAL,
+                    format!("timer messages ({k} property) are not supported by rmqha"),
+                ));
+            }
         }
         let handle = match broker.put_messages(&msgs) {
             Ok(handle) => handle,
@@ -339,6 +347,15 @@ impl SendProcessor {
                     })?
             }
         };
+        if h.queue_id < 0 && config.write_queue_nums <= 0 {
+            // No queue to pick (a topic created with defaultTopicQueueNums 0): stored, the
+            // message could never be pulled. RocketMQ's randomQueueId fails on it too.
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("topic {} has no write queues, Producer: {peer}", h.topic),
+            ));
+        }
         let valid = config.write_queue_nums.max(config.read_queue_nums);
         if h.queue_id >= valid {
             return Err(reply(
@@ -427,6 +444,9 @@ fn set_prop(props: &mut Vec<(String, String)>, key: &str, value: &str) {
         None => props.push((key.to_owned(), value.to_owned())),
     }
 }
+
+/// RocketMQ 5's timer-message properties (`MessageConst.PROPERTY_TIMER_*`).
+const TIMER_KEYS: [&str; 3] = ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"];
 
 /// A queue for a send with queueId < 0 (RocketMQ's `randomQueueId`).
 fn random_queue(write_queue_nums: i32) -> i32 {
