@@ -338,13 +338,18 @@ fn heartbeats_offsets_and_consumer_lists() {
         let v: Value = serde_json::from_slice(&list(&c).body).unwrap_or_default();
         v["consumerIdList"] == serde_json::json!(["10.0.0.1@1"])
     }));
-    // UNREGISTER_CLIENT.
-    let u = call(
-        &c,
+    // UNREGISTER_CLIENT, which counts only from the client's own connection: the ids are
+    // anybody's to read (GET_CONSUMER_LIST_BY_GROUP), as RocketMQ unregisters by channel.
+    let unregister = || {
         RemotingCommand::request(request_code::UNREGISTER_CLIENT)
             .with_ext("clientID", "10.0.0.1@1")
-            .with_ext("consumerGroup", "cg"),
-    );
+            .with_ext("consumerGroup", "cg")
+    };
+    let other = client(addr(&b));
+    assert_eq!(call(&other, unregister()).code, code::SUCCESS);
+    let v: Value = serde_json::from_slice(&list(&c).body).unwrap();
+    assert_eq!(v["consumerIdList"], serde_json::json!(["10.0.0.1@1"]), "removed by another connection");
+    let u = call(&c, unregister());
     assert_eq!(u.code, code::SUCCESS);
     assert_eq!(list(&c).code, code::SYSTEM_ERROR);
 

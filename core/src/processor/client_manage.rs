@@ -101,12 +101,17 @@ impl ClientManageProcessor {
         RemotingCommand::response_to(req, response_code::SUCCESS, None)
     }
 
-    fn unregister(&self, req: &RemotingCommand) -> RemotingCommand {
+    fn unregister(&self, req: &RemotingCommand, ctx: &RequestContext) -> RemotingCommand {
         let client_id = match req.ext_str("clientID") {
             Ok(id) => id,
             Err(e) => return bad_header(req, e),
         };
-        self.shared.clients.unregister(client_id, req.ext("producerGroup"), req.ext("consumerGroup"));
+        self.shared.clients.unregister(
+            client_id,
+            ctx.peer(),
+            req.ext("producerGroup"),
+            req.ext("consumerGroup"),
+        );
         RemotingCommand::response_to(req, response_code::SUCCESS, None)
     }
 }
@@ -116,7 +121,7 @@ impl RequestHandler for ClientManageProcessor {
         let Some(broker) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
         Handled::Respond(match request.code {
             request_code::HEART_BEAT => self.heartbeat(&broker, &request, ctx),
-            request_code::UNREGISTER_CLIENT => self.unregister(&request),
+            request_code::UNREGISTER_CLIENT => self.unregister(&request, ctx),
             _ => RemotingCommand::not_supported(&request),
         })
     }

@@ -168,25 +168,34 @@ impl ClientTable {
     /// Records a producer's heartbeat.
     pub(crate) fn register_producer(&self, group: &str, client_id: &str, channel: Channel) {
         let mut inner = self.lock();
+        // Closed connections go here too, or a broker that only producers use would keep each
+        // one's entry (and its socket) for good.
+        inner.prune();
         inner.producers.entry(group.to_owned()).or_default().insert(client_id.to_owned(), channel);
     }
 
-    /// Removes a client from a producer group and/or a consumer group (UNREGISTER_CLIENT).
+    /// Removes a client from a producer group and/or a consumer group (UNREGISTER_CLIENT),
+    /// only as registered from the same connection (`peer`): as RocketMQ, which unregisters the
+    /// request's own channel, so that nobody removes another client by its id.
     pub(crate) fn unregister(
         &self,
         client_id: &str,
+        peer: SocketAddr,
         producer_group: Option<&str>,
         consumer_group: Option<&str>,
     ) {
         let mut inner = self.lock();
         if let Some(g) = producer_group {
             if let Some(m) = inner.producers.get_mut(g) {
-                m.remove(client_id);
+                if m.get(client_id).is_some_and(|c| c.peer == peer) {
+                    m.remove(client_id);
+                }
             }
         }
         if let Some(g) = consumer_group {
             if let Some(cg) = inner.consumers.get_mut(g) {
-                if cg.channels.remove(client_id).is_some() {
+                if cg.channels.get(client_id).is_some_and(|c| c.peer == peer) {
+                    cg.channels.remove(client_id);
                     tracing::info!(group = g, client = client_id, "consumer unregistered");
                 }
             }
