@@ -326,6 +326,21 @@ fn heartbeats_offsets_and_consumer_lists() {
     assert_eq!(v["consumerIdList"], serde_json::json!(["10.0.0.1@1", "10.0.0.2@2"]));
     assert!(b.topic_config("%RETRY%cg").is_some(), "the group's retry topic");
     assert!(b.subscription_group("cg").is_some(), "the group, created on first use");
+    // A name no RocketMQ client sends (Validators.checkGroup) creates nothing to persist and
+    // sync: it was kept however long or odd, and two 9 MiB names broke the slave's sync.
+    let c3 = client(addr(&b));
+    for bad in ["x".repeat(256), "a/b".to_string(), "two words".to_string()] {
+        assert_eq!(call(&c3, heartbeat("10.0.0.3@3", &bad, "T", "*")).code, code::SUCCESS);
+        assert!(b.subscription_group(&bad).is_none(), "{bad:.20}");
+        assert!(b.topic_config(&format!("%RETRY%{bad}")).is_none(), "{bad:.20}");
+        let p = call(&c3, pull_req(&bad, "T", 0, 0, 32, 0, 0, "*"));
+        assert_eq!(p.code, 26, "SUBSCRIPTION_GROUP_NOT_EXIST for {bad:.20}: {p:?}");
+        assert!(b.subscription_group(&bad).is_none());
+    }
+    let ok = "g".repeat(255);
+    assert_eq!(call(&c3, heartbeat("10.0.0.3@3", &ok, "T", "*")).code, code::SUCCESS);
+    assert!(b.subscription_group(&ok).is_some(), "255 characters are fine");
+    c3.close();
     // The registered subscription filters.
     let p = call(&c, no_sub());
     let bodies: Vec<Vec<u8>> = decode_records(&p.body).into_iter().map(|r| r.body).collect();

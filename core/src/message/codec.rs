@@ -31,6 +31,17 @@ pub fn topic_is_valid(topic: &str) -> bool {
     !bytes.is_empty() && bytes.len() <= MAX_TOPIC_LEN && bytes.iter().all(|&b| TOPIC_BYTES[b as usize])
 }
 
+/// Longest consumer or producer group name RocketMQ's clients accept (`Validators`).
+pub const MAX_GROUP_LEN: usize = 255;
+
+/// Whether a group name is one RocketMQ's client-side `Validators.checkGroup` accepts: 1 to
+/// 255 characters from `a-z A-Z 0-9 % | _ -`. A broker creates a subscription group (and its
+/// `%RETRY%` topic) for any name a peer sends, and persists it: only these.
+pub fn group_is_valid(group: &str) -> bool {
+    let bytes = group.as_bytes();
+    !bytes.is_empty() && bytes.len() <= MAX_GROUP_LEN && bytes.iter().all(|&b| TOPIC_BYTES[b as usize])
+}
+
 /// The bytes `topic_is_valid` allows, as a table: one load per byte on the put path.
 static TOPIC_BYTES: [bool; 256] = {
     let mut table = [false; 256];

@@ -142,6 +142,15 @@ pub(crate) fn find_subscription_group(broker: &Broker, group: &str) -> Option<Su
     if !broker.config().auto_create_subscription_group || group.is_empty() {
         return None;
     }
+    if !crate::message::codec::group_is_valid(group) {
+        // Persisted and synced to slaves for good: never for a name no RocketMQ client sends
+        // (a 9 MiB name pushed the config-sync answers past the slave's frame limit).
+        tracing::warn!(
+            group_len = group.len(),
+            "not creating a subscription group whose name is not 1 to 255 characters from a-z A-Z 0-9 % | _ -"
+        );
+        return None;
+    }
     if broker.role() == BrokerRole::Slave {
         return Some(SubscriptionGroupConfig::new(group));
     }
