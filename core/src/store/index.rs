@@ -416,8 +416,11 @@ impl IndexService {
             f.file.destroy()?;
         }
         if let Some(f) = files.last() {
-            if f.end_phy_offset() > offset {
-                f.set_i64(24, offset);
+            // The header's end is the start of the last indexed record, and a rebuild skips
+            // records up to and including it: just below the cut, so the next record (which
+            // starts at `offset`) is indexed.
+            if f.end_phy_offset() >= offset {
+                f.set_i64(24, offset - 1);
             }
         }
         Ok(())
