@@ -28,6 +28,11 @@ pub(crate) const MAX_HELD: usize = 65_536;
 /// And at most this many bytes of parked requests (their header fields: a frame may carry up
 /// to `remotingMaxFrameSize` of them, and 65,536 such requests would be a terabyte).
 pub(crate) const MAX_HELD_BYTES: usize = 64 << 20;
+/// And at most this many pulls, or bytes of them, from one connection: a Java consumer parks
+/// one pull per queue it consumes, and one connection filling the whole service would have
+/// every other consumer answered at once, re-pulling in a busy loop.
+pub(crate) const MAX_HELD_PER_CONNECTION: usize = 4096;
+pub(crate) const MAX_HELD_BYTES_PER_CONNECTION: usize = 8 << 20;
 /// The longest suspension honoured. Java clients ask for 15 s (push) or 20 s (lite pull); a
 /// longer one is cut here, well inside the server's 120 s idle timeout.
 pub(crate) const MAX_SUSPEND: Duration = Duration::from_secs(60);
@@ -54,11 +59,37 @@ impl Held {
     }
 }
 
-/// The parked pulls and the bytes they keep.
+/// The parked pulls and the bytes they keep, in all and per connection.
 #[derive(Default)]
 struct Parked {
     list: Vec<Held>,
     bytes: usize,
+    per_connection: std::collections::HashMap<std::net::SocketAddr, (usize, usize)>,
+}
+
+impl Parked {
+    fn add(&mut self, held: Held, bytes: usize) {
+        self.bytes += bytes;
+        let c = self.per_connection.entry(held.responder.peer()).or_default();
+        c.0 += 1;
+        c.1 += bytes;
+        self.list.push(held);
+    }
+
+    fn remove(&mut self, i: usize) -> Held {
+        let h = self.list.swap_remove(i);
+        let bytes = h.bytes();
+        self.bytes -= bytes;
+        let peer = h.responder.peer();
+        if let Some(c) = self.per_connection.get_mut(&peer) {
+            c.0 -= 1;
+            c.1 -= bytes;
+            if c.0 == 0 {
+                self.per_connection.remove(&peer);
+            }
+        }
+        h
+    }
 }
 
 /// The parked pulls.
@@ -78,14 +109,16 @@ impl LongPoll {
         {
             let mut p = self.held.lock().unwrap_or_else(|e| e.into_inner());
             let bytes = held.bytes();
+            let (n, b) = p.per_connection.get(&held.responder.peer()).copied().unwrap_or_default();
             if self.stopped.load(Ordering::Acquire)
                 || p.list.len() >= MAX_HELD
                 || p.bytes + bytes > MAX_HELD_BYTES
+                || n >= MAX_HELD_PER_CONNECTION
+                || b + bytes > MAX_HELD_BYTES_PER_CONNECTION
             {
                 return Err(Box::new(held));
             }
-            p.bytes += bytes;
-            p.list.push(held);
+            p.add(held, bytes);
         }
         self.wake();
         Ok(())
@@ -110,16 +143,14 @@ impl LongPoll {
     /// Removes and returns the pulls to answer now; also the earliest deadline of the rest.
     fn take_ready(&self, now: Instant) -> (Vec<Held>, Option<Instant>) {
         let mut parked = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let Parked { list: held, bytes } = &mut *parked;
         let mut ready = Vec::new();
         let mut next: Option<Instant> = None;
         let mut i = 0;
-        while i < held.len() {
-            let h = &held[i];
+        while i < parked.list.len() {
+            let h = &parked.list[i];
             let arrived = self.store.queue_max_offset(&h.topic, h.queue_id) > h.offset;
             if arrived || now >= h.deadline || !h.responder.is_connected() {
-                *bytes -= h.bytes();
-                ready.push(held.swap_remove(i));
+                ready.push(parked.remove(i));
             } else {
                 next = Some(next.map_or(h.deadline, |n| n.min(h.deadline)));
                 i += 1;
