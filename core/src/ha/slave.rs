@@ -138,8 +138,10 @@ fn run(shared: &Shared) {
     while !shared.stop.is_stopped() {
         let addr = shared.master.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if addr.is_empty() {
-            let mut unused = FIRST_BACKOFF;
-            pause(Duration::from_secs(1), &addr, &mut unused);
+            // Until an address is set (`set_master_address` wakes this at once).
+            shared.stop.sleep_until(Duration::from_secs(1), || {
+                !shared.master.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+            });
             continue;
         }
         let stream = match connect(&addr, shared.opts.connect_timeout, shared.opts.bind_address) {
@@ -238,13 +240,7 @@ impl FillerCheck {
                         let here = start + at as u64;
                         let ends = here + size as u64;
                         if ends != file.end_offset() {
-                            return Err(format!(
-                                "the master's end-of-file filler at offset {here} says its CommitLog file ends at \
-                                 {ends}, but this slave's ends at {}: the master's mappedFileSizeCommitLog differs \
-                                 from this slave's ({} bytes); set it to the master's and rebuild this slave's store",
-                                file.end_offset(),
-                                file.size()
-                            ));
+                            return Err(crate::store::dispatcher::filler_mismatch(here, ends, &file));
                         }
                         at += size as usize;
                         break;

@@ -211,14 +211,7 @@ impl Dispatcher {
                             let left = i32::from_be_bytes(data[at..at + 4].try_into().unwrap_or_default());
                             let ends = reput + at as u64 + left.max(0) as u64;
                             if ends != file.end_offset() {
-                                self.set_layout_fault(format!(
-                                    "the master's end-of-file filler at offset {} says its CommitLog file ends at {ends}, \
-                                     but this slave's ends at {}: the master's mappedFileSizeCommitLog differs from this \
-                                     slave's ({} bytes); set it to the master's and rebuild this slave's store",
-                                    reput + at as u64,
-                                    file.end_offset(),
-                                    file.size()
-                                ));
+                                self.set_layout_fault(filler_mismatch(reput + at as u64, ends, &file));
                                 reput += at as u64;
                                 break 'files;
                             }
@@ -367,6 +360,19 @@ impl Dispatcher {
             }
         }
     }
+}
+
+/// Why a slave cannot take a master's log whose end-of-file filler at `at` says the master's
+/// file ends at `ends`, inside this slave's `file` (the dispatcher's check, and the slave
+/// client's before it acks).
+pub(crate) fn filler_mismatch(at: u64, ends: u64, file: &crate::store::mapped_file::MappedFile) -> String {
+    format!(
+        "the master's end-of-file filler at offset {at} says its CommitLog file ends at {ends}, but this \
+         slave's ends at {}: the master's mappedFileSizeCommitLog differs from this slave's ({} bytes); set \
+         it to the master's and rebuild this slave's store",
+        file.end_offset(),
+        file.size()
+    )
 }
 
 #[cfg(test)]
