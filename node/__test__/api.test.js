@@ -144,6 +144,10 @@ test('errors carry a code', async (t) => {
     await assert.rejects(b.putMessage('T', 'x', { queueId }), { code: 'INVALID_ARGUMENT' }, `queueId ${queueId}`)
   }
   await assert.rejects(b.putMessage('T', 'x', { flag: 2 ** 40 + 3 }), { code: 'INVALID_ARGUMENT' })
+  // KEYS is stored space-separated: a key with a space (or an empty one) could never be found.
+  await assert.rejects(b.putMessage('T', 'x', { keys: ['order 1'] }), { code: 'INVALID_ARGUMENT', message: /space/ })
+  await assert.rejects(b.putMessage('T', 'x', { keys: ['a', ''] }), { code: 'INVALID_ARGUMENT', message: /empty/ })
+  assert.deepEqual(await b.queryByKey('T', 'k', 0), [], 'max 0 finds nothing, as in C and Python')
   assert.throws(() => b.getMessages('T', 0, 0, 0), { code: 'INVALID_ARGUMENT' })
   assert.throws(() => b.getMessages('T', 2 ** 32, 0, 1), { code: 'INVALID_ARGUMENT' })
   assert.throws(() => b.getMessages('T', 0, NaN, 1), { code: 'INVALID_ARGUMENT' })

@@ -128,7 +128,7 @@ impl Broker {
         key: String,
         max: f64,
     ) -> Result<AsyncTask<QueryByKeyTask>> {
-        let max = to_js(&env, int_in("max", max, 1, u32::MAX as i64))? as u32;
+        let max = to_js(&env, int_in("max", max, 0, u32::MAX as i64))? as u32;
         let broker = to_js(&env, self.core())?;
         Ok(AsyncTask::new(QueryByKeyTask { broker, topic, key, max }))
     }

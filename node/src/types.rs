@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::{Outcome, int_in};
+use crate::error::{Failure, Outcome, int_in};
 use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 use rmqha_core::ha::{RefusedSlave as CoreRefusedSlave, SlaveInfo as CoreSlaveInfo};
@@ -43,6 +43,9 @@ pub(crate) fn message(topic: String, body: Vec<u8>, opts: Option<PutOptions>) ->
         msg = msg.with_tags(tags);
     }
     if let Some(keys) = opts.keys.filter(|k| !k.is_empty()) {
+        if let Some(why) = keys.iter().find_map(|k| rmqha_core::message::key_error(k)) {
+            return Err(Failure::invalid(why));
+        }
         msg = msg.with_keys(&keys);
     }
     if let Some(flag) = opts.flag {

@@ -155,7 +155,8 @@ class Broker:
         """Puts a message; returns when the answer is final for the broker's role.
 
         keys: a list of keys, or one string that is split at spaces (RocketMQ stores KEYS
-        space-separated, so "a b" is the two keys "a" and "b").
+        space-separated, so "a b" is the two keys "a" and "b"). A key in a list that is
+        empty or holds a space raises InvalidArgumentError: it could never be found.
 
         Raises PutError (with .status) when nothing was stored, e.g. on a slave or for an
         illegal message; InvalidArgumentError for a negative queue_id (as C and Node).

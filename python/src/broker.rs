@@ -99,6 +99,9 @@ impl PyBroker {
         }
         if let Some(k) = keys {
             let keys = key_list(k)?;
+            if let Some(why) = keys.iter().find_map(|k| rmqha_core::message::key_error(k)) {
+                return Err(errors::InvalidArgumentError::new_err(why));
+            }
             if !keys.is_empty() {
                 msg = msg.with_keys(&keys);
             }
@@ -292,10 +295,11 @@ fn body_bytes(py: Python<'_>, body: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     }
 }
 
-/// Keys from one str or an iterable of str.
+/// Keys from one str (split at whitespace, as the C API reads its `keys` string) or an
+/// iterable of str (each one key).
 fn key_list(keys: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(s) = keys.cast::<PyString>() {
-        return Ok(vec![s.to_str()?.to_string()]);
+        return Ok(s.to_str()?.split_whitespace().map(str::to_string).collect());
     }
     keys.try_iter()?.map(|k| k?.extract::<String>()).collect()
 }

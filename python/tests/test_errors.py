@@ -153,6 +153,19 @@ def test_bad_argument_types_are_type_errors(master: rmqha.Broker) -> None:
     assert master.max_offset() == 0
 
 
+def test_a_key_with_a_space_or_an_empty_key_is_invalid(master: rmqha.Broker) -> None:
+    # KEYS is stored space-separated: "order 1" would be indexed as "order" and "1".
+    with pytest.raises(rmqha.InvalidArgumentError, match="space"):
+        master.put_message_sync("T", b"x", keys=["order 1"])
+    with pytest.raises(rmqha.InvalidArgumentError, match="empty"):
+        master.put_message_sync("T", b"x", keys=["a", ""])
+    assert master.max_offset() == 0
+    # One string is the C form: keys separated by spaces.
+    r = master.put_message_sync("T", b"x", keys=" a  b ")
+    m = master.message_by_id(r.msg_id)
+    assert m is not None and m.keys == ["a", "b"]
+
+
 def test_a_negative_consumer_offset_is_invalid(master: rmqha.Broker) -> None:
     with pytest.raises(rmqha.InvalidArgumentError, match="negative"):
         master.commit_consumer_offset("G", "T", 0, -1)

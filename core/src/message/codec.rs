@@ -67,6 +67,22 @@ pub const BORN_TIMESTAMP_POS: usize = 40;
 /// Offset of the BORNHOST field.
 pub const BORN_HOST_POS: usize = 48;
 
+/// Why `key` cannot be one key of a message, if it cannot: RocketMQ stores KEYS as one
+/// string with the keys separated by spaces (`MessageConst.KEY_SEPARATOR`), so a key holding
+/// a space would be indexed, and read back, as several keys, and an empty key as none.
+pub fn key_error(key: &str) -> Option<String> {
+    if key.is_empty() {
+        Some("a key is empty: RocketMQ's index skips empty keys, so it could never be found".into())
+    } else if key.contains(' ') {
+        Some(format!(
+            "key {key:?} contains a space: RocketMQ stores KEYS separated by spaces, so it would be indexed \
+             and read back as several keys"
+        ))
+    } else {
+        None
+    }
+}
+
 /// CRC-32 (IEEE) of `data`, masked to 31 bits as RocketMQ's `UtilAll.crc32`.
 pub fn crc32_masked(data: &[u8]) -> u32 {
     crc32fast::hash(data) & 0x7FFF_FFFF
@@ -152,7 +168,8 @@ impl Message {
         self
     }
 
-    /// Sets KEYS to the keys joined by spaces, as RocketMQ stores them.
+    /// Sets KEYS to the keys joined by spaces, as RocketMQ stores them. A key with a space in
+    /// it becomes several keys (see [`key_error`]).
     pub fn with_keys<S: AsRef<str>>(mut self, ks: &[S]) -> Self {
         let joined = ks.iter().map(|k| k.as_ref()).collect::<Vec<_>>().join(" ");
         self.set_property(keys::KEYS, joined);
