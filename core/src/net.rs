@@ -1,6 +1,8 @@
-//! Local addresses.
+//! Local addresses, and name resolution that a slow resolver cannot stretch.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
 
 /// A non-loopback local address as RocketMQ picks one (`NetworkUtil.getLocalInetAddress`):
 /// the first public IPv4, else the last private IPv4, else an IPv6, else 127.0.0.1.
@@ -53,4 +55,112 @@ fn interface_addresses() -> Vec<IpAddr> {
         libc::freeifaddrs(head);
     }
     out
+}
+
+/// Resolves `host:port` to its addresses, giving up after `timeout` or as soon as
+/// `cancelled()` holds (checked every 50 ms). An IP literal is parsed at once; a host name is
+/// looked up on a short-lived thread, since `getaddrinfo` cannot be interrupted and a
+/// resolver that does not answer would otherwise hold the caller for its own timeouts (tens
+/// of seconds), and a broker's shutdown with it. A lookup given up on finishes in the
+/// background and its answer is dropped.
+pub fn resolve(addr: &str, timeout: Duration, cancelled: impl Fn() -> bool) -> io::Result<Vec<SocketAddr>> {
+    if let Ok(a) = addr.parse::<SocketAddr>() {
+        return Ok(vec![a]);
+    }
+    resolve_with(addr, timeout, cancelled, |a| a.to_socket_addrs().map(Iterator::collect))
+}
+
+fn resolve_with(
+    addr: &str,
+    timeout: Duration,
+    cancelled: impl Fn() -> bool,
+    lookup: impl FnOnce(&str) -> io::Result<Vec<SocketAddr>> + Send + 'static,
+) -> io::Result<Vec<SocketAddr>> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let owned = addr.to_string();
+    std::thread::Builder::new().name("rmqha-resolve".into()).spawn(move || {
+        let _ = tx.send(lookup(&owned));
+    })?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("resolving {addr} took longer than {timeout:?}"),
+            ));
+        }
+        match rx.recv_timeout(left.min(Duration::from_millis(50))) {
+            Ok(r) => return r,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) if cancelled() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    format!("stopped while resolving {addr}"),
+                ));
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err(io::Error::other(format!("the lookup of {addr} ended without an answer")));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn hung(_: &str) -> io::Result<Vec<SocketAddr>> {
+        std::thread::sleep(Duration::from_secs(30));
+        Ok(Vec::new())
+    }
+
+    #[test]
+    fn an_ip_literal_needs_no_lookup() {
+        let got = resolve("127.0.0.1:9876", Duration::ZERO, || true).unwrap();
+        assert_eq!(got, vec!["127.0.0.1:9876".parse().unwrap()]);
+        let got = resolve("[::1]:9876", Duration::ZERO, || true).unwrap();
+        assert_eq!(got, vec!["[::1]:9876".parse().unwrap()]);
+    }
+
+    #[test]
+    fn a_lookup_that_hangs_ends_at_the_timeout() {
+        let start = Instant::now();
+        let e = resolve_with("master.example:10912", Duration::from_millis(200), || false, hung).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(e.to_string().contains("master.example:10912"), "{e}");
+        assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
+    }
+
+    #[test]
+    fn a_lookup_that_hangs_ends_when_cancelled() {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let t = std::thread::spawn(move || {
+            resolve_with("master.example:10912", Duration::from_secs(60), || s.load(Ordering::Acquire), hung)
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let start = Instant::now();
+        stop.store(true, Ordering::Release);
+        let e = t.join().unwrap().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Interrupted);
+        assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
+    }
+
+    #[test]
+    fn a_lookup_answer_is_passed_on() {
+        let want: SocketAddr = "10.0.0.7:10912".parse().unwrap();
+        let got =
+            resolve_with("master:10912", Duration::from_secs(10), || false, move |_| Ok(vec![want])).unwrap();
+        assert_eq!(got, vec![want]);
+        let e = resolve_with(
+            "master:10912",
+            Duration::from_secs(10),
+            || false,
+            |_| Err(io::Error::new(io::ErrorKind::NotFound, "no such host")),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    }
 }

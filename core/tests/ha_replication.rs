@@ -283,3 +283,24 @@ fn records_larger_than_a_frame_replicate_whole() {
     }
     assert_same_commit_logs(md.path(), sd.path());
 }
+
+#[test]
+fn a_slave_finds_its_master_by_host_name() {
+    // A host name is looked up off the slave's thread (so a hung resolver cannot hold a
+    // shutdown); the answer must still reach the connect.
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
+    let addr = format!("localhost:{}", master.ha_port());
+    let slave = Broker::start_slave(broker_config(sd.path(), "SLAVE", &[("haMasterAddress", addr.as_str())]))
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || master.offsets().slaves.iter().any(|s| s.transferring)),
+        "slave never connected: {:?}",
+        slave.offsets().last_ha_error
+    );
+    let r = master.put_message_sync(&message("T", 0, 1, 100)).unwrap();
+    assert_eq!(r.status, PutStatus::PutOk);
+    assert!(slave.store().record_at(r.phy_offset).is_some());
+    slave.shutdown();
+    master.shutdown();
+}

@@ -4,7 +4,7 @@
 //! reconnects with backoff. The master address can change at runtime.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -144,7 +144,10 @@ fn run(shared: &Shared) {
             });
             continue;
         }
-        let stream = match connect(&addr, shared.opts.connect_timeout, shared.opts.bind_address) {
+        // Given up on when stopped or when the address changes (a host name's lookup may hang).
+        let cancelled =
+            || shared.stop.is_stopped() || *shared.master.lock().unwrap_or_else(|e| e.into_inner()) != addr;
+        let stream = match connect(&addr, shared.opts.connect_timeout, shared.opts.bind_address, cancelled) {
             Ok(s) => s,
             Err(e) => {
                 let msg = format!("cannot connect to master {addr}: {e}");
@@ -178,10 +181,17 @@ fn run(shared: &Shared) {
     }
 }
 
-fn connect(addr: &str, timeout: Duration, bind: Option<std::net::IpAddr>) -> io::Result<TcpStream> {
+fn connect(
+    addr: &str,
+    timeout: Duration,
+    bind: Option<std::net::IpAddr>,
+    cancelled: impl Fn() -> bool,
+) -> io::Result<TcpStream> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{addr} resolves to no address"));
-    let addrs: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
-    for a in addrs {
+    for a in crate::net::resolve(addr, timeout, &cancelled)? {
+        if cancelled() {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped while connecting"));
+        }
         let attempt = || -> io::Result<TcpStream> {
             let sock = socket2::Socket::new(socket2::Domain::for_address(a), socket2::Type::STREAM, None)?;
             if let Some(ip) = bind {

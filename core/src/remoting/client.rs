@@ -1,7 +1,7 @@
 //! [`RemotingClient`]: synchronous calls to one remoting server over one connection.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -188,11 +188,9 @@ impl RemotingClient {
         }
         let timeout =
             remaining(deadline).unwrap_or(Duration::from_millis(1)).min(self.config.connect_timeout);
-        let addrs: Vec<SocketAddr> = self
-            .addr
-            .to_socket_addrs()
-            .map_err(|source| RemotingError::Resolve { addr: self.addr.clone(), source })?
-            .collect();
+        // Within this call's deadline, however long the resolver takes to answer.
+        let addrs = crate::net::resolve(&self.addr, timeout, || false)
+            .map_err(|source| RemotingError::Resolve { addr: self.addr.clone(), source })?;
         let mut last_err = io::Error::new(io::ErrorKind::NotFound, "address resolved to nothing");
         if addrs.is_empty() {
             return Err(RemotingError::Resolve { addr: self.addr.clone(), source: last_err });
