@@ -404,6 +404,25 @@ fn heartbeats_offsets_and_consumer_lists() {
         .with_ext("commitOffset", 2);
     c.invoke_oneway(u, TIMEOUT).unwrap();
     assert!(common::wait_until(TIMEOUT, || b.consumer_offset("cg2", "T", 0) == 2));
+    // A commit nothing could read (a topic or queue that does not exist, a group no client
+    // may have) is refused and kept nowhere: each kept one is persisted and mirrored.
+    let commit = |group: &str, topic: &str, queue: i32| {
+        call(
+            &c,
+            RemotingCommand::request(request_code::UPDATE_CONSUMER_OFFSET)
+                .with_ext("consumerGroup", group)
+                .with_ext("topic", topic)
+                .with_ext("queueId", queue)
+                .with_ext("commitOffset", 9),
+        )
+    };
+    assert_eq!(commit("cg", "NoSuchTopic", 0).code, code::TOPIC_NOT_EXIST);
+    assert_eq!(commit("cg", "T", 1).code, code::SYSTEM_ERROR);
+    assert_eq!(commit("cg", "T", -1).code, code::SYSTEM_ERROR);
+    assert_eq!(commit("bad group!", "T", 0).code, code::SUBSCRIPTION_GROUP_NOT_EXIST);
+    assert_eq!(commit(&"g".repeat(256), "T", 0).code, code::SUBSCRIPTION_GROUP_NOT_EXIST);
+    assert_eq!((b.consumer_offset("cg", "NoSuchTopic", 0), b.consumer_offset("cg", "T", 1)), (-1, -1));
+    assert_eq!((b.consumer_offset("bad group!", "T", 0), b.consumer_offset("cg", "T", 0)), (-1, 4));
     b.shutdown();
     drop(b);
     // Offsets survive a restart.

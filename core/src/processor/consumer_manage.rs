@@ -76,6 +76,27 @@ impl ConsumerManageProcessor {
         let topic = req.ext_str("topic").map_err(h)?;
         let queue_id = req.ext_i32("queueId").map_err(h)?;
         let offset = req.ext_i64("commitOffset").map_err(h)?;
+        // Every commit is kept and persisted (and mirrored to slaves): only one for a group a
+        // client could have, on a queue that exists, so a peer cannot grow the table with
+        // names and queue ids nothing will ever read (RocketMQ 5 checks the same).
+        if !crate::message::codec::group_is_valid(group) {
+            return Err(reply(
+                req,
+                response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+                format!("the consumer group {group:?} is not a valid group name"),
+            ));
+        }
+        let Some(tc) = b.topic_config(topic) else {
+            return Err(reply(req, response_code::TOPIC_NOT_EXIST, format!("topic {topic} not exist")));
+        };
+        let queues = tc.read_queue_nums.max(tc.write_queue_nums);
+        if queue_id < 0 || queue_id >= queues {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("queueId {queue_id} is invalid: topic {topic} has {queues} queues"),
+            ));
+        }
         b.commit_consumer_offset(group, topic, queue_id, offset)
             .map_err(|e| reply(req, response_code::SYSTEM_ERROR, e.to_string()))?;
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
