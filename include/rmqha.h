@@ -508,7 +508,9 @@ rmqha_status rmqha_config_get(const struct rmqha_config *cfg,
 // file does not name take their defaults, so set individual keys after loading, not before.
 //
 // Returns `RMQHA_STATUS_CONFIG` when the file cannot be read, a line does not parse or a value
-// is invalid (the message names the file, line and key); the config is then unchanged. Keys
+// is invalid (the message names the file, line and key); the config is then unchanged. Rules
+// between keys (a SLAVE needs a brokerId above 0, ...) are checked when a broker starts, so
+// keys set after loading can fix them. Keys
 // rmqha does not know are not errors: they are listed by `rmqha_config_warnings`.
 //
 // Ownership: `path` is borrowed for the call. Thread safety: callable from any thread.

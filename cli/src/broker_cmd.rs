@@ -1,10 +1,11 @@
 //! `rmqha broker -c FILE [--set key=value]...`
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
 use rmqha_core::{Broker, BrokerConfig};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 #[derive(Args)]
@@ -27,24 +28,47 @@ pub fn apply_overrides(config: &mut BrokerConfig, sets: &[String]) -> Result<(),
 }
 
 pub fn run(args: BrokerArgs) -> Result<(), String> {
-    let mut config = BrokerConfig::from_properties_file(&args.config).map_err(|e| e.to_string())?;
+    let mut config = BrokerConfig::read_properties_file(&args.config).map_err(|e| e.to_string())?;
     apply_overrides(&mut config, &args.set)?;
     config.validate().map_err(|e| e.to_string())?;
-    // Signals are registered before the broker starts so none is missed.
-    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("cannot handle signals: {e}"))?;
+    // Signals are registered before the broker starts so none is missed. A hang-up (the
+    // terminal or SSH session closed) shuts down cleanly too, as the JVM's shutdown hook
+    // does, unless it is ignored (`nohup`), which the JVM honours as well.
+    let mut wanted = vec![SIGINT, SIGTERM];
+    if !signal_is_ignored(SIGHUP) {
+        wanted.push(SIGHUP);
+    }
+    let mut signals = Signals::new(wanted).map_err(|e| format!("cannot handle signals: {e}"))?;
     let broker = Broker::start(config).map_err(|e| e.to_string())?;
     // One line a script can wait for.
-    println!(
+    say(&format!(
         "rmqha broker started: role={} listenPort={} haPort={} store={}",
         broker.role(),
         broker.listen_port(),
         broker.ha_port(),
         broker.config().store_root().display()
-    );
+    ));
     if let Some(sig) = signals.forever().next() {
         tracing::info!("signal {sig}: shutting down");
     }
     broker.shutdown();
-    println!("rmqha broker stopped");
+    say("rmqha broker stopped");
     Ok(())
+}
+
+/// Prints a status line. Standard output may be a pipe whose reader is gone (`rmqha broker |
+/// tee log` stopped with Ctrl-C): a lost status line is no reason to panic and report a
+/// crash after a clean shutdown.
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+/// Whether `sig` is set to be ignored (as `nohup` sets SIGHUP).
+fn signal_is_ignored(sig: i32) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current disposition.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
 }

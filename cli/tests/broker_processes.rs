@@ -271,3 +271,52 @@ fn start_up_errors_are_one_clear_line() {
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
     assert_eq!(err.lines().filter(|l| l.starts_with("rmqha:")).count(), 1, "{err}");
 }
+
+#[test]
+fn overrides_fix_a_file_and_hang_up_or_a_closed_pipe_still_stop_cleanly() {
+    let d = tempfile::tempdir().unwrap();
+    // A file breaking a rule between keys (a SLAVE with brokerId 0, a listenPort that leaves
+    // no default HA port) is fixed by --set: the rules are checked after the overrides.
+    let conf = d.path().join("slave.properties");
+    std::fs::write(&conf, "brokerRole=SLAVE\nbrokerId=0\nlistenPort=65535\nhaMasterAddress=127.0.0.1:1\n")
+        .unwrap();
+    let store = d.path().join("store");
+    let mut cmd = Command::new(RMQHA);
+    cmd.arg("broker").arg("-c").arg(&conf).env("RMQHA_LOG", "error");
+    for kv in [
+        "brokerId=1".to_string(),
+        "listenPort=0".into(),
+        "haListenPort=0".into(),
+        "bindAddress=127.0.0.1".into(),
+        format!("storePathRootDir={}", store.display()),
+    ] {
+        cmd.arg("--set").arg(kv);
+    }
+    // The test must not inherit an ignored SIGHUP (a run under `nohup`): the broker honours
+    // that and would never stop.
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // Read the start-up line, then close our end of its stdout (the reader of `| tee` gone).
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.starts_with("rmqha broker started"), "{line:?}");
+    drop(out);
+    assert!(store.join("abort").exists(), "a running broker has its abort file");
+    // A hang-up (terminal or SSH session closed) is a clean shutdown, as SIGTERM is.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    assert!(wait_until(Duration::from_secs(20), || child.try_wait().unwrap().is_some()), "no exit");
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "exit {status:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!store.join("abort").exists(), "a clean shutdown removes the abort file");
+}

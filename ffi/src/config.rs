@@ -112,7 +112,9 @@ pub unsafe extern "C" fn rmqha_config_get(
 /// file does not name take their defaults, so set individual keys after loading, not before.
 ///
 /// Returns `RMQHA_STATUS_CONFIG` when the file cannot be read, a line does not parse or a value
-/// is invalid (the message names the file, line and key); the config is then unchanged. Keys
+/// is invalid (the message names the file, line and key); the config is then unchanged. Rules
+/// between keys (a SLAVE needs a brokerId above 0, ...) are checked when a broker starts, so
+/// keys set after loading can fix them. Keys
 /// rmqha does not know are not errors: they are listed by `rmqha_config_warnings`.
 ///
 /// Ownership: `path` is borrowed for the call. Thread safety: callable from any thread.
@@ -121,7 +123,7 @@ pub unsafe extern "C" fn rmqha_config_load_file(cfg: *mut rmqha_config, path: *c
     guard(|| {
         // SAFETY: the caller passes a config from rmqha_config_new and a C string.
         let (cfg, path) = unsafe { (args::handle(cfg, "cfg")?, args::str(path, "path")?) };
-        let loaded = BrokerConfig::from_properties_file(path)
+        let loaded = BrokerConfig::read_properties_file(path)
             .map_err(|e| Failure::new(rmqha_status::Config, e.to_string()))?;
         *cfg.lock() = loaded;
         Ok(())

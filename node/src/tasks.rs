@@ -77,7 +77,7 @@ impl Task for LoadPropertiesTask {
     type JsValue = std::collections::BTreeMap<String, String>;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        guarded(|| Ok(BrokerConfig::from_properties_file(&self.path).map_err(Failure::from)))
+        guarded(|| Ok(BrokerConfig::read_properties_file(&self.path).map_err(Failure::from)))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {

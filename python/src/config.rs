@@ -37,7 +37,7 @@ pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Broke
 /// `rmqha.load_properties`: the keys a properties file sets (canonical spelling), as strings.
 pub fn load_file(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
     let cfg =
-        py.detach(|| BrokerConfig::from_properties_file(&path)).map_err(|e| errors::config_error(py, e))?;
+        py.detach(|| BrokerConfig::read_properties_file(&path)).map_err(|e| errors::config_error(py, e))?;
     warn_all(py, &cfg.warnings)?;
     let dict = PyDict::new(py);
     for key in BrokerConfig::KEYS.iter().filter(|k| cfg.is_explicit(k)) {

@@ -114,7 +114,9 @@ trait ConfigValue: Sized {
 
 impl ConfigValue for String {
     fn parse_value(s: &str) -> Result<Self, String> {
-        Ok(s.to_string())
+        // RocketMQ's `MixAll.properties2Object` trims every value: a trailing space after an
+        // address, a path or a name is an editing slip, not part of the value.
+        Ok(s.trim().to_string())
     }
     fn format_value(&self) -> String {
         self.clone()
@@ -187,6 +189,9 @@ macro_rules! broker_config {
             $( $(#[doc = $doc])* #[doc = concat!("\n\nProperty key `", $key, "`.")] pub $field: $ty, )*
             /// Keys whose values were given explicitly (by canonical key name).
             explicit: std::collections::BTreeSet<&'static str>,
+            /// Renamed keys set under their current spelling, which an old spelling given
+            /// later does not override (RocketMQ reads only the current one).
+            spelled_current: std::collections::BTreeSet<&'static str>,
             /// Warnings collected while loading (unknown or unsupported keys).
             pub warnings: Vec<String>,
         }
@@ -196,6 +201,7 @@ macro_rules! broker_config {
                 BrokerConfig {
                     $( $field: $default, )*
                     explicit: Default::default(),
+                    spelled_current: Default::default(),
                     warnings: Vec::new(),
                 }
             }
@@ -481,6 +487,14 @@ impl BrokerConfig {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let key = key.trim();
         if let Some(canonical) = Self::canonical_key(key) {
+            if key != canonical && self.spelled_current.contains(canonical) {
+                // Whatever the order in the file: RocketMQ since 4.5.2 reads only the current
+                // spelling, and master and slave must agree on file sizes.
+                self.warn(format!(
+                    "{key}={value} ignored: {canonical} is set too, and RocketMQ reads only {canonical}"
+                ));
+                return Ok(());
+            }
             // A value that parses but is out of range is rejected after it was stored: put
             // the config back as it was (warnings included), so a refused value never stays.
             let before = self.clone();
@@ -514,11 +528,15 @@ impl BrokerConfig {
                 ));
             }
             // Errors name the key as the file spells it (old spellings included).
-            self.validate_key(canonical, value).map_err(|mut e| {
+            self.validate_key(canonical, value.trim()).map_err(|mut e| {
                 *self = before;
                 e.key = Some(key.to_string());
                 e
-            })
+            })?;
+            if key == canonical {
+                self.spelled_current.insert(canonical);
+            }
+            Ok(())
         } else {
             let msg = if UNSUPPORTED_KEYS.contains(&key) {
                 format!("config key {key} is a RocketMQ setting rmqha does not implement; ignored")
@@ -553,6 +571,20 @@ impl BrokerConfig {
     /// Reads a RocketMQ-style `broker.properties` file.
     pub fn from_properties_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
+        let cfg = Self::read_properties_file(path)?;
+        cfg.validate().map_err(|mut e| {
+            e.path = Some(path.to_path_buf());
+            e
+        })?;
+        Ok(cfg)
+    }
+
+    /// Reads a `broker.properties` file, checking each value but not yet the rules between
+    /// keys, so more keys can be set (command-line overrides, say) before
+    /// [`BrokerConfig::validate`]: a file with `brokerRole=SLAVE` and `brokerId=0` is fixed by
+    /// setting `brokerId` afterwards.
+    pub fn read_properties_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| ConfigError {
             path: Some(path.to_path_buf()),
             ..ConfigError::new(format!("cannot read config file: {e}"))
@@ -563,7 +595,7 @@ impl BrokerConfig {
             Ok(t) => t,
             Err(e) => e.into_bytes().iter().map(|&b| char::from(b)).collect(),
         };
-        Self::from_properties_str(&text).map_err(|mut e| {
+        Self::read_properties_str(&text).map_err(|mut e| {
             e.path = Some(path.to_path_buf());
             e
         })
@@ -571,6 +603,12 @@ impl BrokerConfig {
 
     /// Reads properties text (see [`BrokerConfig::from_properties_file`]).
     pub fn from_properties_str(text: &str) -> Result<Self, ConfigError> {
+        let cfg = Self::read_properties_str(text)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn read_properties_str(text: &str) -> Result<Self, ConfigError> {
         // A byte-order mark written by an editor is not part of the first key.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let entries = parse_properties(text)
@@ -582,7 +620,6 @@ impl BrokerConfig {
                 err
             })?;
         }
-        cfg.validate()?;
         Ok(cfg)
     }
 
@@ -706,6 +743,16 @@ impl BrokerConfig {
             "storePathRootDir" if self.store_path_root_dir.trim().is_empty() => {
                 bad("must name a directory (an empty path would put the store in the working directory)")
             }
+            "storePathRootDir" | "storePathCommitLog"
+                if (value == "~" || value.starts_with("~/")) && home_dir().is_none() =>
+            {
+                bad(
+                    "~ needs a home directory, and HOME is unset and the user has none: give an absolute path",
+                )
+            }
+            "brokerIP1" if !value.is_empty() && value.parse::<std::net::IpAddr>().is_err() => {
+                bad("expected an IP address: message ids and routes carry its bytes")
+            }
             "haMasterAddress" | "masterAddress"
                 if !value.trim().is_empty() && !is_host_port(value.trim()) =>
             {
@@ -822,11 +869,40 @@ fn parse_delete_when(s: &str) -> Option<Vec<u8>> {
 
 fn expand_home(p: &str) -> PathBuf {
     if p == "~" || p.starts_with("~/") {
-        if let Some(home) = std::env::var_os("HOME") {
-            return PathBuf::from(home).join(p.trim_start_matches('~').trim_start_matches('/'));
+        if let Some(home) = home_dir() {
+            return home.join(p.trim_start_matches('~').trim_start_matches('/'));
         }
     }
     PathBuf::from(p)
+}
+
+/// `$HOME`, else the user's home directory from the password database, as Java's
+/// `user.home` is (services started without `HOME` are common).
+fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).or_else(passwd_home)
+}
+
+#[cfg(unix)]
+fn passwd_home() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: getpwuid_r fills `pw` with pointers into `buf`, which outlives their use here;
+    // `result` is non-null only when an entry was found.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(libc::getuid(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut result);
+        if rc != 0 || result.is_null() || pw.pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr(pw.pw_dir).to_bytes();
+        (!dir.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(dir)))
+    }
+}
+
+#[cfg(not(unix))]
+fn passwd_home() -> Option<PathBuf> {
+    None
 }
 
 fn escape_value(v: &str) -> String {
@@ -862,6 +938,53 @@ mod tests {
         assert_eq!(c.sync_flush_timeout, 5000);
         assert_eq!(c.file_reserved_time, 72);
         assert_eq!(c.delete_when_hours(), vec![4]);
+    }
+
+    #[test]
+    fn the_current_spelling_wins_whatever_the_order() {
+        for text in [
+            "mappedFileSizeCommitLog=1048576\nmapedFileSizeCommitLog=67108864\n",
+            "mapedFileSizeCommitLog=67108864\nmappedFileSizeCommitLog=1048576\n",
+        ] {
+            let c = BrokerConfig::from_properties_str(text).unwrap();
+            assert_eq!(c.mapped_file_size_commit_log, 1_048_576, "{text}");
+        }
+        let c = BrokerConfig::from_properties_str("haSlaveFallbehindMax=100\nhaMaxGapNotInSync=5\n").unwrap();
+        assert_eq!(c.ha_slave_fallbehind_max, 100);
+        assert!(c.warnings.iter().any(|w| w.contains("haMaxGapNotInSync=5 ignored")), "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn text_values_are_trimmed_as_rocketmq_does() {
+        let c = BrokerConfig::from_properties_str(
+            "brokerRole=SLAVE\nhaMasterAddress=127.0.0.1:10912 \nmasterAddress=127.0.0.1:10911\t\n\
+             storePathRootDir=/tmp/rmqha-trim   \nbrokerName=broker-a \nbrokerIP1=10.0.0.1 \n",
+        )
+        .unwrap();
+        assert_eq!(c.ha_master_address, "127.0.0.1:10912");
+        assert_eq!(c.master_address, "127.0.0.1:10911");
+        assert_eq!(c.store_root(), PathBuf::from("/tmp/rmqha-trim"));
+        assert_eq!(c.broker_name, "broker-a");
+        assert_eq!(c.broker_ip1, "10.0.0.1");
+    }
+
+    #[test]
+    fn broker_ip1_must_be_an_ip_address() {
+        for bad in ["localhost", "10.0.0", "host:10911"] {
+            let e = BrokerConfig::from_map([("brokerIP1", bad)]).unwrap_err();
+            assert_eq!(e.key.as_deref(), Some("brokerIP1"), "{bad}");
+            assert!(e.to_string().contains("IP address"), "{e}");
+        }
+        assert!(BrokerConfig::from_map([("brokerIP1", "::1")]).is_ok());
+        assert!(BrokerConfig::from_map([("brokerIP1", "")]).is_ok());
+    }
+
+    #[test]
+    fn home_falls_back_to_the_password_database() {
+        // The user running the tests has a passwd entry (containers included), whose home
+        // is what `~` means when HOME is unset, as Java's user.home.
+        let home = passwd_home().expect("a passwd entry for this user");
+        assert!(home.is_absolute(), "{}", home.display());
     }
 
     #[test]
@@ -1040,9 +1163,9 @@ mod tests {
 
     #[test]
     fn properties_round_trip() {
-        let c = BrokerConfig::from_map([("brokerName", " spaced"), ("deleteWhen", "01;13")]).unwrap();
+        let c = BrokerConfig::from_map([("brokerName", "a=b:c #1"), ("deleteWhen", "01;13")]).unwrap();
         let again = BrokerConfig::from_properties_str(&c.to_properties(false)).unwrap();
-        assert_eq!(again.broker_name, " spaced");
+        assert_eq!(again.broker_name, "a=b:c #1");
         assert_eq!(again.delete_when_hours(), vec![1, 13]);
         let all = BrokerConfig::from_properties_str(&c.to_properties(true)).unwrap();
         assert_eq!(all.to_map(), c.to_map());
