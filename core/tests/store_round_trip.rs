@@ -86,3 +86,68 @@ fn a_negative_queue_id_is_refused() {
     assert_eq!(store.max_offset(), 0);
     assert!(!dir.path().join("consumequeue").join("Neg").exists());
 }
+
+/// A put that passed the store's running check just before `shutdown` began used to append
+/// after the shutdown's final flush, even after its locks were released to the next owner of
+/// the directory, and answered PUT_OK. Every acknowledged put must now be in the flushed log,
+/// and nothing may change once `shutdown` returns.
+#[test]
+fn puts_racing_a_shutdown_land_before_it_or_not_at_all() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // The exact interleaving is pinned by a unit test of `MessageStore`; this one races
+    // real threads end to end, through a reopen.
+    for round in 0..4 {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = store_config(dir.path(), &[("mappedFileSizeCommitLog", "8388608")]);
+        let store = Arc::new(MessageStore::open(cfg.clone()).unwrap());
+        store.start().unwrap();
+        let done = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let (store, done) = (store.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut acked = Vec::new();
+                    for i in 0.. {
+                        match store.put_message_sync(&message("Race", t, i, 512 * 1024)) {
+                            Ok(r) => {
+                                assert_eq!(r.status, PutStatus::PutOk);
+                                acked.push(r);
+                                done.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => {
+                                assert!(
+                                    e.to_string().contains("shut") || e.to_string().contains("not running"),
+                                    "{e}"
+                                );
+                                break;
+                            }
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        assert!(common::wait_until(Duration::from_secs(20), || done.load(Ordering::Relaxed) >= 16));
+        store.shutdown();
+        let (flushed, max) = (store.flushed_offset(), store.max_offset());
+        let acked: Vec<_> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        assert_eq!(store.max_offset(), max, "round {round}: the log grew after shutdown returned");
+        for r in &acked {
+            assert!(
+                r.end_offset() <= flushed,
+                "round {round}: PUT_OK at {} ends past the final flush {flushed}",
+                r.phy_offset
+            );
+        }
+        drop(store);
+        let reopened = MessageStore::open(cfg).unwrap();
+        reopened.start().unwrap();
+        for r in &acked {
+            let rec =
+                reopened.record_at(r.phy_offset).unwrap_or_else(|| panic!("PUT_OK at {} lost", r.phy_offset));
+            assert_eq!(rec.bytes().len(), r.size as usize);
+        }
+        reopened.shutdown();
+    }
+}

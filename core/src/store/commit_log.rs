@@ -83,6 +83,9 @@ struct PutState {
     scratch: Vec<u8>,
     /// The store timestamps' clock (see `StoreClock`).
     clock: StoreClock,
+    /// Set (under this lock) when the store shuts down: no append may land after its final
+    /// flush, or after its locks are released to the next owner of the directory.
+    closed: bool,
 }
 
 /// A map hashed with FxHash (rustc's hasher). The queue-offset table is looked up under the
@@ -176,6 +179,7 @@ impl CommitLog {
                 current: None,
                 scratch: Vec::new(),
                 clock: StoreClock::default(),
+                closed: false,
             })),
             max_offset: CachePadded::new(AtomicU64::new(max)),
             locked_since: AtomicI64::new(0),
@@ -354,6 +358,13 @@ impl CommitLog {
         s.queue_offsets.get(topic).and_then(|q| q.get(&queue_id)).copied().unwrap_or(0)
     }
 
+    /// Refuses every later append (waiting for one in progress to finish): a store that shuts
+    /// down calls this before its final dispatch and flush, so every append that succeeded is
+    /// in them, and none lands after the store let go of its directory.
+    pub fn close_for_writes(&self) {
+        self.put.lock().closed = true;
+    }
+
     /// Appends messages as one contiguous batch in one file. Called by the store facade.
     pub fn append(&self, msgs: &[Message]) -> Result<AppendOutcome, AppendError> {
         if let Some(why) = self.poisoned() {
@@ -431,6 +442,9 @@ impl CommitLog {
             }
         }
         let mut state = self.put.lock();
+        if state.closed {
+            return Err(AppendError::Status(PutStatus::ServiceNotAvailable, "the store is shut down".into()));
+        }
         let store_ts = state.clock.now_ms();
         self.locked_since.store(store_ts, Ordering::Relaxed);
         let result = self.append_locked(&mut state, prepared, total, store_ts);
@@ -597,7 +611,10 @@ impl CommitLog {
             return Ok(());
         }
         let fs = self.opts.file_size as u64;
-        let _state = self.put.lock();
+        let state = self.put.lock();
+        if state.closed {
+            return Err("the store is shut down".into());
+        }
         let max = self.max_offset();
         let empty = max == 0;
         if empty && self.queue.last().is_some() {
@@ -638,7 +655,7 @@ impl CommitLog {
         })?;
         file.set_wrote_position(pos + data.len());
         self.max_offset.store(offset + data.len() as u64, Ordering::Release);
-        drop(_state);
+        drop(state);
         self.signal_triggers(offset + data.len() as u64);
         // The caller (the slave's HA client) acks first and then wakes the dispatcher with
         // `appended().notify()`, so the ack is not queued behind the dispatcher's wake-up.

@@ -390,6 +390,10 @@ impl MessageStore {
             return;
         }
         let was_running = self.running.load(Ordering::Acquire);
+        // A put that passed its running check before `shut` was set may still be preparing
+        // its message: it appends before this returns or not at all, so whatever was stored
+        // is in the final dispatch and flush below.
+        self.commit_log.close_for_writes();
         // Let the dispatcher catch up before it stops (bounded: a slave's partial tail never
         // completes).
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -468,6 +472,8 @@ impl MessageStore {
         if self.shut.swap(true, Ordering::AcqRel) || self.fork.forked() {
             return;
         }
+        // A killed process puts nothing more either.
+        self.commit_log.close_for_writes();
         self.dispatcher_stop.store(true, Ordering::Release);
         self.commit_log.appended().notify();
         self.stop.stop();
@@ -574,6 +580,8 @@ impl MessageStore {
                 reason: self.disk.reason(),
             });
         }
+        #[cfg(test)]
+        tests::before_append();
         let outcome = self
             .commit_log
             .append(msgs)
@@ -1330,4 +1338,67 @@ fn units_past(cl: &CommitLog, cqs: &ConsumeQueueStore, end: u64, check: bool) ->
 /// topic -> queue -> next offset, for tests and status.
 pub fn queue_offsets(store: &MessageStore) -> HashMap<String, HashMap<i32, i64>> {
     store.cqs.queue_offset_table()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// Runs in a put between its checks and its append (this thread's puts only).
+        static BEFORE_APPEND: RefCell<Option<Box<dyn Fn()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn before_append() {
+        BEFORE_APPEND.with(|h| {
+            if let Some(h) = h.borrow().as_ref() {
+                h()
+            }
+        });
+    }
+
+    /// A put that passed its running check just before `shutdown` began appended after the
+    /// final flush (and after the store's locks went to the next owner of the directory) and
+    /// answered PUT_OK: a record never flushed, in a store someone else may have opened.
+    #[test]
+    fn a_put_past_its_checks_when_shutdown_begins_never_lands_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = BrokerConfig::default();
+        for (k, v) in [
+            ("storePathRootDir", dir.path().to_str().unwrap()),
+            ("mappedFileSizeCommitLog", "65536"),
+            ("listenPort", "0"),
+            ("brokerIP1", "127.0.0.1"),
+        ] {
+            cfg.set(k, v).unwrap();
+        }
+        let store = Arc::new(MessageStore::open(cfg).unwrap());
+        store.start().unwrap();
+        store.put_message_sync(&Message::new("T", b"before".to_vec())).unwrap();
+        let (at_check, checked) = crossbeam_channel::bounded::<()>(0);
+        let (go, wait_go) = crossbeam_channel::bounded::<()>(0);
+        let s = store.clone();
+        let putter = std::thread::spawn(move || {
+            BEFORE_APPEND.with(|h| {
+                *h.borrow_mut() = Some(Box::new(move || {
+                    at_check.send(()).unwrap();
+                    wait_go.recv().unwrap();
+                }))
+            });
+            s.put_message_sync(&Message::new("T", b"late".to_vec()))
+        });
+        checked.recv().unwrap();
+        store.shutdown();
+        let (max, flushed) = (store.max_offset(), store.flushed_offset());
+        go.send(()).unwrap();
+        match putter.join().unwrap() {
+            Err(Error::PutFailed { status: PutStatus::ServiceNotAvailable, reason }) => {
+                assert!(reason.contains("shut down"), "{reason}")
+            }
+            other => panic!("a put after shutdown answered {other:?}"),
+        }
+        assert_eq!(store.max_offset(), max, "the log grew after shutdown returned");
+        assert_eq!(max, flushed);
+    }
 }
