@@ -85,6 +85,17 @@ fn slow_flush_answers_flush_disk_timeout_but_stores() {
         PutHandle::Ready(r) => assert_eq!(r.status, PutStatus::PutOk),
         PutHandle::Pending(_) => panic!("WAIT=false must not wait for the flush"),
     }
+    // WAIT is read as Java's Boolean.parseBoolean: anything but "true" (any case) is false.
+    for v in ["FALSE", "False", "0", "", "no"] {
+        match store.put_message(&message("Slow", 0, 2, 100).with_property("WAIT", v)).unwrap() {
+            PutHandle::Ready(r) => assert_eq!(r.status, PutStatus::PutOk),
+            PutHandle::Pending(_) => panic!("WAIT={v:?} must not wait for the flush"),
+        }
+    }
+    match store.put_message(&message("Slow", 0, 2, 100).with_property("WAIT", "TRUE")).unwrap() {
+        PutHandle::Ready(r) => panic!("WAIT=TRUE answered at once: {r:?}"),
+        PutHandle::Pending(t) => assert_eq!(t.wait().status, PutStatus::FlushDiskTimeout),
+    }
     // A batch waits unless every message in it says WAIT=false: its PUT_OK covers them all.
     let mixed = [nowait.clone(), message("Slow", 0, 3, 100)];
     match store.put_messages(&mixed).unwrap() {

@@ -200,9 +200,10 @@ impl Message {
         self.property(keys::TAGS)
     }
 
-    /// Whether the producer waits for the store's final answer (WAIT property, default true).
+    /// Whether the producer waits for the store's final answer: the WAIT property read as
+    /// Java's `Boolean.parseBoolean` (only `true`, in any case, is true), true when absent.
     pub fn wait_store_ok(&self) -> bool {
-        self.property(keys::WAIT).is_none_or(|v| v != "false")
+        self.property(keys::WAIT).is_none_or(|v| v.eq_ignore_ascii_case("true"))
     }
 }
 

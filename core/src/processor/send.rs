@@ -248,6 +248,14 @@ impl SendProcessor {
         }
         let handle = match broker.put_messages(&msgs) {
             Ok(handle) => handle,
+            Err(Error::PutFailed { status: status @ PutStatus::OsPageCacheBusy, reason }) => {
+                // The remark 4.9 sends, which clients and operators grep for.
+                return Err(reply(
+                    req,
+                    status.response_code(),
+                    format!("{}: {reason}", failure_remark(status)),
+                ));
+            }
             Err(Error::PutFailed { status, reason }) => {
                 return Err(reply(req, status.response_code(), format!("{status}: {reason}")));
             }

@@ -66,8 +66,9 @@ impl PutStatus {
             PutStatus::FlushSlaveTimeout => 12,
             PutStatus::MessageIllegal | PutStatus::PropertiesSizeExceeded => 13,
             PutStatus::ServiceNotAvailable => 14,
-            PutStatus::OsPageCacheBusy => 2,
-            PutStatus::CreateMappedFileFailed | PutStatus::UnknownError => 1,
+            // SYSTEM_ERROR, as 4.9's SendMessageProcessor answers it (not SYSTEM_BUSY): a 4.x
+            // producer retries another broker on SYSTEM_ERROR, and throws on SYSTEM_BUSY.
+            PutStatus::OsPageCacheBusy | PutStatus::CreateMappedFileFailed | PutStatus::UnknownError => 1,
         }
     }
 }
@@ -109,5 +110,30 @@ impl PutResult {
     /// The offset just past the record(s): what a flush or a slave must reach.
     pub fn end_offset(&self) -> i64 {
         self.phy_offset + self.size as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PutStatus::*;
+
+    /// RocketMQ 4.9's `SendMessageProcessor.handlePutMessageResult`, status by status.
+    #[test]
+    fn response_codes_follow_rocketmq_4_9() {
+        let want = [
+            (PutOk, 0),
+            (FlushDiskTimeout, 10),
+            (SlaveNotAvailable, 11),
+            (FlushSlaveTimeout, 12),
+            (MessageIllegal, 13),
+            (PropertiesSizeExceeded, 13),
+            (ServiceNotAvailable, 14),
+            (OsPageCacheBusy, 1),
+            (CreateMappedFileFailed, 1),
+            (UnknownError, 1),
+        ];
+        for (status, code) in want {
+            assert_eq!(status.response_code(), code, "{status}");
+        }
     }
 }
