@@ -427,6 +427,14 @@ impl IndexService {
     }
 
     /// Flushes the current file.
+    /// Syncs every index file's pages (see `MappedFile::sync_all_pages`).
+    pub(crate) fn sync_all_pages(&self) -> io::Result<()> {
+        for f in self.files.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            f.file.sync_all_pages()?;
+        }
+        Ok(())
+    }
+
     pub fn flush(&self) -> io::Result<()> {
         let last = self.files.read().unwrap_or_else(|e| e.into_inner()).last().cloned();
         if let Some(f) = last { f.flush() } else { Ok(()) }

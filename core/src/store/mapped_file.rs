@@ -144,6 +144,15 @@ impl MappedFile {
         self
     }
 
+    /// Syncs every page of the file to disk, whatever the flushed position says: after a
+    /// crash, bytes the last run wrote (and the page cache kept) count as flushed once
+    /// recovered, though they may never have been synced.
+    pub(crate) fn sync_all_pages(&self) -> io::Result<()> {
+        #[cfg(test)]
+        SYNCED_WHOLE.with(|s| s.borrow_mut().push(self.path.clone()));
+        self.map.flush()
+    }
+
     /// Runs `f` on the file's descriptor, opening the file by path when it keeps none.
     fn with_file<R>(&self, f: impl FnOnce(&File) -> io::Result<R>) -> io::Result<R> {
         match &self.file {
@@ -602,6 +611,12 @@ fn create_renamed(dir: &Path, name: &str, path: &Path, size: usize) -> io::Resul
         return Err(e);
     }
     Ok(file)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The files this thread synced whole (`sync_all_pages`), for tests.
+    pub(crate) static SYNCED_WHOLE: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// fsyncs a directory so that a created, renamed or deleted entry survives a crash.

@@ -1168,6 +1168,23 @@ fn recover(
     if let Some(i) = index {
         i.truncate(end as i64).map_err(|e| store_err("index", e))?;
     }
+    if !last_exit_ok {
+        // A crash keeps the page cache: what the last run wrote but never synced is readable
+        // now, and from here on counts as flushed, so later flushes sync only newer pages. A
+        // power loss before the kernel wrote it back would then leave a hole below records
+        // acknowledged after this start, and the next recovery would cut them off there.
+        for f in cl.queue().files().iter().filter(|f| f.end_offset() > scan_from) {
+            f.sync_all_pages().map_err(|e| store_err("commit log", e))?;
+        }
+        for q in cqs.all() {
+            for f in q.files().files() {
+                f.sync_all_pages().map_err(|e| store_err("consume queue", e))?;
+            }
+        }
+        if let Some(i) = index {
+            i.sync_all_pages().map_err(|e| store_err("index", e))?;
+        }
+    }
     let min = cl.min_offset();
     let mut repair_from = u64::MAX;
     let foreign = foreign_queues(cl, cqs, min, end);
@@ -1400,5 +1417,59 @@ mod tests {
         }
         assert_eq!(store.max_offset(), max, "the log grew after shutdown returned");
         assert_eq!(max, flushed);
+    }
+
+    /// After a crash, recovery counts what the page cache kept as flushed: it must have synced
+    /// it first, or a power loss could leave a hole below later acknowledged puts.
+    #[test]
+    fn a_recovery_after_a_crash_syncs_what_it_counts_as_flushed() {
+        use crate::store::mapped_file::SYNCED_WHOLE;
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = BrokerConfig::default();
+        for (k, v) in [
+            ("storePathRootDir", dir.path().to_str().unwrap()),
+            ("mappedFileSizeCommitLog", "65536"),
+            ("mappedFileSizeConsumeQueue", "2000"),
+            ("listenPort", "0"),
+            ("brokerIP1", "127.0.0.1"),
+            // Nothing flushed by the running store: all of it is the page cache's.
+            ("flushIntervalCommitLog", "600000"),
+            ("flushCommitLogThoroughInterval", "600000"),
+            ("flushIntervalConsumeQueue", "600000"),
+        ] {
+            cfg.set(k, v).unwrap();
+        }
+        let store = MessageStore::open(cfg.clone()).unwrap();
+        store.start().unwrap();
+        for i in 0..300 {
+            let body = format!("record-{i}-").into_bytes().repeat(40);
+            store.put_message_sync(&Message::new("Crash", body).with_queue(i % 2)).unwrap();
+        }
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+        store.crash();
+        drop(store);
+        SYNCED_WHOLE.with(|s| s.borrow_mut().clear());
+        let store = MessageStore::open(cfg.clone()).unwrap();
+        assert!(!store.recovery().last_exit_ok);
+        store.start().unwrap();
+        let synced = SYNCED_WHOLE.with(|s| s.borrow().clone());
+        let cl_files = store.commit_log().queue().files();
+        assert!(cl_files.len() >= 3, "the test needs several files");
+        for f in &cl_files {
+            assert!(synced.contains(&f.path().to_path_buf()), "{} not synced", f.path().display());
+        }
+        for q in store.cqs.all() {
+            for f in q.files().files() {
+                assert!(synced.contains(&f.path().to_path_buf()), "{} not synced", f.path().display());
+            }
+        }
+        store.shutdown();
+        drop(store);
+        // A clean stop flushed everything: the next (normal) recovery syncs nothing.
+        SYNCED_WHOLE.with(|s| s.borrow_mut().clear());
+        let store = MessageStore::open(cfg).unwrap();
+        assert!(store.recovery().last_exit_ok);
+        assert!(SYNCED_WHOLE.with(|s| s.borrow().is_empty()));
+        store.shutdown();
     }
 }
