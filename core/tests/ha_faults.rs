@@ -334,6 +334,46 @@ fn a_diverged_slave_releases_no_waiting_put_with_its_first_report() {
     master.shutdown();
 }
 
+/// A slave wrote a SYNC_MASTER put's record, then its link reset before the ack arrived. It
+/// reconnects reporting the put's end: that first report does not count (it is unchecked),
+/// and the slave used to repeat the same offset only at its next heartbeat (5 s), after the
+/// put had timed out though both machines held it. Once it compared the resent records it
+/// now confirms at once, and the put is PUT_OK.
+#[test]
+fn a_slave_that_lost_its_ack_in_a_reset_confirms_the_put_after_reconnecting() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
+    let proxy = Proxy::start(ha_addr(&master));
+    let slave = Broker::start_slave(broker_config(
+        sd.path(),
+        "SLAVE",
+        &[("haMasterAddress", &proxy.addr.to_string())],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
+    for i in 0..50 {
+        assert_eq!(master.put_message_sync(&message("L", 0, i, 200)).unwrap().status, PutStatus::PutOk);
+    }
+    // The slave's acks stop at the proxy; the master's bytes still reach it.
+    proxy.stall_up(true);
+    let before = master.max_offset();
+    let m = master.clone();
+    let t0 = Instant::now();
+    let waiting = std::thread::spawn(move || m.put_message_sync(&message("L", 0, 50, 200)).unwrap());
+    assert!(wait_until(Duration::from_secs(10), || master.max_offset() > before
+        && slave.max_offset() == master.max_offset()));
+    assert!(slave.store().wait_dispatched(Duration::from_secs(10)));
+    assert!(!waiting.is_finished(), "answered without an ack");
+    // The link resets; the ack in flight is lost. The reconnection flows both ways.
+    proxy.cut();
+    proxy.stall_up(false);
+    let r = waiting.join().unwrap();
+    assert_eq!(r.status, PutStatus::PutOk, "after {:?}", t0.elapsed());
+    assert!(slave.max_offset() >= r.end_offset());
+    slave.shutdown();
+    master.shutdown();
+}
+
 /// A slave whose mappedFileSizeCommitLog differs from the master's cannot lay the master's
 /// bytes out in its files (the master's end-of-file filler lands mid-file, or a record runs
 /// past the slave's file end). It says so, naming the key, and stops acking, so SYNC puts are

@@ -71,6 +71,10 @@ struct Conn {
     /// The slave's first report (-1 until it arrives).
     request_offset: AtomicI64,
     ack_offset: AtomicI64,
+    /// Whether the slave reported again after its first report: an rmqha slave does so only
+    /// once it compared the records resent before that offset, so its reports, from this
+    /// one on, speak for bytes this master checked (see `distinct_acks`).
+    confirmed: AtomicBool,
     transferring: AtomicBool,
     closed: AtomicBool,
     /// Wakes the writer when the first report arrives or the connection closes.
@@ -251,10 +255,11 @@ fn wake_addr(local: SocketAddr) -> SocketAddr {
 
 impl Shared {
     /// Acks of transferring slaves, one per distinct host (its best), highest first. With
-    /// `confirmed`, only acks beyond a connection's first report: that report is the slave's
-    /// own claim about bytes this master has not checked (the slave compares the records
-    /// resent before it and closes the connection if they differ, and appends only after
-    /// that), so it may say where a slave stands but must not release a SYNC_MASTER put.
+    /// `confirmed`, only connections whose slave reported again after its first report: that
+    /// report is the slave's own claim about bytes this master has not checked, so it may say
+    /// where a slave stands but must not release a SYNC_MASTER put. The slave compares the
+    /// records resent before it (closing the connection if they differ) and reports nothing
+    /// until it has, so its next report confirms the first.
     fn distinct_acks(&self, confirmed: bool) -> Vec<i64> {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         let mut best: Vec<(IpAddr, i64)> = Vec::new();
@@ -263,7 +268,7 @@ impl Shared {
                 continue;
             }
             let ack = c.ack_offset.load(Ordering::Acquire);
-            if confirmed && ack <= c.request_offset.load(Ordering::Acquire) {
+            if confirmed && !c.confirmed.load(Ordering::Acquire) {
                 continue;
             }
             match best.iter_mut().find(|(ip, _)| *ip == c.peer.ip()) {
@@ -388,6 +393,7 @@ fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         accepted: Instant::now(),
         request_offset: AtomicI64::new(-1),
         ack_offset: AtomicI64::new(-1),
+        confirmed: AtomicBool::new(false),
         transferring: AtomicBool::new(false),
         closed: AtomicBool::new(false),
         wake: Notifier::new(),
@@ -481,7 +487,10 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
             return format!("the slave acked offset {offset} beyond this master's max offset {max}");
         }
         let prev = conn.ack_offset.fetch_max(offset, Ordering::AcqRel);
-        if offset > prev && conn.transferring.load(Ordering::Acquire) {
+        let confirming = !conn.confirmed.swap(true, Ordering::AcqRel);
+        if (offset > prev || confirming) && conn.transferring.load(Ordering::Acquire) {
+            // A confirmation acking no more than the first report still releases the puts
+            // ending there: this slave wrote them before a link reset lost its ack.
             shared.on_ack(offset);
         }
     }

@@ -305,6 +305,13 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
     // Record boundaries through what this session appends: from where the master starts,
     // which is a record start (it refuses any other offset).
     let mut fillers = FillerCheck { next: (resume_from > 0).then_some(resume_from as u64) };
+    // Whether the master's stream has reached `resume_from`, so that the records it resends
+    // before it were compared. Until then this slave reports nothing (not even a heartbeat):
+    // the master counts a report after the first as confirmed, and one acking exactly
+    // `resume_from` then releases SYNC_MASTER puts ending there (written by this slave before
+    // a link reset lost its ack), which must wait for the comparison.
+    let mut compared = false;
+    let mut confirmed = false;
     let mut last_write = Instant::now();
     let mut last_read = Instant::now();
     let mut buf = vec![0u8; MAX_FRAME_BODY + FRAME_HEADER_SIZE];
@@ -346,6 +353,9 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                 ParsedFrame::Partial => break,
                 ParsedFrame::Bad(why) => return format!("bad frame from master: {why}"),
                 ParsedFrame::Frame { offset, body } => {
+                    // Frames come in order: this one reaching `resume_from` means every
+                    // resent record before it was compared (or this one is, below).
+                    let reaches = offset + body.len() as i64 >= resume_from;
                     let local = store.max_offset();
                     if local == 0 && fillers.next.is_none() {
                         fillers.next = Some(offset.max(0) as u64);
@@ -357,6 +367,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         // Wholly below this slave's first file (the records the master resends
                         // before a reported offset at that file's start): nothing to compare
                         // them with, nor anywhere to put them.
+                        compared |= reaches;
                         at += frame_len;
                         continue;
                     }
@@ -385,6 +396,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         body = &body[overlap..];
                         verified = verified.max(offset);
                         if body.is_empty() {
+                            compared |= reaches;
                             at += frame_len;
                             continue;
                         }
@@ -400,6 +412,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         verified = verified.max(offset + body.len() as i64);
                         appended = true;
                     }
+                    compared |= reaches;
                     at += frame_len;
                 }
             }
@@ -419,7 +432,10 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         let ack = verified.min(store.max_offset());
         let due = last_write.elapsed() >= hb;
         let grew = ack > reported;
-        if grew || due {
+        // The first report once compared says so, even when it acks no more than the first.
+        let confirm = compared && !confirmed;
+        if compared && (grew || due || confirm) {
+            confirmed = true;
             // Recorded before it is sent, so the slave never shows less than the master may
             // already have counted.
             shared.acked.store(ack, Ordering::Release);

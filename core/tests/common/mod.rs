@@ -123,6 +123,8 @@ pub struct Proxy {
 
 struct ProxyState {
     stalled: std::sync::atomic::AtomicBool,
+    /// Stalls only what the client sends (a slave's acks), not what it receives.
+    stalled_up: std::sync::atomic::AtomicBool,
     stopping: std::sync::atomic::AtomicBool,
     conns: std::sync::Mutex<Vec<std::net::TcpStream>>,
 }
@@ -134,6 +136,7 @@ impl Proxy {
         let addr = listener.local_addr().unwrap();
         let state = std::sync::Arc::new(ProxyState {
             stalled: false.into(),
+            stalled_up: false.into(),
             stopping: false.into(),
             conns: std::sync::Mutex::new(Vec::new()),
         });
@@ -147,23 +150,28 @@ impl Proxy {
                 let Ok(server) = std::net::TcpStream::connect(target) else { continue };
                 st.conns.lock().unwrap().push(client.try_clone().unwrap());
                 st.conns.lock().unwrap().push(server.try_clone().unwrap());
-                for (mut from, mut to) in [
-                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                    (server.try_clone().unwrap(), client.try_clone().unwrap()),
+                for (mut from, mut to, up) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap(), true),
+                    (server.try_clone().unwrap(), client.try_clone().unwrap(), false),
                 ] {
                     let st = st.clone();
                     std::thread::spawn(move || {
                         use std::io::{Read, Write};
                         let mut buf = [0u8; 65536];
+                        let stalled = || {
+                            (st.stalled.load(Ordering::SeqCst)
+                                || (up && st.stalled_up.load(Ordering::SeqCst)))
+                                && !st.stopping.load(Ordering::SeqCst)
+                        };
                         loop {
-                            while st.stalled.load(Ordering::SeqCst) && !st.stopping.load(Ordering::SeqCst) {
+                            while stalled() {
                                 std::thread::sleep(Duration::from_millis(5));
                             }
                             let n = match from.read(&mut buf) {
                                 Ok(0) | Err(_) => break,
                                 Ok(n) => n,
                             };
-                            while st.stalled.load(Ordering::SeqCst) && !st.stopping.load(Ordering::SeqCst) {
+                            while stalled() {
                                 std::thread::sleep(Duration::from_millis(5));
                             }
                             if to.write_all(&buf[..n]).is_err() {
@@ -189,6 +197,11 @@ impl Proxy {
     /// Stops or resumes forwarding (bytes wait in the proxy and the socket buffers).
     pub fn stall(&self, on: bool) {
         self.state.stalled.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Stops or resumes forwarding what clients send, while what they receive still flows.
+    pub fn stall_up(&self, on: bool) {
+        self.state.stalled_up.store(on, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
