@@ -10,9 +10,12 @@ const RMQHA: &str = env!("CARGO_BIN_EXE_rmqha");
 /// Runs `rmqha ARGS --dir DIR` (ARGS split at spaces) and returns its standard output.
 fn run(args: &str, dir: &std::path::Path) -> String {
     let start = Instant::now();
+    // Info logs (shown only when the run fails) say why a master closed a slave's
+    // connection, which a slave's own error cannot.
     let out = Command::new(RMQHA)
         .args(args.split_whitespace())
         .args(["--dir", dir.to_str().unwrap()])
+        .env("RMQHA_LOG", "info")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
