@@ -8,6 +8,9 @@ use rmqha_core::metadata::{
 };
 use std::fs;
 
+mod common;
+mod remote_common;
+
 const TOPICS_4X: &str = "{\n\t\"dataVersion\":{\n\t\t\"counter\":2,\n\t\t\"timestamp\":1561099384127\n\t},\n\t\"topicConfigTable\":{\n\t\t\"SCHEDULE_TOPIC_XXXX\":{\n\t\t\t\"order\":false,\n\t\t\t\"perm\":6,\n\t\t\t\"readQueueNums\":18,\n\t\t\t\"topicFilterType\":\"SINGLE_TAG\",\n\t\t\t\"topicName\":\"SCHEDULE_TOPIC_XXXX\",\n\t\t\t\"topicSysFlag\":0,\n\t\t\t\"writeQueueNums\":18\n\t\t},\n\t\t\"TBW102\":{\n\t\t\t\"order\":false,\n\t\t\t\"perm\":7,\n\t\t\t\"readQueueNums\":8,\n\t\t\t\"topicFilterType\":\"SINGLE_TAG\",\n\t\t\t\"topicName\":\"TBW102\",\n\t\t\t\"topicSysFlag\":0,\n\t\t\t\"writeQueueNums\":8\n\t\t}\n\t}\n}";
 
 const TOPICS_5X: &str = r#"{
@@ -184,6 +187,90 @@ fn broker_opens_a_rocketmq_config_dir() {
     assert_eq!(again.topics().all(), tables.topics().all());
     assert_eq!(again.consumer_offsets().all(), tables.consumer_offsets().all());
     assert_eq!(again.subscription_groups().wrapper(), tables.subscription_groups().wrapper());
+}
+
+/// UPDATE_AND_CREATE_TOPIC on a topic a RocketMQ 5 broker created: a queue-count change keeps
+/// its attributes and the fields this version does not model; an `attributes` modification
+/// sets and removes attributes; a malformed one changes nothing.
+#[test]
+fn update_and_create_topic_keeps_5x_attributes_and_unknown_fields() {
+    use remote_common::{call, client, code};
+    use rmqha_core::remoting::{RemotingCommand, request_code};
+
+    let root = tempfile::tempdir().unwrap();
+    let config = root.path().join("config");
+    fs::create_dir(&config).unwrap();
+    let sample =
+        TOPICS_5X.replacen("\"order\":false,", "\"order\":false,\"topicMessageKind\":{\"a\":[1]},", 1);
+    assert_ne!(sample, TOPICS_5X);
+    fs::write(config.join("topics.json"), &sample).unwrap();
+    let topics_file = config.join("topics.json");
+    let entry_on_disk = || -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&topics_file).unwrap()).unwrap();
+        v["topicConfigTable"]["TopicTest"].clone()
+    };
+
+    let b =
+        rmqha_core::Broker::start_master(common::broker_config(root.path(), "ASYNC_MASTER", &[])).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let update = |queues: i32, attributes: Option<&str>| {
+        let mut req = RemotingCommand::request(request_code::UPDATE_AND_CREATE_TOPIC)
+            .with_ext("topic", "TopicTest")
+            .with_ext("defaultTopic", "TBW102")
+            .with_ext("readQueueNums", queues)
+            .with_ext("writeQueueNums", queues)
+            .with_ext("perm", 6)
+            .with_ext("topicFilterType", "MULTI_TAG")
+            .with_ext("topicSysFlag", 0)
+            .with_ext("order", false);
+        if let Some(a) = attributes {
+            req = req.with_ext("attributes", a);
+        }
+        call(&c, req)
+    };
+    let attrs = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+
+    // A 4.x-style request (no attributes): queue counts change, everything else stays.
+    let resp = update(8, None);
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+    let t = b.topic_config("TopicTest").unwrap();
+    assert_eq!((t.read_queue_nums, t.write_queue_nums), (8, 8));
+    assert_eq!(t.attributes, attrs(&[("+message.type", "NORMAL")]));
+    assert_eq!(t.extra["topicMessageKind"], serde_json::json!({"a": [1]}));
+    let e = entry_on_disk();
+    assert_eq!(e["readQueueNums"], 8);
+    assert_eq!(e["attributes"], serde_json::json!({"+message.type": "NORMAL"}));
+    assert_eq!(e["topicMessageKind"], serde_json::json!({"a": [1]}));
+
+    // A 5.x request carrying a modification: added, then removed, the rest kept.
+    let resp = update(8, Some("+cleanup.policy=COMPACTION"));
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+    let both = attrs(&[("+message.type", "NORMAL"), ("cleanup.policy", "COMPACTION")]);
+    assert_eq!(b.topic_config("TopicTest").unwrap().attributes, both);
+    assert_eq!(entry_on_disk()["attributes"]["cleanup.policy"], "COMPACTION");
+    let resp = update(4, Some("-cleanup.policy"));
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+    assert_eq!(b.topic_config("TopicTest").unwrap().attributes, attrs(&[("+message.type", "NORMAL")]));
+    assert_eq!(entry_on_disk()["attributes"], serde_json::json!({"+message.type": "NORMAL"}));
+
+    // A malformed modification is refused and changes nothing.
+    let before = fs::read(&topics_file).unwrap();
+    for bad in ["cleanup.policy=COMPACTION", "-nope", "+k=1,+k=2"] {
+        let resp = update(16, Some(bad));
+        assert_eq!(resp.code, code::SYSTEM_ERROR, "{bad}: {resp:?}");
+    }
+    assert_eq!(fs::read(&topics_file).unwrap(), before);
+    assert_eq!(b.topic_config("TopicTest").unwrap().read_queue_nums, 4);
+
+    b.shutdown();
+    drop(b);
+    let again = ConfigTables::open(root.path()).unwrap();
+    let t = again.topics().get("TopicTest").unwrap();
+    assert_eq!((t.read_queue_nums, t.topic_filter_type), (4, TopicFilterType::MultiTag));
+    assert_eq!(t.attributes, attrs(&[("+message.type", "NORMAL")]));
+    assert_eq!(t.extra["topicMessageKind"], serde_json::json!({"a": [1]}));
 }
 
 mod decoders_never_panic {

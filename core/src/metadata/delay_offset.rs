@@ -111,17 +111,20 @@ impl DelayOffsetTable {
         self.read().verbatim.clone()
     }
 
-    /// The table as JSON: `Compact` is the GET_ALL_DELAY_OFFSET response body.
+    /// The table as JSON: `Compact` is the GET_ALL_DELAY_OFFSET response body. Encodes a
+    /// copy after releasing the lock.
     pub fn encode(&self, style: JsonStyle) -> Result<String, MetadataError> {
-        self.read().wrapper.encode(style)
+        self.wrapper().encode(style)
     }
 
     /// Slave side: if `master_json` differs from the text this table holds, checks that it
     /// decodes (RocketMQ would store garbage), takes its offsets, and persists the text
-    /// verbatim. Returns whether anything changed. A body that does not decode is an error
-    /// and changes nothing.
+    /// verbatim. Returns whether anything changed; when nothing did, it still returns only
+    /// once the table is on disk (an earlier apply's write may have failed). A body that does
+    /// not decode is an error and changes nothing.
     pub fn apply_from_master(&self, master_json: &str) -> Result<bool, MetadataError> {
         if self.read().verbatim.as_deref() == Some(master_json) {
+            self.store.persist_if_dirty(|| self.snapshot())?;
             return Ok(false);
         }
         let wrapper = object_from_str_lenient::<DelayOffsetWrapper>(
@@ -140,13 +143,7 @@ impl DelayOffsetTable {
 
     /// Writes the table now: the verbatim text if there is one, else pretty JSON.
     pub fn persist(&self) -> Result<(), MetadataError> {
-        self.store.persist(|| {
-            let state = self.read();
-            match &state.verbatim {
-                Some(text) => Ok(text.clone()),
-                None => state.wrapper.encode(JsonStyle::Pretty),
-            }
-        })
+        self.store.persist(|| self.snapshot())
     }
 
     /// Writes the table if it changed since the last write; returns whether it wrote.
@@ -154,7 +151,21 @@ impl DelayOffsetTable {
         if !self.store.is_dirty() {
             return Ok(false);
         }
-        self.persist().map(|()| true)
+        self.store.persist_if_dirty(|| self.snapshot())
+    }
+
+    /// The file text: the verbatim text if there is one, else pretty JSON of a copy taken
+    /// under the read lock and encoded after releasing it. Called by the store under the file
+    /// lock, so of two racing persists the later still writes the later state.
+    fn snapshot(&self) -> Result<String, MetadataError> {
+        let wrapper = {
+            let state = self.read();
+            match &state.verbatim {
+                Some(text) => return Ok(text.clone()),
+                None => state.wrapper.clone(),
+            }
+        };
+        wrapper.encode(JsonStyle::Pretty)
     }
 
     /// Whether memory holds offsets the file lacks.

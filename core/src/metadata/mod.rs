@@ -16,8 +16,16 @@
 //!
 //! **Files.** A write goes to `<f>.tmp`, is fsynced, the previous good `<f>` is copied to
 //! `<f>.bak`, the tmp is renamed over `<f>` and the directory fsynced, so `<f>` is always a
-//! whole document. Loading falls back to `<f>.bak` when `<f>` is missing, empty or corrupt;
-//! both absent is an empty table; both unreadable is an error, never a silently empty table.
+//! whole document. Loading skips a UTF-8 byte order mark (as fastjson does) and falls back to
+//! `<f>.bak` when `<f>` is missing, empty or corrupt; a corrupt `<f>` is first renamed to
+//! `<f>.corrupt-<unix millis>` so no later write destroys it. A `<f>` the OS refuses to read
+//! (EACCES, EIO) is an error, not a fallback. Both absent is an empty table; both unusable is
+//! an error, never a silently empty table.
+//!
+//! A call that finds nothing to change (the same config put again, a name to create that
+//! exists, one to delete that does not, a master table already taken) still answers only once
+//! the table is on disk: it waits for a write in progress and writes a dirty table, so a
+//! request retried after a failed write never succeeds while its change is in memory only.
 //!
 //! **Slave sync.** Each table has `apply_from_master`. Topics and groups are replaced whole
 //! when the master's DataVersion differs and skipped when equal; the master's version is

@@ -75,17 +75,22 @@ impl<W: Wrapper> NamedTable<W> {
         self.read().clone()
     }
 
+    /// Encodes a copy taken under the read lock: a commit (write lock), and every reader
+    /// queued behind it, never waits for the encoding of a large table.
     pub(crate) fn encode(&self, style: JsonStyle) -> Result<String, MetadataError> {
-        to_json(&*self.read(), style, W::WHAT)
+        to_json(&self.wrapper(), style, W::WHAT)
     }
 
     /// Inserts or replaces; returns the previous config. Re-putting an identical config is
-    /// not a change: the version stays, so slaves are not made to re-sync for nothing.
+    /// not a change: the version stays, so slaves are not made to re-sync for nothing. It is
+    /// still answered only once the table is on disk (see [`Self::ensure_durable`]).
     pub(crate) fn put(&self, config: W::Config) -> Result<Option<W::Config>, MetadataError> {
         let name = checked_name::<W>(&config)?;
         let previous = {
             let mut state = self.write();
             if state.table().get(&name) == Some(&config) {
+                drop(state);
+                self.ensure_durable()?;
                 return Ok(Some(config));
             }
             let previous = state.table_mut().insert(name, config);
@@ -98,13 +103,16 @@ impl<W: Wrapper> NamedTable<W> {
     }
 
     /// Inserts `config` unless its name is taken; returns the config now in the table and
-    /// whether it was created.
+    /// whether it was created. Either way it returns once the table is on disk.
     pub(crate) fn create_if_absent(&self, config: W::Config) -> Result<(W::Config, bool), MetadataError> {
         let name = checked_name::<W>(&config)?;
         {
             let mut state = self.write();
             if let Some(existing) = state.table().get(&name) {
-                return Ok((existing.clone(), false));
+                let existing = existing.clone();
+                drop(state);
+                self.ensure_durable()?;
+                return Ok((existing, false));
             }
             state.table_mut().insert(name, config.clone());
             state.version_mut().next_version();
@@ -114,11 +122,15 @@ impl<W: Wrapper> NamedTable<W> {
         Ok((config, true))
     }
 
+    /// Deletes `name`; returns its config, or `None` if it was absent. Either way it returns
+    /// once the table is on disk.
     pub(crate) fn delete(&self, name: &str) -> Result<Option<W::Config>, MetadataError> {
         let removed = {
             let mut state = self.write();
             let removed = state.table_mut().remove(name);
             if removed.is_none() {
+                drop(state);
+                self.ensure_durable()?;
                 return Ok(None);
             }
             state.version_mut().next_version();
@@ -150,6 +162,8 @@ impl<W: Wrapper> NamedTable<W> {
         {
             let mut state = self.write();
             if state.version() == master.version() {
+                drop(state);
+                self.ensure_durable()?;
                 return Ok(false);
             }
             state.adopt(master);
@@ -160,14 +174,33 @@ impl<W: Wrapper> NamedTable<W> {
     }
 
     pub(crate) fn persist(&self) -> Result<(), MetadataError> {
-        self.store.persist(|| to_json(&*self.read(), JsonStyle::Pretty, W::WHAT))
+        self.store.persist(|| self.snapshot())
     }
 
     pub(crate) fn persist_if_dirty(&self) -> Result<bool, MetadataError> {
         if !self.store.is_dirty() {
             return Ok(false);
         }
-        self.persist().map(|()| true)
+        self.store.persist_if_dirty(|| self.snapshot())
+    }
+
+    /// For a call that changed nothing, before it answers: the state it found (the config
+    /// being put, the name being deleted) may be in memory only, because the write of an
+    /// earlier call failed, or may be on its way to disk in another thread's write that can
+    /// still fail. Waits for that write and persists if the table is dirty; an error is the
+    /// caller's, so a retried request is never acknowledged while its change is not on disk.
+    /// Must be called without the state lock (the file lock comes first).
+    fn ensure_durable(&self) -> Result<(), MetadataError> {
+        self.store.persist_if_dirty(|| self.snapshot()).map(drop)
+    }
+
+    /// The pretty file text of a copy taken under the read lock, encoded after releasing it
+    /// (a 9.5 MB table takes ~50 ms to encode; writers and the readers queued behind them
+    /// would wait that long). Called by the store under the file lock, so of two racing
+    /// persists the later still writes the later state.
+    fn snapshot(&self) -> Result<String, MetadataError> {
+        let state = self.wrapper();
+        to_json(&state, JsonStyle::Pretty, W::WHAT)
     }
 
     pub(crate) fn is_dirty(&self) -> bool {
@@ -196,4 +229,157 @@ fn checked_name<W: Wrapper>(config: &W::Config) -> Result<String, MetadataError>
         });
     }
     Ok(name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Serializer;
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::Duration;
+
+    /// Lets a test hold the next encoding of the table (which runs inside a persist, under
+    /// the file lock) and then fail it: a write in progress that will not succeed.
+    #[derive(Debug, Default)]
+    struct Gate {
+        state: Mutex<GateState>,
+        changed: Condvar,
+    }
+
+    #[derive(Debug, Default)]
+    struct GateState {
+        /// Hold the next encoding until released, then fail it.
+        armed: bool,
+        /// An encoding is being held.
+        holding: bool,
+        released: bool,
+    }
+
+    impl Gate {
+        fn wait_until(&self, cond: impl Fn(&GateState) -> bool) {
+            let mut s = self.state.lock().unwrap();
+            while !cond(&s) {
+                s = self.changed.wait(s).unwrap();
+            }
+        }
+
+        fn set(&self, f: impl FnOnce(&mut GateState)) {
+            f(&mut self.state.lock().unwrap());
+            self.changed.notify_all();
+        }
+    }
+
+    /// Releases the gate when dropped, also when an assertion fails, so a failing test does
+    /// not leave a thread held and hang the scope that waits for it.
+    struct Release<'a>(&'a Gate);
+
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.set(|s| s.released = true);
+        }
+    }
+
+    #[derive(Debug, Clone, Default)]
+    struct Probe(Arc<Gate>);
+
+    impl Serialize for Probe {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let gate = &self.0;
+            let hold = std::mem::take(&mut gate.state.lock().unwrap().armed);
+            if hold {
+                gate.set(|s| s.holding = true);
+                gate.wait_until(|s| s.released);
+                return Err(serde::ser::Error::custom("injected encode failure"));
+            }
+            serializer.serialize_unit()
+        }
+    }
+
+    #[derive(Debug, Clone, Default, Serialize)]
+    struct TestWrapper {
+        data_version: DataVersion,
+        probe: Probe,
+        table: BTreeMap<String, String>,
+    }
+
+    impl Wrapper for TestWrapper {
+        type Config = String;
+        const WHAT: &'static str = "test table";
+
+        fn decode_text(_text: &str, _origin: &str) -> Result<Self, MetadataError> {
+            Ok(TestWrapper::default())
+        }
+        fn version(&self) -> &DataVersion {
+            &self.data_version
+        }
+        fn version_mut(&mut self) -> &mut DataVersion {
+            &mut self.data_version
+        }
+        fn table(&self) -> &BTreeMap<String, String> {
+            &self.table
+        }
+        fn table_mut(&mut self) -> &mut BTreeMap<String, String> {
+            &mut self.table
+        }
+        fn name_of(config: &String) -> &str {
+            config
+        }
+    }
+
+    /// A put that finds its config already in memory, put there by another thread whose
+    /// write is still in progress, must wait for that write; when it fails, the table is
+    /// written by the waiting put (or the put fails), never acknowledged with nothing on disk.
+    #[test]
+    fn an_unchanged_put_waits_for_the_write_in_progress_and_redoes_it_if_it_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let table = NamedTable::<TestWrapper>::open(path.clone()).unwrap();
+        let gate = table.read().probe.0.clone();
+        table.put("A".to_string()).unwrap();
+
+        gate.set(|s| s.armed = true);
+        std::thread::scope(|s| {
+            let release = Release(&gate);
+            let first = s.spawn(|| table.put("B".to_string()));
+            gate.wait_until(|s| s.holding);
+            // B is in memory and its write has begun (the dirty flag is already cleared).
+            assert!(table.contains("B") && !table.is_dirty());
+            let retry = s.spawn(|| table.put("B".to_string()));
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(!retry.is_finished(), "answered while B's write was still in progress");
+            drop(release);
+            assert!(first.join().unwrap().is_err(), "the first write failed");
+            assert_eq!(retry.join().unwrap().unwrap(), Some("B".to_string()));
+        });
+        let on_disk: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(on_disk["table"]["B"], "B", "{on_disk}");
+        assert!(!table.is_dirty());
+    }
+
+    /// Encoding a large table takes long (~50 ms for 9.5 MB); it must not hold the state lock
+    /// meanwhile, or every change (write lock), and every reader queued behind it, waits.
+    #[test]
+    fn a_change_completes_while_the_table_is_being_encoded() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = NamedTable::<TestWrapper>::open(dir.path().join("t.json")).unwrap();
+        let gate = table.read().probe.0.clone();
+        gate.set(|s| s.armed = true);
+        std::thread::scope(|s| {
+            let release = Release(&gate);
+            let encoding = s.spawn(|| table.encode(JsonStyle::Compact));
+            gate.wait_until(|s| s.holding);
+            let change = s.spawn(|| table.put("C".to_string()));
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !change.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let finished = change.is_finished();
+            drop(release);
+            assert!(finished, "the put waited for the encoding");
+            assert_eq!(change.join().unwrap().unwrap(), None);
+            assert!(encoding.join().unwrap().is_err());
+        });
+        assert!(table.contains("C"));
+    }
 }

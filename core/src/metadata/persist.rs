@@ -10,7 +10,14 @@
 //! rewriting `<f>` in place.
 //!
 //! Load: `<f>` if it parses, else `<f>.bak` with a warning; both absent or empty is a fresh
-//! table; anything else is an error naming both files.
+//! table; anything else is an error naming both files. A UTF-8 byte order mark at the start of
+//! a file is skipped, as fastjson does (an editor may have added one). A `<f>` that exists but
+//! cannot be read (EACCES, EIO, ...) is an error naming it and the OS error, not a reason to
+//! fall back to the older `.bak`: its content may be fine. A `<f>` that is read but does not
+//! parse (corrupt JSON, invalid UTF-8) while `.bak` loads is renamed to
+//! `<f>.corrupt-<unix millis>`, with a warning naming both, before anything can overwrite it:
+//! it may hold changes newer than the `.bak`, for the operator to recover. An empty or
+//! whitespace-only `<f>` holds nothing worth keeping and is left to be overwritten.
 //!
 //! A failed fsync does not poison the table: every persist rewrites the whole document into a
 //! fresh file and fsyncs that, so no page lost by an earlier failure can hide behind a later
@@ -22,6 +29,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One config file on disk and its siblings.
 #[derive(Debug)]
@@ -36,6 +44,9 @@ pub(crate) struct ConfigFile {
 enum Found<T> {
     Absent,
     Empty,
+    /// The file exists but the OS would not hand over its bytes (EACCES, EIO, EISDIR, ...).
+    Unreadable(io::Error),
+    /// The bytes were read but are not a document: corrupt.
     Bad(String),
     Good(T),
 }
@@ -59,15 +70,33 @@ impl ConfigFile {
         &mut self,
         parse: impl Fn(&str, &str) -> Result<T, MetadataError>,
     ) -> Result<Option<(T, String)>, MetadataError> {
-        let main = read_and_parse(&self.path, &parse);
-        if let Found::Good(v) = main {
-            self.main_is_good = true;
-            return Ok(Some(v));
-        }
+        let main = match read_and_parse(&self.path, &parse) {
+            Found::Good(v) => {
+                self.main_is_good = true;
+                return Ok(Some(v));
+            }
+            // Its content may well be fine, and newer than the .bak: falling back would
+            // silently roll the table back (and the next write would replace the file).
+            Found::Unreadable(e) => return Err(MetadataError::io(&self.path, "read", e)),
+            other => other,
+        };
         self.main_is_good = false;
         let bak_path = self.bak_path();
         let bak = read_and_parse(&bak_path, &parse);
         match (main, bak) {
+            (Found::Bad(reason), Found::Good(v)) => {
+                // The next write would rename over the corrupt file, and whatever it holds
+                // beyond the .bak would be gone: move it aside for the operator first.
+                let kept = self.preserve_corrupt()?;
+                tracing::warn!(
+                    file = %self.path.display(),
+                    %reason,
+                    "config file corrupt: moved it to {} and loaded its backup {}",
+                    kept.display(),
+                    bak_path.display()
+                );
+                Ok(Some(v))
+            }
             (main, Found::Good(v)) => {
                 tracing::warn!(
                     file = %self.path.display(),
@@ -94,6 +123,23 @@ impl ConfigFile {
                 bak_reason: describe(&bak),
             }),
         }
+    }
+
+    /// Renames the (corrupt) file to `<f>.corrupt-<unix millis>`, a later millisecond if that
+    /// name is taken, and makes the rename durable. Returns the new name.
+    fn preserve_corrupt(&self) -> Result<PathBuf, MetadataError> {
+        let mut stamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let target = loop {
+            let candidate = sibling(&self.path, &format!(".corrupt-{stamp}"));
+            if fs::symlink_metadata(&candidate).is_err() {
+                break candidate;
+            }
+            stamp += 1;
+        };
+        fs::rename(&self.path, &target)
+            .map_err(|e| MetadataError::io(&target, "rename the corrupt config file to", e))?;
+        sync_dir(&parent_dir(&self.path))?;
+        Ok(target)
     }
 
     /// Replaces the file's content atomically and durably, keeping the previous good content
@@ -142,12 +188,16 @@ fn read_and_parse<T>(
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Found::Absent,
-        Err(e) => return Found::Bad(format!("cannot read: {e}")),
+        Err(e) => return Found::Unreadable(e),
     };
-    let text = match String::from_utf8(bytes) {
+    let mut text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => return Found::Bad(format!("invalid UTF-8: {}", e.utf8_error())),
     };
+    // A byte order mark, as an editor or a Windows tool may write: fastjson skips it.
+    if text.starts_with(BOM) {
+        text.drain(..BOM.len_utf8());
+    }
     if text.trim().is_empty() {
         return Found::Empty;
     }
@@ -157,10 +207,14 @@ fn read_and_parse<T>(
     }
 }
 
+/// U+FEFF, the UTF-8 byte order mark (EF BB BF).
+const BOM: char = '\u{feff}';
+
 fn describe<T>(found: &Found<T>) -> String {
     match found {
         Found::Absent => "missing".to_string(),
         Found::Empty => "empty".to_string(),
+        Found::Unreadable(e) => format!("cannot read: {e}"),
         Found::Bad(reason) => reason.clone(),
         Found::Good(_) => "ok".to_string(),
     }
@@ -236,6 +290,34 @@ impl Store {
         snapshot: impl FnOnce() -> Result<String, MetadataError>,
     ) -> Result<(), MetadataError> {
         let mut file = self.lock();
+        self.write_locked(&mut file, snapshot)
+    }
+
+    /// Waits for any persist in progress, then writes what `snapshot` returns if the table is
+    /// dirty; returns whether it wrote.
+    ///
+    /// This is what a call that changed nothing must do before it answers "done": the change
+    /// it asked for may be in memory only (an earlier write failed), or on its way to disk in
+    /// another thread's persist that can still fail. Waiting on the file lock settles the
+    /// latter (a failure leaves the table dirty again); a dirty table is then written here.
+    /// The caller must not hold the state lock: [`persist`](Self::persist) takes the file lock
+    /// first and the state lock inside `snapshot`.
+    pub(crate) fn persist_if_dirty(
+        &self,
+        snapshot: impl FnOnce() -> Result<String, MetadataError>,
+    ) -> Result<bool, MetadataError> {
+        let mut file = self.lock();
+        if !self.is_dirty() {
+            return Ok(false);
+        }
+        self.write_locked(&mut file, snapshot).map(|()| true)
+    }
+
+    fn write_locked(
+        &self,
+        file: &mut ConfigFile,
+        snapshot: impl FnOnce() -> Result<String, MetadataError>,
+    ) -> Result<(), MetadataError> {
         self.dirty.store(false, Ordering::Release);
         let result = snapshot().and_then(|text| file.store(text.as_bytes()));
         if result.is_err() {

@@ -154,7 +154,9 @@ impl Wrapper for TopicConfigWrapper {
 ///
 /// Every change bumps the DataVersion and is written to disk before the call returns. If that
 /// write fails, the change stays in memory, the table stays dirty for
-/// [`persist_if_dirty`](Self::persist_if_dirty), and the call returns the error.
+/// [`persist_if_dirty`](Self::persist_if_dirty), and the call returns the error. A call that
+/// finds nothing to change still returns only once the table is on disk (and returns the
+/// write's error if it is not), so a retry of a failed call is never acknowledged early.
 #[derive(Debug)]
 pub struct TopicConfigTable {
     inner: NamedTable<TopicConfigWrapper>,

@@ -7,6 +7,7 @@
 //! so they are persisted before the request is answered and a slave mirrors them at its next
 //! config sync. A slave never creates anything: its tables are its master's.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::broker::Broker;
@@ -168,9 +169,72 @@ pub(crate) fn find_subscription_group(broker: &Broker, group: &str) -> Option<Su
     }
 }
 
+/// A topic's attributes after the modification a 5.x UPDATE_AND_CREATE_TOPIC carries in its
+/// `attributes` field, as RocketMQ's `AttributeParser.parseToMap` and
+/// `AttributeUtil.alterCurrentAttributes` compute them: `+key=value` adds or sets `key`,
+/// `-key` removes it, comma-separated (`+message.type=NORMAL,-k`). Keys are stored without the
+/// sign. Refused like Java: a part without a sign, a `+key` without a value, an empty key or
+/// one holding `+` or `-`, a key named twice, a removal when the topic is being created or
+/// of a key it does not have. Unlike Java, keys and values are not checked against the
+/// attributes RocketMQ knows (`message.type`, `queue.type`, ...): they are kept as sent.
+pub(crate) fn alter_attributes(
+    current: &BTreeMap<String, String>,
+    modification: &str,
+    creating: bool,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut result = current.clone();
+    // Java's `String.split` drops trailing empty parts: "+k=v," is "+k=v".
+    let modification = modification.trim_end_matches(',');
+    if modification.is_empty() {
+        return Ok(result);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for part in modification.split(',') {
+        let (signed, value) = match part.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (part, None),
+        };
+        let (add, key) = if let Some(k) = signed.strip_prefix('+') {
+            (true, k)
+        } else if let Some(k) = signed.strip_prefix('-') {
+            (false, k)
+        } else {
+            return Err(format!("wrong format attribute: {part:?} (expected +key=value or -key)"));
+        };
+        if key.is_empty() || key.contains(['+', '-']) {
+            return Err(format!("wrong format attribute key: {key:?}"));
+        }
+        if !seen.insert(key) {
+            return Err(format!("alter duplication key. key: {key}"));
+        }
+        match (add, value) {
+            (true, Some(v)) if !v.is_empty() => {
+                result.insert(key.to_string(), v.to_string());
+            }
+            (true, _) => return Err(format!("add/alter attribute requires a value: {key}")),
+            (false, Some(_)) => return Err(format!("delete attribute format is wrong: {part:?}")),
+            (false, None) if creating => {
+                return Err(format!("only add attribute is supported while creating topic. key: {key}"));
+            }
+            (false, None) => {
+                if result.remove(key).is_none() {
+                    return Err(format!("attempt to delete a nonexistent key: {key}"));
+                }
+            }
+        }
+    }
+    Ok(result)
+}
+
 /// UPDATE_AND_CREATE_TOPIC (17), as `mqadmin updateTopic` sends it to a broker: creates or
 /// replaces the topic's config (RocketMQ's `AdminBrokerProcessor.updateAndCreateTopic`).
 /// Masters only: a slave's topics are its master's.
+///
+/// An update keeps what the request cannot carry: the stored 5.x attributes (altered by the
+/// request's `attributes` modification, if any, see [`alter_attributes`]) and the fields a
+/// newer RocketMQ wrote that this version does not model. Queue counts, perm, filter type,
+/// sys flag and order are the request's. (The stored config is read and then replaced, not
+/// under one lock: of two updates racing on one topic, the later put wins whole, as in Java.)
 pub struct TopicProcessor {
     shared: Arc<Shared>,
 }
@@ -223,10 +287,19 @@ impl TopicProcessor {
                 format!("queue counts read={read} write={write} must be within 0..=1024"),
             ));
         }
+        let existing = broker.tables().topics().get(topic);
         let mut config = TopicConfig::with_queues(topic, read, write, perm);
         config.topic_filter_type = filter;
         config.topic_sys_flag = sys_flag;
         config.order = order;
+        if let Some(existing) = existing.as_ref() {
+            config.attributes.clone_from(&existing.attributes);
+            config.extra.clone_from(&existing.extra);
+        }
+        if let Some(modification) = req.ext("attributes") {
+            config.attributes = alter_attributes(&config.attributes, modification, existing.is_none())
+                .map_err(|reason| reply(req, response_code::SYSTEM_ERROR, reason))?;
+        }
         match broker.put_topic(config) {
             Ok(()) => {
                 tracing::info!(topic, read, write, perm, "topic updated by request");
@@ -257,6 +330,40 @@ impl std::fmt::Debug for TopicProcessor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn attribute_modifications_as_rocketmq_applies_them() {
+        let current = attrs(&[("+message.type", "NORMAL"), ("queue.type", "BatchCQ")]);
+        assert_eq!(alter_attributes(&current, "", false).unwrap(), current);
+        assert_eq!(alter_attributes(&current, "+k=v,", false).unwrap()["k"], "v");
+        assert_eq!(
+            alter_attributes(&current, "+message.type=FIFO,-queue.type,+a.b=x=y", false).unwrap(),
+            attrs(&[("+message.type", "NORMAL"), ("a.b", "x=y"), ("message.type", "FIFO")])
+        );
+        assert_eq!(
+            alter_attributes(&BTreeMap::new(), "+message.type=NORMAL", true).unwrap(),
+            attrs(&[("message.type", "NORMAL")])
+        );
+        for (bad, creating, why) in [
+            ("message.type=FIFO", false, "wrong format"),
+            ("+message.type", false, "requires a value"),
+            ("+message.type=", false, "requires a value"),
+            ("+=x", false, "wrong format attribute key"),
+            ("++k=x", false, "wrong format attribute key"),
+            ("+k=x,-k", false, "duplication"),
+            ("-queue.type=1", false, "delete attribute format"),
+            ("-nope", false, "nonexistent"),
+            ("-queue.type", true, "while creating"),
+            (",+k=x", false, "wrong format"),
+        ] {
+            let err = alter_attributes(&current, bad, creating).unwrap_err();
+            assert!(err.contains(why), "{bad:?}: {err}");
+        }
+    }
 
     #[test]
     fn topic_names_as_rocketmq_validates_them() {
