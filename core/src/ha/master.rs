@@ -75,6 +75,10 @@ struct Conn {
     /// once it compared the records resent before that offset, so its reports, from this
     /// one on, speak for bytes this master checked (see `distinct_acks`).
     confirmed: AtomicBool,
+    /// The end of what the writer sent (or is sending) on this connection. A put publishes
+    /// its bytes to readers (the writer) a moment before it raises the log's max offset, so
+    /// an ack of bytes just sent may exceed the max offset read right after it.
+    sent: AtomicI64,
     transferring: AtomicBool,
     closed: AtomicBool,
     /// Wakes the writer when the first report arrives or the connection closes.
@@ -394,6 +398,7 @@ fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         request_offset: AtomicI64::new(-1),
         ack_offset: AtomicI64::new(-1),
         confirmed: AtomicBool::new(false),
+        sent: AtomicI64::new(-1),
         transferring: AtomicBool::new(false),
         closed: AtomicBool::new(false),
         wake: Notifier::new(),
@@ -467,7 +472,7 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
         };
         last_read = Instant::now();
         let Some(offset) = reports.feed(&buf[..n]) else { continue };
-        let max = shared.cl.max_offset() as i64;
+        let max = (shared.cl.max_offset() as i64).max(conn.sent.load(Ordering::Acquire));
         if offset < 0 {
             let why = format!("a negative offset {offset} is not a slave's report");
             if conn.request_offset.load(Ordering::Acquire) < 0 {
@@ -547,6 +552,8 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
             let data = file.readable_from(pos);
             if !data.is_empty() {
                 let body = &data[..data.len().min(batch)];
+                // Before the bytes leave: the slave may ack them before this thread runs again.
+                conn.sent.fetch_max((next + body.len() as u64) as i64, Ordering::AcqRel);
                 if let Err(e) = send(&mut stream, next as i64, &file, pos, body) {
                     return format!("write error: {e}");
                 }
