@@ -20,6 +20,14 @@ fn ha_error_says(slave: &Broker, needle: &str) -> bool {
     wait_until(Duration::from_secs(10), || slave.offsets().last_ha_error.is_some_and(|e| e.contains(needle)))
 }
 
+/// A slave on `dir` replicating from `master` through a fault-injecting proxy.
+fn slave_through_proxy(dir: &std::path::Path, master: &Broker) -> (Proxy, std::sync::Arc<Broker>) {
+    let proxy = Proxy::start(ha_addr(master));
+    let addr = proxy.addr.to_string();
+    let slave = Broker::start_slave(broker_config(dir, "SLAVE", &[("haMasterAddress", &addr)])).unwrap();
+    (proxy, slave)
+}
+
 fn transferring(b: &Broker) -> usize {
     b.offsets().slaves.iter().filter(|s| s.transferring).count()
 }
@@ -111,13 +119,7 @@ fn cut_and_stalled_link_through_a_proxy() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let master =
         Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[("slaveTimeout", "400")])).unwrap();
-    let proxy = Proxy::start(ha_addr(&master));
-    let slave = Broker::start_slave(broker_config(
-        sd.path(),
-        "SLAVE",
-        &[("haMasterAddress", &proxy.addr.to_string())],
-    ))
-    .unwrap();
+    let (proxy, slave) = slave_through_proxy(sd.path(), &master);
     assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
     for i in 0..100 {
         assert_eq!(master.put_message_sync(&message("P", 0, i, 100)).unwrap().status, PutStatus::PutOk);
@@ -294,13 +296,7 @@ fn a_diverged_slave_releases_no_waiting_put_with_its_first_report() {
         (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let master =
         Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[("slaveTimeout", "30000")])).unwrap();
-    let proxy = Proxy::start(ha_addr(&master));
-    let healthy = Broker::start_slave(broker_config(
-        hd.path(),
-        "SLAVE",
-        &[("haMasterAddress", &proxy.addr.to_string())],
-    ))
-    .unwrap();
+    let (proxy, healthy) = slave_through_proxy(hd.path(), &master);
     // Another store with records of the same sizes, one more than the master has yet: it
     // ends where the master's waiting put will end, with other bytes.
     let other = Broker::start_master(broker_config(dd.path(), "ASYNC_MASTER", &[])).unwrap();
@@ -343,13 +339,7 @@ fn a_diverged_slave_releases_no_waiting_put_with_its_first_report() {
 fn a_slave_that_lost_its_ack_in_a_reset_confirms_the_put_after_reconnecting() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
-    let proxy = Proxy::start(ha_addr(&master));
-    let slave = Broker::start_slave(broker_config(
-        sd.path(),
-        "SLAVE",
-        &[("haMasterAddress", &proxy.addr.to_string())],
-    ))
-    .unwrap();
+    let (proxy, slave) = slave_through_proxy(sd.path(), &master);
     assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
     for i in 0..50 {
         assert_eq!(master.put_message_sync(&message("L", 0, i, 200)).unwrap().status, PutStatus::PutOk);

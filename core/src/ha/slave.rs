@@ -354,8 +354,9 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                 ParsedFrame::Bad(why) => return format!("bad frame from master: {why}"),
                 ParsedFrame::Frame { offset, body } => {
                     // Frames come in order: this one reaching `resume_from` means every
-                    // resent record before it was compared (or this one is, below).
-                    let reaches = offset + body.len() as i64 >= resume_from;
+                    // resent record before it was compared (this one is below; a mismatch
+                    // ends the session before any report).
+                    compared |= offset + body.len() as i64 >= resume_from;
                     let local = store.max_offset();
                     if local == 0 && fillers.next.is_none() {
                         fillers.next = Some(offset.max(0) as u64);
@@ -367,7 +368,6 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         // Wholly below this slave's first file (the records the master resends
                         // before a reported offset at that file's start): nothing to compare
                         // them with, nor anywhere to put them.
-                        compared |= reaches;
                         at += frame_len;
                         continue;
                     }
@@ -396,7 +396,6 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         body = &body[overlap..];
                         verified = verified.max(offset);
                         if body.is_empty() {
-                            compared |= reaches;
                             at += frame_len;
                             continue;
                         }
@@ -412,7 +411,6 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         verified = verified.max(offset + body.len() as i64);
                         appended = true;
                     }
-                    compared |= reaches;
                     at += frame_len;
                 }
             }

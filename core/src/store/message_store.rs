@@ -1375,22 +1375,28 @@ mod tests {
         });
     }
 
+    /// A small store on `dir`, with `extra` keys.
+    fn config(dir: &std::path::Path, extra: &[(&str, &str)]) -> BrokerConfig {
+        let mut cfg = BrokerConfig::default();
+        let base = [
+            ("storePathRootDir", dir.to_str().unwrap()),
+            ("mappedFileSizeCommitLog", "65536"),
+            ("listenPort", "0"),
+            ("brokerIP1", "127.0.0.1"),
+        ];
+        for (k, v) in base.iter().chain(extra) {
+            cfg.set(k, v).unwrap();
+        }
+        cfg
+    }
+
     /// A put that passed its running check just before `shutdown` began appended after the
     /// final flush (and after the store's locks went to the next owner of the directory) and
     /// answered PUT_OK: a record never flushed, in a store someone else may have opened.
     #[test]
     fn a_put_past_its_checks_when_shutdown_begins_never_lands_after_it() {
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = BrokerConfig::default();
-        for (k, v) in [
-            ("storePathRootDir", dir.path().to_str().unwrap()),
-            ("mappedFileSizeCommitLog", "65536"),
-            ("listenPort", "0"),
-            ("brokerIP1", "127.0.0.1"),
-        ] {
-            cfg.set(k, v).unwrap();
-        }
-        let store = Arc::new(MessageStore::open(cfg).unwrap());
+        let store = Arc::new(MessageStore::open(config(dir.path(), &[])).unwrap());
         store.start().unwrap();
         store.put_message_sync(&Message::new("T", b"before".to_vec())).unwrap();
         let (at_check, checked) = crossbeam_channel::bounded::<()>(0);
@@ -1425,20 +1431,16 @@ mod tests {
     fn a_recovery_after_a_crash_syncs_what_it_counts_as_flushed() {
         use crate::store::mapped_file::SYNCED_WHOLE;
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = BrokerConfig::default();
-        for (k, v) in [
-            ("storePathRootDir", dir.path().to_str().unwrap()),
-            ("mappedFileSizeCommitLog", "65536"),
-            ("mappedFileSizeConsumeQueue", "2000"),
-            ("listenPort", "0"),
-            ("brokerIP1", "127.0.0.1"),
-            // Nothing flushed by the running store: all of it is the page cache's.
-            ("flushIntervalCommitLog", "600000"),
-            ("flushCommitLogThoroughInterval", "600000"),
-            ("flushIntervalConsumeQueue", "600000"),
-        ] {
-            cfg.set(k, v).unwrap();
-        }
+        // Nothing flushed by the running store: all of it is the page cache's.
+        let cfg = config(
+            dir.path(),
+            &[
+                ("mappedFileSizeConsumeQueue", "2000"),
+                ("flushIntervalCommitLog", "600000"),
+                ("flushCommitLogThoroughInterval", "600000"),
+                ("flushIntervalConsumeQueue", "600000"),
+            ],
+        );
         let store = MessageStore::open(cfg.clone()).unwrap();
         store.start().unwrap();
         for i in 0..300 {
