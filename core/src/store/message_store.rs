@@ -847,7 +847,11 @@ impl MessageStore {
     }
 
     /// Messages of `topic` whose KEYS or UNIQ_KEY contain `key`, stored within
-    /// `[begin, end]` ms, newest first, at most `max` (capped by maxMsgsNumBatch).
+    /// `[begin, end]` ms, newest first, each once, at most `max` (capped by maxMsgsNumBatch).
+    ///
+    /// The index walk goes on past entries that are not this key's (hash collisions) and
+    /// past repeats of a message (a key listed twice, or equal to the unique key), so neither
+    /// uses up `max`.
     pub fn query_by_key(
         &self,
         topic: &str,
@@ -857,15 +861,24 @@ impl MessageStore {
         end: i64,
     ) -> Vec<StoredMessage> {
         let Some(index) = &self.index else { return Vec::new() };
+        let max = max.min(index.max_query());
         let mut out = Vec::new();
-        for phy in index.query_offsets(topic, key, max, begin, end) {
-            let Some(m) = self.message_at(phy) else { continue };
+        if max == 0 {
+            return out;
+        }
+        let mut seen = std::collections::HashSet::new();
+        index.for_each_offset(topic, key, begin, end, |phy| {
+            if !seen.insert(phy) {
+                return true;
+            }
+            let Some(m) = self.message_at(phy) else { return true };
             // Hashes collide: keep only real matches.
             let uniq = m.property(crate::message::properties::keys::UNIQ_KEY) == Some(key);
             if m.topic == topic && (uniq || m.keys.iter().any(|k| k == key)) {
                 out.push(m);
             }
-        }
+            out.len() < max
+        });
         out
     }
 
