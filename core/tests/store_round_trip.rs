@@ -151,3 +151,25 @@ fn puts_racing_a_shutdown_land_before_it_or_not_at_all() {
         reopened.shutdown();
     }
 }
+
+/// A batch is one unit under the put lock and one record run to a slave: its records together
+/// stay within `maxMessageSize` plus RocketMQ 5's 64 KiB of encoding headroom. Before, only
+/// each body was checked, so a batch could take a whole CommitLog file.
+#[test]
+fn a_batch_larger_than_max_message_size_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = store_config(dir.path(), &[("maxMessageSize", "1024"), ("mappedFileSizeCommitLog", "1048576")]);
+    let store = MessageStore::open(cfg).unwrap();
+    store.start().unwrap();
+    let batch = |n: usize| (0..n).map(|i| message("Batch", 0, i, 1000)).collect::<Vec<_>>();
+    // 80 records of about 1.1 KiB: within the file, each body within 1024, together past 65 KiB.
+    match store.put_messages(&batch(80)).map(|h| h.wait()) {
+        Err(rmqha_core::Error::PutFailed { status: PutStatus::MessageIllegal, reason }) => {
+            assert!(reason.contains("maxMessageSize (1024)") && reason.contains("batch of 80"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.max_offset(), 0, "nothing of the batch was stored");
+    let ok = store.put_messages(&batch(50)).unwrap().wait();
+    assert_eq!((ok.status, ok.msg_num, ok.queue_offset), (PutStatus::PutOk, 50, 0));
+}

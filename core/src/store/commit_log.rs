@@ -54,6 +54,10 @@ impl AppendError {
     }
 }
 
+/// What a batch's encoded records may take beyond `maxMessageSize` (RocketMQ 5's
+/// `MessageExtEncoder` headroom).
+pub const BATCH_ENCODING_HEADROOM: usize = 64 * 1024;
+
 /// Settings the CommitLog needs.
 #[derive(Debug, Clone)]
 pub struct CommitLogOptions {
@@ -422,6 +426,20 @@ impl CommitLog {
             })?;
             total += p.total_len;
             *slot = Some(p);
+        }
+        let batch_limit = self.opts.max_message_size.saturating_add(BATCH_ENCODING_HEADROOM);
+        if msgs.len() > 1 && total > batch_limit {
+            // As RocketMQ 5's batch encoder: the batch's records together, not only each body,
+            // stay within maxMessageSize plus 64 KiB of encoding headroom (a batch is one
+            // unit under the put lock, and one frame to a slave's reader).
+            return Err(AppendError::Status(
+                PutStatus::MessageIllegal,
+                format!(
+                    "a batch of {} messages encodes to {total} bytes, more than maxMessageSize ({}) plus 64 KiB",
+                    msgs.len(),
+                    self.opts.max_message_size
+                ),
+            ));
         }
         if total + BLANK_HEADER_LEN > self.opts.file_size {
             return Err(AppendError::Status(
