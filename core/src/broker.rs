@@ -174,6 +174,7 @@ impl Broker {
                 slave_timeout: Duration::from_millis(config.slave_timeout as u64),
                 sync_slave_count: config.ha_sync_slave_count as usize,
                 sync_from_last_file: config.sync_from_last_file,
+                verify_slave_tail: config.ha_verify_slave_tail,
                 linger: if config.broker_role == BrokerRole::SyncMaster {
                     Duration::ZERO
                 } else {

@@ -603,3 +603,134 @@ fn a_slave_cut_back_to_its_first_files_start_replicates_again() {
     master.shutdown();
     slave.shutdown();
 }
+
+fn read_frame(s: &mut TcpStream) -> (i64, Vec<u8>) {
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    let offset = i64::from_be_bytes(head[..8].try_into().unwrap());
+    let size = i32::from_be_bytes(head[8..].try_into().unwrap());
+    let mut body = vec![0u8; size as usize];
+    s.read_exact(&mut body).unwrap();
+    (offset, body)
+}
+
+/// A stock RocketMQ slave reports wherever its last frame ended, often inside a record, and
+/// closes a connection whose first frame does not start exactly there. With
+/// `haVerifySlaveTail=false` the master serves it as RocketMQ does; by default an rmqha
+/// master refuses the offset inside a record and resends the records before a boundary.
+#[test]
+fn with_tail_verification_off_a_rocketmq_slave_is_served_from_exactly_its_offset() {
+    let md = tempfile::tempdir().unwrap();
+    let master =
+        Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[("haVerifySlaveTail", "false")]))
+            .unwrap();
+    for i in 0..50 {
+        master.put_message_sync(&message("J", 0, i, 300)).unwrap();
+    }
+    let max = master.max_offset();
+    let log = commit_log_files(md.path()).into_values().next().unwrap();
+    for report in [max - 7, max - 1000, 1] {
+        let mut s = TcpStream::connect(ha_addr(&master)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&report.to_be_bytes()).unwrap();
+        let (offset, body) = read_frame(&mut s);
+        assert_eq!(offset, report, "the first frame starts at the reported offset");
+        assert!(!body.is_empty());
+        assert_eq!(body[..], log[report as usize..report as usize + body.len()]);
+    }
+    assert!(master.offsets().refused_slaves.is_empty(), "{:?}", master.offsets().refused_slaves);
+    master.shutdown();
+
+    // The default, for rmqha slaves: an offset inside a record is refused, and a boundary gets
+    // the records before it resent first.
+    let dd = tempfile::tempdir().unwrap();
+    let master = Broker::start_master(broker_config(dd.path(), "ASYNC_MASTER", &[])).unwrap();
+    for i in 0..50 {
+        master.put_message_sync(&message("J", 0, i, 300)).unwrap();
+    }
+    let max = master.max_offset();
+    let mut s = TcpStream::connect(ha_addr(&master)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&max.to_be_bytes()).unwrap();
+    let (offset, _) = read_frame(&mut s);
+    assert!(offset < max, "resent from {offset}, before {max}");
+    let mut probe = TcpStream::connect(ha_addr(&master)).unwrap();
+    probe.write_all(&(max - 7).to_be_bytes()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || !master.offsets().refused_slaves.is_empty()));
+    master.shutdown();
+}
+
+/// A connection that has not reported (a port probe, a health check) is not listed as a
+/// slave: before, each showed in `offsets().slaves` (and `slaveCount`) as a slave all behind.
+#[test]
+fn a_connection_that_never_reported_is_no_slave() {
+    let md = tempfile::tempdir().unwrap();
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    master.put_message_sync(&message("P", 0, 0, 100)).unwrap();
+    let mut probe = TcpStream::connect(ha_addr(&master)).unwrap();
+    // One port accepts in order: once the reporting connection is listed, the probe (which
+    // connected first) has been accepted too.
+    let mut reporter = TcpStream::connect(ha_addr(&master)).unwrap();
+    reporter.write_all(&0i64.to_be_bytes()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || !master.offsets().slaves.is_empty()));
+    let listed: Vec<_> = master.offsets().slaves.iter().map(|s| s.addr).collect();
+    assert_eq!(listed, vec![reporter.local_addr().unwrap()]);
+    probe.write_all(&0i64.to_be_bytes()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || master.offsets().slaves.len() == 2));
+    master.shutdown();
+}
+
+/// A reconnecting slave whose dispatcher lags reports the end of its complete records, not
+/// where dispatch stands: from there the master would resend up to a whole file for it to
+/// compare before it could ack anything new. A partial record at its tail is reported from
+/// where that record starts, the nearest offset the master serves.
+#[test]
+fn a_slave_with_a_lagging_dispatcher_reports_its_last_record_boundary() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    let slave = slave_of(sd.path(), &master, &[]);
+    master.put_message_sync(&message("L", 0, 0, 100)).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    assert!(slave.store().wait_dispatched(Duration::from_secs(10)));
+    let held = slave.store().dispatcher().exclusive(); // no dispatch round from here on
+    for i in 1..40 {
+        master.put_message_sync(&message("L", 0, i, 300)).unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    let end = slave.max_offset();
+    assert!(slave.store().dispatcher().reput_from() < end as u64);
+
+    // A fake master: the slave's first report on connecting is what this test checks.
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    slave.set_master_address(&fake.local_addr().unwrap().to_string()).unwrap();
+    let (mut conn, _) = fake.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut report = [0u8; 8];
+    conn.read_exact(&mut report).unwrap();
+    assert_eq!(i64::from_be_bytes(report), end, "complete records up to its end");
+
+    // Feed it the first 60 bytes of the master's next record, then cut: a partial record.
+    master.put_message_sync(&message("L", 0, 40, 300)).unwrap();
+    let log = commit_log_files(md.path()).into_values().next().unwrap();
+    let part = &log[end as usize..end as usize + 60];
+    let mut frame = end.to_be_bytes().to_vec();
+    frame.extend_from_slice(&60i32.to_be_bytes());
+    frame.extend_from_slice(part);
+    conn.write_all(&frame).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
+    drop(conn);
+    let (mut conn, _) = fake.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    conn.read_exact(&mut report).unwrap();
+    assert_eq!(i64::from_be_bytes(report), end, "where the partial record starts");
+    drop(conn);
+    drop(held);
+
+    // Back on the real master, it completes the record and goes on.
+    slave.set_master_address(&ha_addr(&master).to_string()).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    assert!(slave.store().wait_dispatched(Duration::from_secs(10)));
+    common::assert_same_commit_logs(md.path(), sd.path());
+    slave.shutdown();
+    master.shutdown();
+}

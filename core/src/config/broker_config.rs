@@ -284,6 +284,13 @@ broker_config! {
     /// true: an empty slave receives only the master's last CommitLog file (RocketMQ's
     /// classic behaviour); false (default): the whole retained CommitLog.
     sync_from_last_file: bool = false, "syncFromLastFile";
+    /// true (default): a reconnecting slave must report a record boundary, and the master
+    /// resends up to 32 KiB before it for the slave to compare, so a slave whose log diverged
+    /// never takes new bytes (rmqha slaves). false: stream from exactly the reported offset,
+    /// anywhere within the log, as RocketMQ's master does; needed by stock RocketMQ slaves,
+    /// which report offsets inside records and close a connection whose first frame starts
+    /// before their end (rmqha).
+    ha_verify_slave_tail: bool = true, "haVerifySlaveTail";
     /// Milliseconds a SYNC_FLUSH put waits for the flush.
     sync_flush_timeout: i64 = 5000, "syncFlushTimeout";
     /// Milliseconds a SYNC_MASTER put waits for a slave ack.

@@ -34,6 +34,9 @@ pub struct HaMasterOptions {
     pub sync_slave_count: usize,
     /// An empty slave gets only the last file (RocketMQ) instead of the whole log.
     pub sync_from_last_file: bool,
+    /// A reconnecting slave must report a record boundary and is resent the records before
+    /// it to compare (rmqha); false streams from exactly the reported offset (RocketMQ).
+    pub verify_slave_tail: bool,
     /// After sending less than a full batch, wait this long for more before the next frame
     /// (0 sends at once). An ASYNC_MASTER's puts wait for no ack, so a short linger turns a
     /// frame, a wake-up and an ack per put into one per batch; a SYNC_MASTER uses 0.
@@ -195,7 +198,9 @@ impl HaMaster {
         let conns = self.shared.conns.lock().unwrap_or_else(|e| e.into_inner());
         conns
             .iter()
-            .filter(|c| !c.closed.load(Ordering::Acquire))
+            // A connection that has not reported (a port probe, a health check, a slave
+            // still connecting) is no slave yet: listed, it showed as a slave all behind.
+            .filter(|c| !c.closed.load(Ordering::Acquire) && c.request_offset.load(Ordering::Acquire) >= 0)
             .map(|c| {
                 let ack = c.ack_offset.load(Ordering::Acquire);
                 SlaveInfo {
@@ -332,7 +337,9 @@ impl Shared {
                 "offset {req} is below this master's first offset {min} (deleted by retention)"
             ));
         }
-        if req == max || req % fs == 0 {
+        if req == max || req % fs == 0 || !self.opts.verify_slave_tail {
+            // Without verification, as RocketMQ: a stock slave's log ends wherever its last
+            // frame ended, often inside a record, and it holds the bytes before it.
             return Ok(req as u64);
         }
         // Anything else must be where a record (or the BLANK filler) starts.
@@ -527,7 +534,7 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
     // again, reports an offset that fits. Resend the last records before it (the slave
     // compares them with its own and closes the connection if they differ) so such a slave
     // never takes new bytes onto a diverged log.
-    if req > 0 && next > shared.cl.min_offset() {
+    if shared.opts.verify_slave_tail && req > 0 && next > shared.cl.min_offset() {
         let fs = shared.cl.file_size() as u64;
         let file_start = (next - 1) / fs * fs;
         let target = next.saturating_sub(VERIFY_WINDOW).max(file_start);

@@ -286,15 +286,23 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
     let mut reported = store.max_offset();
     // Frames are not aligned to records, so a connection that ended mid-stream often leaves
     // a partial record at the tail, and the master only serves offsets where a record
-    // starts. Report where dispatch stands (a record start) instead: the master resends from
-    // there, and the bytes this slave already holds are compared, not written again.
+    // starts. Report where that partial record starts instead (found by hopping over record
+    // lengths from where dispatch stands, a record start): the master resends from there.
+    // Not where dispatch stands itself: a dispatcher that lags (after a restart that rebuilds
+    // queues, say) would have the master resend up to a whole file for this slave to compare.
     let resume_from = {
         let reput = store.dispatcher().reput_from() as i64;
         let last_file_start = reported - reported % store.commit_log().file_size() as i64;
-        if reput < reported && reput >= last_file_start { reput } else { reported }
+        if reput < reported && reput >= last_file_start {
+            store.commit_log().record_start_at_or_before(reput as u64, reported as u64) as i64
+        } else {
+            reported
+        }
     };
     reported = resume_from;
-    shared.acked.store(reported, Ordering::Release);
+    // Not an ack (the master counts none until the resent records are compared), and lower
+    // than what an earlier session acked when this one resumes behind its end: the slave's
+    // `acked_offset` keeps what it has acked.
     if let Err(e) = stream.write_all(&encode_report(reported)) {
         return format!("first report failed: {e}");
     }
@@ -436,7 +444,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
             confirmed = true;
             // Recorded before it is sent, so the slave never shows less than the master may
             // already have counted.
-            shared.acked.store(ack, Ordering::Release);
+            shared.acked.fetch_max(ack, Ordering::AcqRel);
             if let Err(e) = stream.write_all(&encode_report(ack)) {
                 return format!("report failed: {e}");
             }
