@@ -157,3 +157,109 @@ fn padded_held_pulls_cannot_exhaust_memory() {
     assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
     b.shutdown();
 }
+
+/// Waits until the requests sent so far on `raw` have been handled, and checks none of them
+/// was answered: a connection's requests are handled in order, so once a later request is
+/// answered the pulls before it are held.
+fn assert_held(raw: &mut Raw) {
+    raw.send(
+        RemotingCommand::request(request_code::GET_MAX_OFFSET).with_ext("topic", "T").with_ext("queueId", 0),
+        999,
+    );
+    let resp = raw.recv();
+    assert_eq!(resp.opaque, 999, "a pull was answered instead of held: {resp:?}");
+}
+
+fn tagged(tags: Option<&str>, body: &str) -> Message {
+    let m = Message::new("T", body.as_bytes().to_vec());
+    match tags {
+        Some(t) => m.with_tags(t),
+        None => m,
+    }
+}
+
+/// As RocketMQ's `notifyMessageArriving` checks the new message against a held request's
+/// filter: a pull held for tag A stays held while only other messages arrive, and wakes as
+/// soon as an A does; a pull of everything on the same queue wakes for anything.
+#[test]
+fn a_held_pull_with_a_tag_wakes_only_for_a_matching_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    let mut raw = Raw::connect(b.remoting_addrs()[0]);
+    raw.send(pull_req("cg", "T", 0, 0, 32, FLAG_SUBSCRIPTION | FLAG_SUSPEND, 20_000, "A"), 1);
+    raw.send(suspended_pull(0, 0, 20_000), 2);
+    assert_held(&mut raw);
+    // Messages the tag pull does not want: the pull of everything wakes, the other does not.
+    b.put_message_sync(&tagged(Some("B"), "b0")).unwrap();
+    let resp = raw.recv();
+    assert_eq!((resp.opaque, resp.code), (2, code::SUCCESS), "{resp:?}");
+    for i in 1..5 {
+        b.put_message_sync(&tagged(Some("B"), &format!("b{i}"))).unwrap();
+    }
+    b.put_message_sync(&tagged(None, "untagged")).unwrap();
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    assert!(
+        raw.try_recv(Duration::from_millis(700)).is_none(),
+        "the pull for tag A was woken by messages it does not want"
+    );
+    // A matching one wakes it at once, with only its message, past all the others.
+    let put_at = Instant::now();
+    b.put_message_sync(&tagged(Some("A"), "a")).unwrap();
+    let resp = raw.recv();
+    let waited = put_at.elapsed();
+    assert_eq!((resp.opaque, resp.code), (1, code::SUCCESS), "{resp:?}");
+    let bodies: Vec<Vec<u8>> = decode_records(&resp.body).into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies, vec![b"a".to_vec()]);
+    assert_eq!(ext_i64(&resp, "nextBeginOffset"), 7);
+    assert!(waited < Duration::from_secs(5), "answered {waited:?} after the put");
+    b.shutdown();
+}
+
+/// A held tag pull that only non-matching messages reach is answered when its suspend
+/// timeout passes, as before, with PULL_RETRY_IMMEDIATELY past them.
+#[test]
+fn a_held_pull_with_a_tag_times_out_past_non_matching_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    let mut raw = Raw::connect(b.remoting_addrs()[0]);
+    let sent = Instant::now();
+    raw.send(pull_req("cg", "T", 0, 0, 32, FLAG_SUBSCRIPTION | FLAG_SUSPEND, 1_500, "A"), 1);
+    assert_held(&mut raw);
+    for i in 0..3 {
+        b.put_message_sync(&tagged(Some("B"), &format!("b{i}"))).unwrap();
+    }
+    let resp = raw.try_recv(Duration::from_secs(10)).expect("answered by its timeout");
+    let took = sent.elapsed();
+    assert_eq!((resp.opaque, resp.code), (1, code::PULL_RETRY_IMMEDIATELY), "{resp:?}");
+    assert_eq!(ext_i64(&resp, "nextBeginOffset"), 3);
+    assert!(took >= Duration::from_millis(1_500), "answered after {took:?}, before its suspend timeout");
+    b.shutdown();
+}
+
+/// Non-matching messages beyond the window a pull scans (maxFilterMessageSize / 20 units)
+/// wake it: its answer moves the consumer past them instead of leaving it behind.
+#[test]
+fn a_held_pull_with_a_tag_wakes_when_its_scan_window_is_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(common::broker_config(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[("maxFilterMessageSize", "1000")],
+    ))
+    .unwrap();
+    b.create_topic("T", 4).unwrap();
+    let mut raw = Raw::connect(b.remoting_addrs()[0]);
+    raw.send(pull_req("cg", "T", 0, 0, 32, FLAG_SUBSCRIPTION | FLAG_SUSPEND, 20_000, "A"), 1);
+    assert_held(&mut raw);
+    let msgs: Vec<Message> = (0..50).map(|i| tagged(Some("B"), &format!("b{i}"))).collect();
+    b.put_messages(&msgs).unwrap().wait();
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    assert!(raw.try_recv(Duration::from_millis(500)).is_none(), "50 units fill no more than the window");
+    let put_at = Instant::now();
+    b.put_message_sync(&tagged(Some("B"), "b50")).unwrap();
+    let resp = raw.recv();
+    assert!(put_at.elapsed() < Duration::from_secs(5), "answered {:?} after the put", put_at.elapsed());
+    assert_eq!((resp.opaque, resp.code), (1, code::PULL_RETRY_IMMEDIATELY), "{resp:?}");
+    assert_eq!(ext_i64(&resp, "nextBeginOffset"), 50);
+    b.shutdown();
+}

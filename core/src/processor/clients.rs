@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::message::java_string_hash;
@@ -18,17 +18,29 @@ use crate::remoting::Responder;
 pub(crate) const CHANNEL_EXPIRED: Duration = Duration::from_secs(120);
 
 /// A tag expression (`TagA || TagB`, or `*` for everything), as Java's
-/// `FilterAPI.buildSubscriptionData` parses it, matched by the Java hash code of a message's
-/// TAGS, as the broker's ConsumeQueue filter does (clients filter again by the tag text).
+/// `FilterAPI.buildSubscriptionData` parses it into a tag set and a code set.
+///
+/// The store matches a ConsumeQueue unit by its tags code (the Java hash code of the
+/// message's TAGS, 0 without TAGS) against the code set during its scan, as RocketMQ's
+/// `ExpressionMessageFilter.isMatchedByConsumeQueue`; [`matches`](Self::matches) then
+/// checks the TAGS text against the tag set, as RocketMQ's clients do, so two tags with
+/// the same hash code are told apart. Clones share the sets (a heartbeat's subscription is
+/// cloned into every pull parked with it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TagFilter {
-    codes: Option<HashSet<i32>>,
+    sets: Option<Arc<TagSets>>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct TagSets {
+    tags: HashSet<String>,
+    codes: HashSet<i32>,
 }
 
 impl TagFilter {
     /// Everything.
     pub(crate) fn all() -> Self {
-        TagFilter { codes: None }
+        TagFilter { sets: None }
     }
 
     /// Parses a subscription expression; `None`, empty and `*` match everything.
@@ -37,24 +49,38 @@ impl TagFilter {
         if expr.is_empty() || expr == "*" {
             return Self::all();
         }
-        let codes = expr.split("||").map(str::trim).filter(|t| !t.is_empty()).map(java_string_hash).collect();
-        TagFilter { codes: Some(codes) }
+        let tags: HashSet<String> =
+            expr.split("||").map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect();
+        let codes = tags.iter().map(|t| java_string_hash(t)).collect();
+        TagFilter { sets: Some(Arc::new(TagSets { tags, codes })) }
     }
 
-    /// Whether a message with `tags` passes.
+    /// Whether a message with `tags` passes: its TAGS is one of the expression's tags.
     pub(crate) fn matches(&self, tags: Option<&[u8]>) -> bool {
-        match &self.codes {
+        match &self.sets {
             None => true,
-            Some(codes) => {
-                let code = tags.map(crate::message::hash::java_string_hash_bytes).unwrap_or(0);
-                codes.contains(&code)
-            }
+            Some(s) => tags.and_then(|t| std::str::from_utf8(t).ok()).is_some_and(|t| s.tags.contains(t)),
+        }
+    }
+
+    /// Whether a ConsumeQueue unit with `tags_code` may pass (RocketMQ's
+    /// `codeSet.contains(tagsCode.intValue())`): false only if no tag of the expression has
+    /// that hash code.
+    pub(crate) fn matches_code(&self, tags_code: i64) -> bool {
+        match &self.sets {
+            None => true,
+            Some(s) => s.codes.contains(&(tags_code as i32)),
         }
     }
 
     /// Whether this filter passes every message.
     pub(crate) fn is_all(&self) -> bool {
-        self.codes.is_none()
+        self.sets.is_none()
+    }
+
+    /// About how much memory the sets take (shared by the clones).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.sets.as_ref().map_or(0, |s| 64 + s.tags.iter().map(|t| 48 + t.len()).sum::<usize>())
     }
 }
 
@@ -242,6 +268,29 @@ mod tests {
         for all in [None, Some(""), Some("*"), Some("  *  ")] {
             let f = TagFilter::parse(all);
             assert!(f.is_all() && f.matches(None) && f.matches(Some(b"x")));
+            assert!(f.matches_code(0) && f.matches_code(12345));
         }
+    }
+
+    #[test]
+    fn tag_filters_match_consume_queue_codes_then_tag_text() {
+        let f = TagFilter::parse(Some(" TagA ||TagB|| "));
+        let code = |t: &str| java_string_hash(t) as i64;
+        assert!(f.matches_code(code("TagA")) && f.matches_code(code("TagB")));
+        assert!(!f.matches_code(code("TagC")));
+        // A message without TAGS is dispatched with tags code 0: no tag here hashes to 0.
+        assert!(!f.matches_code(0));
+        // RocketMQ compares `tagsCode.intValue()`.
+        assert!(f.matches_code(code("TagA") + (1 << 32)));
+        // "Aa" and "BB" have the same Java hash code: the code passes both, the text one.
+        assert_eq!(java_string_hash("Aa"), java_string_hash("BB"));
+        let f = TagFilter::parse(Some("Aa"));
+        assert!(f.matches_code(code("BB")));
+        assert!(f.matches(Some(b"Aa")) && !f.matches(Some(b"BB")));
+        assert!(!f.matches(Some(b"Aa ")) && !f.matches(None));
+        // Clones share the sets.
+        let g = f.clone();
+        assert_eq!(f, g);
+        assert!(f.heap_bytes() > 0 && TagFilter::all().heap_bytes() == 0);
     }
 }

@@ -1,25 +1,39 @@
 //! Long polling (RocketMQ's `PullRequestHoldService`): a pull with the suspend flag that finds
 //! nothing new is parked here instead of answered PULL_NOT_FOUND, and answered by one thread
-//! as soon as its queue grows past the requested offset, or when its suspend timeout passes,
-//! or dropped when its connection closes.
+//! as soon as its queue has a new message its subscription may want, or when its suspend
+//! timeout passes, or dropped when its connection closes.
 //!
 //! The thread sleeps on the dispatcher's [`Notifier`](crate::store::notify::Notifier), which is
 //! signalled after every dispatch round (master and slave alike), so a message wakes its
-//! waiting pulls as soon as it is in a ConsumeQueue. Each wake checks every parked request's
-//! queue (a lookup, no read); a woken request is processed again from scratch with suspension
-//! disallowed, exactly as RocketMQ re-runs `processRequest(…, brokerAllowSuspend = false)`.
+//! waiting pulls as soon as it is in a ConsumeQueue. Parked pulls are grouped by queue: each
+//! round looks up each queue's max offset once, and only a queue that grew past what its
+//! pulls have seen has its pulls looked at. Timeouts come from a deadline-ordered set, and
+//! closed connections are swept about once a second, so neither needs a scan every round.
+//!
+//! A pull with a tag subscription wakes only when one of its queue's new units has one of
+//! its tags codes, as RocketMQ's `notifyMessageArriving` checks `isMatchedByConsumeQueue`
+//! before waking a held request; it remembers how far it has checked, so each new unit is
+//! read once per parked pull. A pull whose whole scan window (`maxFilterMessageSize / 20`
+//! units from its offset) has filled with units it does not want is woken too: its answer
+//! (PULL_RETRY_IMMEDIATELY) moves the consumer past them. A woken request is processed again
+//! from scratch with suspension disallowed, exactly as RocketMQ re-runs
+//! `processRequest(…, brokerAllowSuspend = false)`, and so is one whose time ran out.
 //!
 //! Parking a request also signals the notifier, so the thread recomputes its next deadline and
 //! re-checks the new request's queue: a message dispatched between the pull's read and the
 //! parking is not missed.
 
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::remoting::{RemotingCommand, Responder};
 use crate::store::MessageStore;
+use crate::store::consume_queue::{CQ_UNIT_SIZE, ConsumeQueue};
 
+use super::clients::TagFilter;
 use super::pull::PullProcessor;
 
 /// At most this many pulls are parked at once; more are answered at once (PULL_NOT_FOUND),
@@ -36,7 +50,8 @@ pub(crate) const MAX_HELD_BYTES_PER_CONNECTION: usize = 8 << 20;
 /// The longest suspension honoured. Java clients ask for 15 s (push) or 20 s (lite pull); a
 /// longer one is cut here, well inside the server's 120 s idle timeout.
 pub(crate) const MAX_SUSPEND: Duration = Duration::from_secs(60);
-/// The thread re-checks at least this often, whatever happens.
+/// The thread re-checks at least this often, whatever happens; closed connections' pulls
+/// are swept this often too.
 const MAX_SLEEP: Duration = Duration::from_secs(1);
 
 /// One parked pull.
@@ -47,6 +62,8 @@ pub(crate) struct Held {
     pub queue_id: i32,
     pub offset: i64,
     pub deadline: Instant,
+    /// The subscription the pull was read with: which new units wake it.
+    pub filter: TagFilter,
 }
 
 impl Held {
@@ -56,29 +73,85 @@ impl Held {
         256 + r.body.len()
             + r.remark.as_ref().map_or(0, String::len)
             + r.ext_fields.iter().map(|(k, v)| 64 + k.len() + v.len()).sum::<usize>()
+            + self.filter.heap_bytes()
     }
 }
 
-/// The parked pulls and the bytes they keep, in all and per connection.
+/// A parked pull and what the thread knows of it.
+struct Entry {
+    held: Held,
+    bytes: usize,
+    /// The queue's units below this have been checked: none is for this pull.
+    checked: i64,
+}
+
+/// The parked pulls of one queue.
+struct Waiters {
+    ids: BTreeSet<u64>,
+    /// At most the least `checked` of them: a queue whose max offset is not past it has
+    /// nothing new for any of them.
+    low: i64,
+    /// The queue's max offset when last looked at.
+    seen_max: i64,
+}
+
+/// What one parked pull's check comes to.
+enum Check {
+    Wake,
+    Stay,
+}
+
+/// The parked pulls, by queue and by deadline, and the bytes they keep, in all and per
+/// connection.
 #[derive(Default)]
 struct Parked {
-    list: Vec<Held>,
+    next_id: u64,
+    entries: HashMap<u64, Entry>,
+    queues: HashMap<String, HashMap<i32, Waiters>>,
+    deadlines: BTreeSet<(Instant, u64)>,
     bytes: usize,
-    per_connection: std::collections::HashMap<std::net::SocketAddr, (usize, usize)>,
+    per_connection: HashMap<SocketAddr, (usize, usize)>,
+    last_sweep: Option<Instant>,
 }
 
 impl Parked {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     fn add(&mut self, held: Held, bytes: usize) {
+        let id = self.next_id;
+        self.next_id += 1;
         self.bytes += bytes;
         let c = self.per_connection.entry(held.responder.peer()).or_default();
         c.0 += 1;
         c.1 += bytes;
-        self.list.push(held);
+        self.deadlines.insert((held.deadline, id));
+        let w = self
+            .queues
+            .entry(held.topic.clone())
+            .or_default()
+            .entry(held.queue_id)
+            .or_insert_with(|| Waiters { ids: BTreeSet::new(), low: i64::MAX, seen_max: 0 });
+        w.ids.insert(id);
+        w.low = w.low.min(held.offset);
+        self.entries.insert(id, Entry { checked: held.offset, held, bytes });
     }
 
-    fn remove(&mut self, i: usize) -> Held {
-        let h = self.list.swap_remove(i);
-        let bytes = h.bytes();
+    fn remove(&mut self, id: u64) -> Option<Held> {
+        let Entry { held: h, bytes, .. } = self.entries.remove(&id)?;
+        self.deadlines.remove(&(h.deadline, id));
+        if let Some(by_id) = self.queues.get_mut(&h.topic) {
+            if let Some(w) = by_id.get_mut(&h.queue_id) {
+                w.ids.remove(&id);
+                if w.ids.is_empty() {
+                    by_id.remove(&h.queue_id);
+                }
+            }
+            if by_id.is_empty() {
+                self.queues.remove(&h.topic);
+            }
+        }
         self.bytes -= bytes;
         let peer = h.responder.peer();
         if let Some(c) = self.per_connection.get_mut(&peer) {
@@ -88,8 +161,33 @@ impl Parked {
                 self.per_connection.remove(&peer);
             }
         }
-        h
+        Some(h)
     }
+}
+
+/// Whether a parked pull has something new in its queue, whose max offset is now `max`
+/// (past `e.checked`); `window` is how many units from its offset its read would scan.
+fn check(e: &mut Entry, cq: Option<&ConsumeQueue>, max: i64, window: i64) -> Check {
+    let h = &e.held;
+    if h.filter.is_all() || !h.responder.is_connected() {
+        return Check::Wake;
+    }
+    // A queue gone, or a unit that cannot be read: the pull's read says what happened.
+    let Some(cq) = cq else { return Check::Wake };
+    let end = max.min(h.offset.saturating_add(window));
+    for i in e.checked.max(h.offset)..end {
+        let Some(u) = cq.get(i) else { return Check::Wake };
+        let filler = u.size == i32::MAX && u.phy_offset == 0 || u.phy_offset < 0;
+        if !filler && h.filter.matches_code(u.tags_code) {
+            return Check::Wake;
+        }
+    }
+    if max > end {
+        // Nothing in the whole window the pull's read scans: its answer moves it past them.
+        return Check::Wake;
+    }
+    e.checked = max;
+    Check::Stay
 }
 
 /// The parked pulls.
@@ -111,7 +209,7 @@ impl LongPoll {
             let bytes = held.bytes();
             let (n, b) = p.per_connection.get(&held.responder.peer()).copied().unwrap_or_default();
             if self.stopped.load(Ordering::Acquire)
-                || p.list.len() >= MAX_HELD
+                || p.len() >= MAX_HELD
                 || p.bytes + bytes > MAX_HELD_BYTES
                 || n >= MAX_HELD_PER_CONNECTION
                 || b + bytes > MAX_HELD_BYTES_PER_CONNECTION
@@ -126,7 +224,7 @@ impl LongPoll {
 
     /// How many pulls are parked.
     pub(crate) fn len(&self) -> usize {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).list.len()
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Stops the thread; parked pulls are dropped unanswered (their connections are closing).
@@ -140,22 +238,65 @@ impl LongPoll {
         self.store.dispatcher().dispatched().notify();
     }
 
-    /// Removes and returns the pulls to answer now; also the earliest deadline of the rest.
+    /// How many units from its offset a parked pull's read scans (at least; a large
+    /// `maxMsgNums` scans more, and such a pull is only woken early).
+    fn scan_window(&self) -> i64 {
+        (self.store.config().max_filter_message_size.max(0) as usize / CQ_UNIT_SIZE).max(1) as i64
+    }
+
+    /// Removes and returns the pulls to answer now (or drop, if their connection closed);
+    /// also the earliest deadline of the rest.
     fn take_ready(&self, now: Instant) -> (Vec<Held>, Option<Instant>) {
+        let window = self.scan_window();
         let mut parked = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let mut ready = Vec::new();
-        let mut next: Option<Instant> = None;
-        let mut i = 0;
-        while i < parked.list.len() {
-            let h = &parked.list[i];
-            let arrived = self.store.queue_max_offset(&h.topic, h.queue_id) > h.offset;
-            if arrived || now >= h.deadline || !h.responder.is_connected() {
-                ready.push(parked.remove(i));
-            } else {
-                next = Some(next.map_or(h.deadline, |n| n.min(h.deadline)));
-                i += 1;
+        let p = &mut *parked;
+        let mut ready_ids = Vec::new();
+        // Timed out.
+        ready_ids.extend(p.deadlines.iter().take_while(|(d, _)| *d <= now).map(|&(_, id)| id));
+        // Closed connections, about once a second (a woken pull's is checked below).
+        if p.last_sweep.is_none_or(|t| now.saturating_duration_since(t) >= MAX_SLEEP) {
+            p.last_sweep = Some(now);
+            ready_ids.extend(
+                p.entries.iter().filter(|(_, e)| !e.held.responder.is_connected()).map(|(&id, _)| id),
+            );
+        }
+        // Queues that grew: one lookup per queue.
+        let cqs = self.store.consume_queues();
+        for (topic, by_id) in &mut p.queues {
+            for (&queue_id, w) in by_id.iter_mut() {
+                let cq = cqs.find(topic, queue_id);
+                let max = cq.as_ref().map_or(0, |q| q.max_offset_in_queue());
+                if max < w.seen_max {
+                    // Truncated (a slave re-synced): what was checked may be rewritten.
+                    w.low = i64::MAX;
+                    for id in &w.ids {
+                        if let Some(e) = p.entries.get_mut(id) {
+                            e.checked = e.held.offset;
+                            w.low = w.low.min(e.checked);
+                        }
+                    }
+                }
+                w.seen_max = max;
+                if max <= w.low {
+                    continue;
+                }
+                let mut low = i64::MAX;
+                for &id in &w.ids {
+                    let Some(e) = p.entries.get_mut(&id) else { continue };
+                    if max > e.checked {
+                        if let Check::Wake = check(e, cq.as_deref(), max, window) {
+                            ready_ids.push(id);
+                            continue;
+                        }
+                    }
+                    low = low.min(e.checked);
+                }
+                w.low = low;
             }
         }
+        // `remove` ignores an id listed twice (timed out and woken, say).
+        let ready = ready_ids.into_iter().filter_map(|id| p.remove(id)).collect();
+        let next = p.deadlines.first().map(|&(d, _)| d);
         (ready, next)
     }
 }

@@ -9,9 +9,14 @@
 //! `nextBeginOffset`, `minOffset`, `maxOffset`. A SUCCESS body is the raw CommitLog records,
 //! concatenated.
 //!
-//! Tag filtering is by the Java hash code of each record's TAGS, applied to the records the
-//! store returns (the offsets skipped still advance `nextBeginOffset`); clients filter again
-//! by tag text, as they do against RocketMQ.
+//! Tag filtering happens during the store's ConsumeQueue scan, as RocketMQ's
+//! `getMessage(…, messageFilter)`: a unit whose tags code (the Java hash code of the
+//! message's TAGS) is not the subscription's is skipped without being read and without
+//! counting toward `maxMsgNums` or the byte limits, so a batch holds up to `maxMsgNums`
+//! matching messages out of a scan of up to `maxFilterMessageSize / 20` units, and
+//! `nextBeginOffset` moves past every unit scanned. If none matched the status is
+//! NO_MATCHED_MESSAGE (PULL_RETRY_IMMEDIATELY). The records found are then checked by their
+//! TAGS text, which tells apart tags with the same hash code (RocketMQ's clients do that).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,10 +87,11 @@ impl PullHeader {
     }
 }
 
-/// What a pull comes to: an answer now, or parking until `offset` of the queue exists.
+/// What a pull comes to: an answer now, or parking until its queue has a unit past `offset`
+/// that `filter` may want (or its time runs out).
 pub(crate) enum PullOutcome {
     Respond(RemotingCommand),
-    Suspend { topic: String, queue_id: i32, offset: i64, timeout: Duration },
+    Suspend { topic: String, queue_id: i32, offset: i64, timeout: Duration, filter: TagFilter },
 }
 
 /// The RocketMQ response code for a read status (spec 10); `offset` is the request's.
@@ -192,9 +198,20 @@ impl PullProcessor {
         let filter = self.filter(req, &h, group.consume_broadcast_enable)?;
 
         let max_bytes = h.max_msg_bytes.filter(|&m| m > 0).map_or(DEFAULT_MAX_BYTES, |m| m as usize);
-        let mut r =
-            b.store().get_messages_limited(&h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, max_bytes);
+        let by_code = |code: i64| filter.matches_code(code);
+        let code_filter: Option<&dyn Fn(i64) -> bool> = (!filter.is_all()).then_some(&by_code);
+        let mut r = b.store().get_messages_filtered(
+            &h.topic,
+            h.queue_id,
+            h.queue_offset,
+            h.max_msg_nums,
+            max_bytes,
+            code_filter,
+        );
         if !filter.is_all() && r.status == GetMessageStatus::Found {
+            // A tag with the same hash code as a subscribed one. `nextBeginOffset` is already
+            // past every unit scanned, the dropped ones included; if none is left, nothing in
+            // the scan matched.
             r.records.retain(|rec| rec.view().is_some_and(|v| filter.matches(v.property(keys::TAGS))));
             if r.records.is_empty() {
                 r.status = GetMessageStatus::NoMatchedMessage;
@@ -246,6 +263,7 @@ impl PullProcessor {
                 queue_id: h.queue_id,
                 offset: h.queue_offset,
                 timeout: Duration::from_millis(h.suspend_timeout_ms as u64).min(MAX_SUSPEND),
+                filter,
             });
         }
         Ok(PullOutcome::Respond(pull_response(req, code, &r, suggest)))
@@ -335,7 +353,7 @@ impl RequestHandler for PullProcessor {
         let Some(b) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
         match self.process(&b, &request, true) {
             PullOutcome::Respond(r) => Handled::Respond(r),
-            PullOutcome::Suspend { topic, queue_id, offset, timeout } => {
+            PullOutcome::Suspend { topic, queue_id, offset, timeout, filter } => {
                 // A pull has no body (RocketMQ's clients send none, and answering it reads
                 // none): what a peer put there is not kept for the whole suspension.
                 let mut request = request;
@@ -347,6 +365,7 @@ impl RequestHandler for PullProcessor {
                     queue_id,
                     offset,
                     deadline: Instant::now() + timeout,
+                    filter,
                 };
                 match self.shared.long_poll.hold(held) {
                     Ok(()) => Handled::Deferred,

@@ -692,6 +692,25 @@ impl MessageStore {
         max_msgs: i32,
         max_total_size: usize,
     ) -> GetMessageResult {
+        self.get_messages_filtered(topic, queue_id, offset, max_msgs, max_total_size, None)
+    }
+
+    /// `get_messages_limited` with a filter on each ConsumeQueue unit's tags code, applied
+    /// during the scan as RocketMQ's `getMessage(…, messageFilter)` applies
+    /// `isMatchedByConsumeQueue`: a unit that fails it is skipped without reading the
+    /// CommitLog and counts toward neither `max_msgs` nor the byte limits, only toward the
+    /// scan window (`maxFilterMessageSize` bytes of units, at least `max_msgs` units).
+    /// `nextBeginOffset` is one past the last unit scanned, so a consumer moves past the
+    /// skipped units; if none matched the status is `NoMatchedMessage`.
+    pub fn get_messages_filtered(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: i32,
+        max_total_size: usize,
+        filter: Option<&dyn Fn(i64) -> bool>,
+    ) -> GetMessageResult {
         let c = &self.config;
         let correct = |old: i64, new: i64| {
             if self.role() != BrokerRole::Slave || c.offset_check_in_slave { new } else { old }
@@ -780,6 +799,13 @@ impl MessageStore {
                 || total + size > max_total && total > 0
             {
                 break;
+            }
+            if filter.is_some_and(|f| !f(u.tags_code)) {
+                if res.records.is_empty() {
+                    status = GetMessageStatus::NoMatchedMessage;
+                }
+                scanned += 1;
+                continue;
             }
             match self.commit_log.read(phy as u64, size) {
                 Some((file, pos)) => {
