@@ -365,7 +365,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                     // resent record before it was compared (this one is below; a mismatch
                     // ends the session before any report).
                     compared |= offset + body.len() as i64 >= resume_from;
-                    let local = store.max_offset();
+                    let mut local = store.max_offset();
                     if local == 0 && fillers.next.is_none() {
                         fillers.next = Some(offset.max(0) as u64);
                     }
@@ -390,18 +390,44 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                         // resends the records before a reported offset for this check): they
                         // must be the same, and only what follows them is appended.
                         let overlap = ((local - offset) as usize).min(body.len());
-                        let same = store
+                        // Where the resent bytes first differ from this slave's, if they do.
+                        let differ = store
                             .commit_log()
                             .data_at(offset as u64)
-                            .and_then(|(f, pos)| f.read(pos, overlap).map(|held| held == &body[..overlap]))
-                            .unwrap_or(false);
-                        if !same {
-                            return format!(
-                                "master resent bytes at {offset} that differ from this slave's: the logs diverged"
-                            );
+                            .and_then(|(f, pos)| {
+                                f.read(pos, overlap)
+                                    .map(|held| held.iter().zip(&body[..overlap]).position(|(a, b)| a != b))
+                            })
+                            .unwrap_or(Some(0))
+                            .map(|i| offset + i as i64);
+                        match differ {
+                            None => {
+                                offset += overlap as i64;
+                                body = &body[overlap..];
+                            }
+                            Some(differs_at) if differs_at >= resume_from && resume_from < local => {
+                                // Only the partial record at this slave's tail differs (the
+                                // master lost the bytes it came from, in a crash, and wrote
+                                // others there). No put's record ends inside it, so no ack
+                                // of this slave released one: drop it and take the master's.
+                                tracing::warn!(
+                                    "HA: the partial record at this slave's tail ({resume_from}..{local}) differs \
+                                     from the master's bytes at {differs_at}; dropping it"
+                                );
+                                if let Err(e) = store.truncate(resume_from as u64) {
+                                    return format!("cannot drop the partial record at {resume_from}: {e}");
+                                }
+                                body = &body[(resume_from - offset) as usize..];
+                                offset = resume_from;
+                                local = resume_from;
+                            }
+                            Some(differs_at) => {
+                                return format!(
+                                    "master resent bytes at {differs_at} that differ from this slave's: the logs \
+                                     diverged"
+                                );
+                            }
                         }
-                        offset += overlap as i64;
-                        body = &body[overlap..];
                         verified = verified.max(offset);
                         if body.is_empty() {
                             at += frame_len;
