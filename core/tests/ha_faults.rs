@@ -796,3 +796,25 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
     slave.shutdown();
     master.shutdown();
 }
+
+/// A master serving slaves refuses to cut its log: its slaves would keep what was cut (and
+/// puts acked on their word), and its writers would go on from their old positions, in the
+/// middle of whatever is written next.
+#[test]
+fn a_master_serving_slaves_refuses_to_truncate() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    for i in 0..5 {
+        master.put_message_sync(&message("X", 0, i, 100)).unwrap();
+    }
+    let max = master.max_offset();
+    match master.store().truncate(0) {
+        Err(Error::Store(why)) => assert!(why.contains("serves its CommitLog to slaves"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(master.max_offset(), max);
+    let slave = slave_of(sd.path(), &master, &[]);
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == max));
+    slave.shutdown();
+    master.shutdown();
+}

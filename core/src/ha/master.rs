@@ -126,6 +126,7 @@ impl HaMaster {
     pub fn start(addr: SocketAddr, cl: Arc<CommitLog>, opts: HaMasterOptions) -> io::Result<Self> {
         let listener = TcpListener::bind(addr)?;
         let local_addr = listener.local_addr()?;
+        cl.set_served_to_slaves(true);
         let waiters = OffsetWaiters::new(WaitPart::Replica, PutStatus::FlushSlaveTimeout, -1);
         let shared = Arc::new(Shared {
             cl,
@@ -244,6 +245,7 @@ impl HaMaster {
         if let Some(h) = self.deadlines.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = h.join();
         }
+        self.shared.cl.set_served_to_slaves(false);
     }
 }
 

@@ -126,6 +126,8 @@ pub struct CommitLog {
     faults: FlushFaults,
     /// Where the dispatched records of each store timestamp end (see `note_dispatched`).
     stamps: parking_lot::Mutex<std::collections::VecDeque<(u64, i64)>>,
+    /// An HA master serves this log to slaves (see `set_served_to_slaves`).
+    served_to_slaves: AtomicBool,
 }
 
 /// How many (end, timestamp) samples `note_dispatched` keeps for the flushers; about a second
@@ -195,6 +197,7 @@ impl CommitLog {
             flushes: AtomicU64::new(0),
             faults: FlushFaults::default(),
             stamps: parking_lot::Mutex::new(std::collections::VecDeque::new()),
+            served_to_slaves: AtomicBool::new(false),
         })
     }
 
@@ -235,6 +238,16 @@ impl CommitLog {
             stamps.pop_front();
         }
         newest
+    }
+
+    /// Set while an HA master serves this log: its slaves hold what it acknowledged, so the
+    /// log may not be cut (`MessageStore::truncate` refuses).
+    pub fn set_served_to_slaves(&self, on: bool) {
+        self.served_to_slaves.store(on, Ordering::Release);
+    }
+
+    pub fn served_to_slaves(&self) -> bool {
+        self.served_to_slaves.load(Ordering::Acquire)
     }
 
     pub fn options(&self) -> &CommitLogOptions {

@@ -964,9 +964,18 @@ impl MessageStore {
     }
 
     /// Cuts the CommitLog (and the ConsumeQueues) at `offset`, zeroing the discarded bytes.
-    /// For a slave whose log diverged from its master; puts must not run meanwhile.
+    /// For a slave whose log diverged from its master; puts must not run meanwhile. Refused
+    /// while an HA master serves the log: its slaves would keep what was cut (and acked puts
+    /// ending there), and its writers would go on sending from their old positions, in the
+    /// middle of the records written next.
     pub fn truncate(&self, offset: u64) -> Result<()> {
         self.writable()?;
+        if self.commit_log.served_to_slaves() && offset < self.commit_log.max_offset() {
+            return Err(Error::Store(format!(
+                "cannot truncate to {offset}: this master serves its CommitLog to slaves, which hold what \
+                 would be cut"
+            )));
+        }
         let _no_dispatch = self.dispatcher.exclusive();
         self.commit_log.truncate(offset).map_err(|e| Error::Store(format!("truncate: {e}")))?;
         for q in self.cqs.all() {
