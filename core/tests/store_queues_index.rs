@@ -576,3 +576,122 @@ fn a_damaged_index_file_in_the_middle_is_rebuilt() {
         assert_eq!(found.iter().map(|m| m.phy_offset).collect::<Vec<_>>(), vec![r.phy_offset], "key-{i}");
     }
 }
+
+/// Index files are named by the local time they were made, which a DST fall-back (or a clock
+/// stepped back) puts out of order: the newest file can sort before an older one. Loaded by
+/// name after a crash, the newest was destroyed (newer than the checkpoint's index time) and
+/// the older one after it "in order" too, while dispatch rebuilt only from the newest file's
+/// start: the older file's keys were lost for good. Files are now loaded in the order of the
+/// CommitLog offsets they begin at.
+#[test]
+fn index_files_named_out_of_order_by_a_clock_step_load_in_log_order() {
+    let src = tempfile::tempdir().unwrap();
+    let extra = [("maxIndexNum", "40")];
+    let store = open_started(store_config(src.path(), &extra));
+    let index_dir = src.path().join("index");
+    let mut puts = Vec::new();
+    // Until a third file starts: the second (A) is then full.
+    while list_files(&index_dir).len() < 3 {
+        puts.push(store.put_message_sync(&message("Dst", 0, puts.len(), 1500)).unwrap());
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+    }
+    let names = list_files(&index_dir);
+    let a_end_ts = {
+        let b = std::fs::read(index_dir.join(&names[1])).unwrap();
+        i64::from_be_bytes(b[8..16].try_into().unwrap())
+    };
+    // The third file (B) gets entries stored after A's last one.
+    while rmqha_core::store::commit_log::now_ms() <= a_end_ts {
+        std::thread::yield_now();
+    }
+    // ... and enough of them that the CommitLog's last file holds B's records only, so that
+    // recovery (told by the checkpoint that everything before it is safe) re-dispatches
+    // nothing of A's.
+    let files = store.commit_log().queue().file_count();
+    while store.commit_log().queue().file_count() == files {
+        puts.push(store.put_message_sync(&message("Dst", 0, puts.len(), 4000)).unwrap());
+    }
+    puts.push(store.put_message_sync(&message("Dst", 0, puts.len(), 4000)).unwrap());
+    store.flush().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(list_files(&index_dir).len(), 3);
+    let crash = tempfile::tempdir().unwrap();
+    copy_dir(src.path(), crash.path()); // while running: the abort file is there
+    drop(store);
+    // The checkpoint's index time covers A, not B; B's name sorts between the first file's
+    // and A's, as after a fall-back.
+    let later = rmqha_core::store::commit_log::now_ms() + 5000;
+    patch(&crash.path().join("checkpoint"), 0, &later.to_be_bytes());
+    patch(&crash.path().join("checkpoint"), 8, &later.to_be_bytes());
+    patch(&crash.path().join("checkpoint"), 16, &a_end_ts.to_be_bytes());
+    let dir = crash.path().join("index");
+    let base: u64 = 20261025020000000;
+    for (i, n) in names.iter().enumerate() {
+        let name = match i {
+            0 => base,
+            1 => base + 20,
+            _ => base + 10,
+        };
+        std::fs::rename(dir.join(n), dir.join(format!("{name:017}"))).unwrap();
+    }
+    let store = open_started(store_config(crash.path(), &extra));
+    assert!(!store.recovery().last_exit_ok);
+    for (i, r) in puts.iter().enumerate() {
+        let found = store.query_by_key("Dst", &format!("key-{i}"), 4, 0, i64::MAX);
+        assert_eq!(found.iter().map(|m| m.phy_offset).collect::<Vec<_>>(), vec![r.phy_offset], "key-{i}");
+    }
+}
+
+/// A file made after the local time went back (a DST fall-back, a clock step) is named after
+/// the last file, not before it, so names keep sorting in the order files were made, as
+/// RocketMQ's loader (which sorts by name) expects.
+#[test]
+fn a_new_index_file_is_named_after_the_last_even_when_the_clock_went_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = [("maxIndexNum", "40")];
+    let index_dir = dir.path().join("index");
+    {
+        let store = open_started(store_config(dir.path(), &extra));
+        store.put_message_sync(&message("Back", 0, 0, 60)).unwrap();
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+        store.shutdown();
+    }
+    let files = list_files(&index_dir);
+    assert_eq!(files.len(), 1);
+    // As if made an hour ahead of the clock now.
+    let ahead = "20991025023500000";
+    std::fs::rename(index_dir.join(&files[0]), index_dir.join(ahead)).unwrap();
+    let store = open_started(store_config(dir.path(), &extra));
+    let mut i = 1;
+    while list_files(&index_dir).len() < 3 {
+        store.put_message_sync(&message("Back", 0, i, 60)).unwrap();
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+        i += 1;
+    }
+    assert_eq!(
+        list_files(&index_dir),
+        vec![ahead.to_string(), "20991025023500001".into(), "20991025023500002".into()]
+    );
+}
+
+/// The index keeps entry times in whole seconds, so its walk lets through entries within the
+/// second before a query's range; the query then checks each message's own store time, so
+/// what it returns lies within `[begin, end]` to the millisecond.
+#[test]
+fn query_by_key_checks_each_message_store_time_to_the_millisecond() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_started(store_config(dir.path(), &[]));
+    let r = store.put_message_sync(&message("Ms", 0, 0, 60)).unwrap();
+    let ts = r.store_timestamp;
+    // A later message, so that the index file's time range reaches past the first one's.
+    while rmqha_core::store::commit_log::now_ms() <= ts + 1 {
+        std::thread::yield_now();
+    }
+    store.put_message_sync(&message("Ms", 0, 1, 60)).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let found = |begin: i64, end: i64| store.query_by_key("Ms", "key-0", 4, begin, end).len();
+    assert_eq!(found(ts, ts), 1);
+    assert_eq!(found(ts - 500, ts + 500), 1);
+    assert_eq!(found(ts + 1, i64::MAX), 0, "stored before the range");
+    assert_eq!(found(0, ts - 1), 0, "stored after the range");
+}

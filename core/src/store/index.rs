@@ -160,7 +160,8 @@ impl IndexFile {
             self.set_i32(32, self.hash_slot_count() + 1);
         }
         self.set_i64(24, phy_offset);
-        self.set_i64(8, store_timestamp);
+        // The latest time of any entry: after the clock went back, the last entry's is not.
+        self.set_i64(8, store_timestamp.max(self.end_timestamp()));
         #[cfg(test)]
         tests::between_slot_and_count();
         self.set_i32(36, count + 1);
@@ -196,13 +197,16 @@ impl IndexFile {
             let phy = i64::from_be_bytes(e[4..12].try_into().unwrap_or_default());
             let diff = i32::from_be_bytes(e[12..16].try_into().unwrap_or_default()) as i64;
             let prev = i32::from_be_bytes(e[16..20].try_into().unwrap_or_default());
+            // Kept in whole seconds from the file's begin, rounded down: the entry was stored
+            // within the second from `ts` (the caller checks the message's own time).
             let ts = file_begin.saturating_add(diff * 1000);
-            if h == hash && ts >= begin && ts <= end && !f(phy) {
+            let latest = ts.saturating_add(999);
+            if h == hash && latest >= begin && ts <= end && !f(phy) {
                 return false;
             }
             // Chains run from newer entries to older ones: anything else is damage, and
             // stopping there also bounds the walk.
-            if prev <= 0 || prev >= no || ts < begin {
+            if prev <= 0 || prev >= no || latest < begin {
                 break;
             }
             no = prev;
@@ -270,7 +274,14 @@ impl IndexService {
                 names.push(e.path());
             }
         }
+        // In the order they were written: by the CommitLog offset their records begin at. Not
+        // by name, as RocketMQ loads them: a name is the local time the file was made, which
+        // a DST fall-back or a clock stepped back puts out of order, and the checks below
+        // (and where dispatch goes on indexing) assume the last file is the newest.
+        let mut names: Vec<(u64, PathBuf)> =
+            names.into_iter().map(|p| (header_begin_phy_offset(&p), p)).collect();
         names.sort();
+        let names = names.into_iter().map(|(_, p)| p);
         let mut files = Vec::new();
         let mut rebuild_from: Option<u64> = None;
         let index_ts = checkpoint.get().index_msg_timestamp;
@@ -364,6 +375,15 @@ impl IndexService {
 
     fn new_name(&self) -> String {
         let mut name = local_time_name(super::commit_log::now_ms());
+        // Names sort in the order files are made, as RocketMQ's loader expects, even when the
+        // local time went back (a DST fall-back, a clock step): then the last name plus 1 ms.
+        let last =
+            self.files.read().unwrap_or_else(|e| e.into_inner()).last().and_then(|f| {
+                f.path().file_name().and_then(|n| n.to_str()).and_then(|n| n.parse::<u64>().ok())
+            });
+        if let Some(last) = last.filter(|&l| name.parse::<u64>().is_ok_and(|n| n <= l)) {
+            name = format!("{:017}", last + 1);
+        }
         // Two files in one millisecond (tiny test files): take the next free name.
         while self.dir.join(&name).exists() {
             let n: u64 = name.parse().unwrap_or(0) + 1;
@@ -422,11 +442,11 @@ impl IndexService {
     ) {
         let full_key = format!("{topic}#{key}");
         let files = self.files.read().unwrap_or_else(|e| e.into_inner()).clone();
+        // Every file whose time range meets the query's: RocketMQ stops at the first file that
+        // began before `begin`, but after the clock went back a newer file can begin before
+        // older ones end. A file costs one header check.
         for file in files.iter().rev() {
             if file.is_time_matched(begin, end) && !file.select(&full_key, begin, end, &mut f) {
-                break;
-            }
-            if file.begin_timestamp() < begin {
                 break;
             }
         }
@@ -584,5 +604,56 @@ mod tests {
         assert_eq!(f.begin_timestamp(), stored);
         assert_eq!(found(&f, "T#k", 0, stored), vec![5000], "stored at {stored}, not later");
         assert_eq!(found(&f, "T#k", stored, stored), vec![5000]);
+    }
+
+    fn request(offset: i64, key: &'static str, store_timestamp: i64) -> DispatchRequest<'static> {
+        DispatchRequest {
+            topic: "T",
+            queue_id: 0,
+            commit_log_offset: offset,
+            msg_size: 100,
+            tags_code: 0,
+            store_timestamp,
+            consume_queue_offset: 0,
+            keys: Some(key),
+            uniq_key: None,
+            sys_flag: 0,
+            prepared_transaction_offset: 0,
+        }
+    }
+
+    fn offsets(index: &IndexService, key: &str, begin: i64, end: i64) -> Vec<i64> {
+        let mut out = Vec::new();
+        index.for_each_offset("T", key, begin, end, |p| {
+            out.push(p);
+            true
+        });
+        out
+    }
+
+    /// Entry times are kept in whole seconds from the file's begin, rounded down: a query
+    /// whose range begins inside an entry's second must still meet it (a message-id lookup
+    /// starts a second before the producer's clock, which may be ahead of the broker's).
+    /// After the clock went back, a newer file can begin before an older one ends: the search
+    /// goes on to the older files, and a file's end time stays the latest of its entries.
+    #[test]
+    fn time_bounded_queries_survive_rounding_and_a_clock_stepped_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
+        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let index = IndexService::load(&dir.path().join("index"), opts, cp, true).unwrap();
+        index.build_index(&request(100, "a", 1_000_000)).unwrap();
+        index.build_index(&request(200, "b", 1_010_900)).unwrap();
+        assert_eq!(offsets(&index, "b", 1_010_500, i64::MAX), vec![200], "stored at 1_010_900");
+        assert!(offsets(&index, "b", 1_011_000, i64::MAX).is_empty());
+        // The clock goes back 8 s: the rest of this file, then a new one, get earlier times.
+        index.build_index(&request(300, "c", 1_002_000)).unwrap();
+        index.build_index(&request(400, "d", 1_003_000)).unwrap(); // the second file
+        assert_eq!(index.file_count(), 2);
+        let first = index.files.read().unwrap()[0].clone();
+        assert_eq!(first.end_timestamp(), 1_010_900, "the latest entry's time, not the last one's");
+        assert_eq!(offsets(&index, "b", 1_010_000, i64::MAX), vec![200], "past the newer file");
+        assert_eq!(offsets(&index, "d", 1_003_000, 1_003_000), vec![400]);
+        assert_eq!(offsets(&index, "a", 0, i64::MAX), vec![100]);
     }
 }

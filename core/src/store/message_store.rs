@@ -900,7 +900,8 @@ impl MessageStore {
             let Some(m) = self.message_at(phy) else { return true };
             // Hashes collide: keep only real matches.
             let uniq = m.property(crate::message::properties::keys::UNIQ_KEY) == Some(key);
-            if m.topic == topic && (uniq || m.keys.iter().any(|k| k == key)) {
+            let in_time = (begin..=end).contains(&m.store_timestamp);
+            if m.topic == topic && in_time && (uniq || m.keys.iter().any(|k| k == key)) {
                 out.push(m);
             }
             out.len() < max
