@@ -27,6 +27,14 @@ pub mod store;
 pub mod sync;
 
 pub use broker::{Broker, Offsets};
+
+/// `timeout` from now, for a timeout a caller passes in: `Instant + Duration` panics on
+/// overflow (`Duration::MAX`, or `rmqha put --timeout 1e19`), so anything beyond ten years
+/// waits ten years, which is to say without a deadline.
+pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
+    const FAR: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
+    std::time::Instant::now() + timeout.min(FAR)
+}
 pub use config::{BrokerConfig, BrokerRole, FlushDiskType};
 pub use error::{Error, Result};
 pub use message::Message;

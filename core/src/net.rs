@@ -81,7 +81,7 @@ fn resolve_with(
     std::thread::Builder::new().name("rmqha-resolve".into()).spawn(move || {
         let _ = tx.send(lookup(&owned));
     })?;
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::deadline_after(timeout);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

@@ -216,3 +216,15 @@ fn connections_beyond_the_limit_are_closed() {
     let fourth = good_client(&server);
     assert_works(&fourth);
 }
+
+/// A caller's timeout of any size is honoured, not a panic: `Instant + Duration::MAX`
+/// overflows (`rmqha put --timeout 1e19` panicked there).
+#[test]
+fn a_huge_timeout_is_no_panic() {
+    let server = start(ServerConfig::default());
+    let client = RemotingClient::connect(addr(&server).to_string(), ClientConfig::default()).unwrap();
+    let resp = client
+        .invoke_sync(RemotingCommand::request(9001).with_body(b"ping".to_vec()), Duration::MAX)
+        .unwrap();
+    assert_eq!(resp.body, b"ping");
+}

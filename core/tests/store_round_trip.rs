@@ -173,3 +173,16 @@ fn a_batch_larger_than_max_message_size_is_refused_whole() {
     let ok = store.put_messages(&batch(50)).unwrap().wait();
     assert_eq!((ok.status, ok.msg_num, ok.queue_offset), (PutStatus::PutOk, 50, 0));
 }
+
+/// Waits with a caller's timeout of any size are honoured, not a panic (`Instant +
+/// Duration::MAX` overflows).
+#[test]
+fn waits_take_any_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(store_config(dir.path(), &[])).unwrap();
+    store.start().unwrap();
+    let handle = store.put_message(&message("Wait", 0, 0, 10)).unwrap();
+    assert_eq!(handle.wait().status, PutStatus::PutOk);
+    assert!(store.wait_dispatched(Duration::MAX));
+    assert!(store.wait_prepared(Duration::MAX));
+}

@@ -55,7 +55,7 @@ impl RemotingClient {
     /// A client of `addr`, connected now, so a wrong address fails here.
     pub fn connect(addr: impl Into<String>, config: ClientConfig) -> Result<Self, RemotingError> {
         let client = Self::new(addr, config);
-        let deadline = Instant::now() + client.config.connect_timeout;
+        let deadline = crate::deadline_after(client.config.connect_timeout);
         client.ensure_connected(&mut client.lock(), deadline)?;
         Ok(client)
     }
@@ -84,7 +84,7 @@ impl RemotingClient {
         mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, RemotingError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         request.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
         request.opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         let (code, opaque) = (request.code, request.opaque);
@@ -152,7 +152,7 @@ impl RemotingClient {
         mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<(), RemotingError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         request.flag = (request.flag & !FLAG_RESPONSE) | FLAG_ONEWAY;
         request.opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         let (code, opaque) = (request.code, request.opaque);

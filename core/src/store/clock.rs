@@ -23,6 +23,24 @@ pub fn now_ms() -> i64 {
 const REUSE_NS: u64 = 50_000;
 /// How long `StoreClock` times the TSC against the monotonic clock before trusting its rate.
 const CALIBRATE: std::time::Duration = std::time::Duration::from_millis(20);
+/// A measurement that ran longer than this starts again: it ends at the first put after
+/// `CALIBRATE`, which on an idle store may be hours later, and over hours a counter that
+/// runs on while the monotonic clock stops (a suspended machine) would read as a much faster
+/// clock, and readings would be reused for seconds.
+const CALIBRATE_MAX: std::time::Duration = std::time::Duration::from_millis(100);
+/// No time-stamp counter runs faster than this many ticks per nanosecond (10 GHz).
+const MAX_TICKS_PER_NS: u128 = 10;
+
+/// The reuse window in ticks for a counter that advanced `ticks` over `elapsed_ns` of the
+/// monotonic clock; `None` if that is no clock to trust (it went backwards, barely moved, or
+/// ran faster than any real counter).
+fn reuse_window(ticks: u128, elapsed_ns: u128) -> Option<u64> {
+    if ticks >= u64::MAX as u128 / 2 || elapsed_ns == 0 || ticks > elapsed_ns * MAX_TICKS_PER_NS {
+        return None;
+    }
+    let window = ticks * REUSE_NS as u128 / elapsed_ns;
+    (window > 0).then_some(window as u64)
+}
 
 /// The put path's clock, kept under the put lock. While puts come faster than one every
 /// `REUSE_NS` (50 µs), it reads the CPU's time-stamp counter (about 8 ns on the project's VM)
@@ -62,13 +80,13 @@ impl StoreClock {
             self.last_tsc = now;
         } else if let Some((start, at)) = self.calibrating {
             let elapsed = at.elapsed();
-            if elapsed >= CALIBRATE {
+            if elapsed > CALIBRATE_MAX {
+                self.calibrating = Some((tsc(), Instant::now()));
+            } else if elapsed >= CALIBRATE {
                 let now = tsc();
-                let ticks = now.wrapping_sub(start) as u128;
-                let window = ticks * REUSE_NS as u128 / elapsed.as_nanos().max(1);
                 // A counter that went backwards or barely moved is no clock: never reuse.
-                if ticks < u64::MAX as u128 / 2 && window > 0 {
-                    self.window = window as u64;
+                if let Some(window) = reuse_window(now.wrapping_sub(start) as u128, elapsed.as_nanos()) {
+                    self.window = window;
                     self.last_tsc = now;
                 }
                 self.calibrating = None;
@@ -111,6 +129,37 @@ fn invariant_tsc() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rate measurement: a 2.5 GHz counter over 20 ms gives a 50 µs window of 125,000
+    /// ticks; a counter that went backwards, stood still, or ran at more than 10 GHz (a
+    /// suspended machine's counter against a stopped monotonic clock) is not trusted.
+    #[test]
+    fn the_reuse_window_comes_only_from_a_plausible_counter() {
+        assert_eq!(reuse_window(50_000_000, 20_000_000), Some(125_000));
+        assert_eq!(reuse_window(0, 20_000_000), None);
+        assert_eq!(reuse_window(u64::MAX as u128 - 5, 20_000_000), None, "went backwards");
+        assert_eq!(reuse_window(50_000_000, 0), None);
+        // An hour of suspended counting over 20 ms of monotonic time.
+        assert_eq!(reuse_window(3600 * 2_500_000_000, 20_000_000), None);
+        assert_eq!(reuse_window(200_000_000, 20_000_000), Some(500_000), "10 GHz is the limit");
+    }
+
+    /// A measurement that ran past `CALIBRATE_MAX` (an idle store, its first put hours after
+    /// start) starts again instead of deriving a rate from it.
+    #[test]
+    fn a_long_measurement_starts_again() {
+        if !invariant_tsc() {
+            return;
+        }
+        let mut clock = StoreClock::default();
+        // A second: well past CALIBRATE_MAX, and within any machine's uptime.
+        let Some(long_ago) = Instant::now().checked_sub(std::time::Duration::from_secs(1)) else { return };
+        clock.calibrating = Some((tsc().wrapping_sub(1_000_000), long_ago));
+        clock.now_ms();
+        assert_eq!(clock.window, 0);
+        let (_, at) = clock.calibrating.expect("measuring again");
+        assert!(at.elapsed() < std::time::Duration::from_secs(60));
+    }
 
     #[test]
     fn now_ms_agrees_with_system_time() {

@@ -114,7 +114,7 @@ impl Allocator {
     /// Waits until no file is queued or being made (benchmarks start their clock only once
     /// the next file is ready). False on timeout.
     pub fn wait_idle(&self, timeout: std::time::Duration) -> bool {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if s.closed

@@ -950,7 +950,7 @@ impl MessageStore {
 
     /// Waits until dispatch has consumed everything written (tests, shutdown).
     pub fn wait_dispatched(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         loop {
             let seen = self.dispatcher.dispatched().seq();
             if self.dispatcher.behind_bytes() == 0 {

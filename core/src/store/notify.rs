@@ -48,7 +48,7 @@ impl Notifier {
     pub fn wait(&self, seen: u64, timeout: Duration) -> u64 {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         loop {
             self.woken.store(false, Ordering::SeqCst);
             if self.seq.load(Ordering::SeqCst) != seen {

@@ -305,7 +305,7 @@ impl PutTicket {
     /// Blocks up to `timeout`; `None` if still pending (callers that must answer signals,
     /// like Python's Ctrl-C, wait in slices).
     pub fn wait_timeout(&self, timeout: Duration) -> Option<PutResult> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         if let Some(relay) = &self.inner.relay
             && !relay.wait_until(&self.inner.word, Some(deadline))
         {
