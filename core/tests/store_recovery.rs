@@ -643,3 +643,60 @@ fn a_repair_indexes_no_key_twice() {
         assert_eq!(found.len(), 1, "key-{i}");
     }
 }
+
+/// Store timestamps go back with the clock, so after a step back the files made since carry
+/// earlier timestamps than the checkpoint's and pass for safe: recovery after a crash
+/// started at the newest of them, and a quiet queue whose units in an earlier file never
+/// reached the disk was neither re-dispatched nor repaired (its offsets were handed out
+/// again). The checkpoint now also holds the offset below which every unit was flushed, and
+/// recovery starts no later than its file.
+#[test]
+fn recovery_after_a_crash_starts_no_later_than_the_checkpoints_offsets() {
+    let src = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(src.path())).unwrap();
+    store.start().unwrap();
+    let mut quiet = Vec::new();
+    let mut i = 0;
+    // Busy traffic over several files; the quiet queue's messages all in the second file.
+    while store.commit_log().queue().file_count() < 4 {
+        let files = store.commit_log().queue().file_count();
+        if files == 2 && quiet.len() < 5 {
+            quiet.push(store.put_message_sync(&message("Quiet", 0, i, 100)).unwrap());
+        }
+        store.put_message_sync(&message("Busy", 0, i, 500)).unwrap();
+        i += 1;
+    }
+    assert_eq!(quiet.len(), 5);
+    store.flush().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let crash = tempfile::tempdir().unwrap();
+    copy_dir(src.path(), crash.path()); // while running: the abort file is there
+    drop(store);
+    // The checkpoint as after a clock step back: its timestamps ahead of every file's first
+    // record, while its ConsumeQueue offset says units were flushed only below the second
+    // file; the quiet queue's units never reached the disk.
+    let later = rmqha_core::store::commit_log::now_ms() + 5000;
+    let cp = crash.path().join("checkpoint");
+    patch(&cp, 0, &later.to_be_bytes());
+    patch(&cp, 8, &later.to_be_bytes());
+    patch(&cp, 24, &0i64.to_be_bytes());
+    let second_file = quiet[0].phy_offset - quiet[0].phy_offset % 65536;
+    patch(&cp, 40, &second_file.to_be_bytes());
+    std::fs::remove_dir_all(crash.path().join("consumequeue").join("Quiet")).unwrap();
+
+    let store = MessageStore::open(config(crash.path())).unwrap();
+    store.start().unwrap();
+    assert!(!store.recovery().last_exit_ok);
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.queue_max_offset("Quiet", 0), 5);
+    let got = store.get_messages("Quiet", 0, 0, 32);
+    assert_eq!(
+        got.messages().iter().map(|m| m.phy_offset).collect::<Vec<_>>(),
+        quiet.iter().map(|r| r.phy_offset).collect::<Vec<_>>()
+    );
+    assert_eq!(store.put_message_sync(&message("Quiet", 0, 999, 100)).unwrap().queue_offset, 5);
+    // A thorough ConsumeQueue flush (here the one at shutdown) records that offset.
+    let end = store.max_offset();
+    store.shutdown();
+    assert_eq!(checkpoint_field(crash.path(), 40), end);
+}

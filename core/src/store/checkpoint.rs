@@ -8,6 +8,8 @@ use std::sync::Mutex;
 
 /// Size of the checkpoint file.
 pub const CHECKPOINT_FILE_SIZE: usize = 4096;
+/// Bytes of it that hold fields: RocketMQ 5's 40, and rmqha's `logics_offset`.
+pub const CHECKPOINT_DATA_SIZE: usize = 48;
 
 /// The checkpoint's fields.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -22,17 +24,24 @@ pub struct CheckpointData {
     pub master_flushed_offset: i64,
     /// 5.x: the confirm offset (what dispatch may consume).
     pub confirm_phy_offset: i64,
+    /// rmqha, at byte 40 (past RocketMQ's fields, which its loaders ignore): the CommitLog
+    /// offset below which every record's ConsumeQueue unit was flushed when
+    /// `logics_msg_timestamp` was taken; 0 when unknown (a checkpoint RocketMQ wrote).
+    /// Recovery after a crash starts no later than it, whatever the timestamps say: store
+    /// timestamps go back with the clock, offsets do not.
+    pub logics_offset: i64,
 }
 
 impl CheckpointData {
-    pub fn encode(&self) -> [u8; 40] {
-        let mut b = [0u8; 40];
+    pub fn encode(&self) -> [u8; CHECKPOINT_DATA_SIZE] {
+        let mut b = [0u8; CHECKPOINT_DATA_SIZE];
         for (i, v) in [
             self.physic_msg_timestamp,
             self.logics_msg_timestamp,
             self.index_msg_timestamp,
             self.master_flushed_offset,
             self.confirm_phy_offset,
+            self.logics_offset,
         ]
         .iter()
         .enumerate()
@@ -52,6 +61,7 @@ impl CheckpointData {
             index_msg_timestamp: f(2),
             master_flushed_offset: f(3),
             confirm_phy_offset: f(4),
+            logics_offset: f(5),
         }
     }
 
@@ -71,6 +81,7 @@ impl CheckpointData {
         for (name, off) in [
             ("masterFlushedOffset", self.master_flushed_offset),
             ("confirmPhyOffset", self.confirm_phy_offset),
+            ("logicsOffset", self.logics_offset),
         ] {
             if off < -1 {
                 return Some(format!("{name} {off}"));
@@ -102,9 +113,11 @@ impl StoreCheckpoint {
     pub fn open(path: &Path) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         let len = file.metadata()?.len();
-        let mut buf = [0u8; 40];
-        if len >= 40 {
+        let mut buf = [0u8; CHECKPOINT_DATA_SIZE];
+        if len >= CHECKPOINT_DATA_SIZE as u64 {
             file.read_exact_at(&mut buf, 0)?;
+        } else if len >= 40 {
+            file.read_exact_at(&mut buf[..40], 0)?;
         }
         if len != CHECKPOINT_FILE_SIZE as u64 {
             file.set_len(CHECKPOINT_FILE_SIZE as u64)?;
@@ -162,6 +175,7 @@ mod tests {
             index_msg_timestamp: now - 9,
             master_flushed_offset: 4096,
             confirm_phy_offset: 4096,
+            logics_offset: 4000,
         };
         let mut bytes = real.encode().to_vec();
         bytes.resize(CHECKPOINT_FILE_SIZE, 0);
@@ -180,6 +194,7 @@ mod tests {
             d.index_msg_timestamp = 3;
             d.master_flushed_offset = 4;
             d.confirm_phy_offset = 1_815_111;
+            d.logics_offset = 77;
         });
         cp.flush().unwrap();
         let raw = std::fs::read(&p).unwrap();
@@ -187,9 +202,12 @@ mod tests {
         assert_eq!(&raw[0..8], &[0, 0, 1, 2, 3, 4, 5, 6]);
         assert_eq!(&raw[8..16], &2i64.to_be_bytes());
         assert_eq!(&raw[32..40], &1_815_111i64.to_be_bytes());
-        assert!(raw[40..].iter().all(|&b| b == 0));
+        // rmqha's own field, past the 40 bytes RocketMQ reads; nothing after it.
+        assert_eq!(&raw[40..48], &77i64.to_be_bytes());
+        assert!(raw[48..].iter().all(|&b| b == 0));
         drop(cp);
-        assert_eq!(StoreCheckpoint::open(&p).unwrap().get().confirm_phy_offset, 1_815_111);
+        let back = StoreCheckpoint::open(&p).unwrap().get();
+        assert_eq!((back.confirm_phy_offset, back.logics_offset), (1_815_111, 77));
     }
 
     #[test]

@@ -224,7 +224,9 @@ pub fn flush_logics(
     least_pages: usize,
     with_checkpoint: bool,
 ) {
-    // The timestamp is taken before flushing, so it never claims more than is on disk.
+    // The timestamp (and the offset below which every record is dispatched) is taken before
+    // flushing, so it never claims more than is on disk.
+    let logics_offset = dispatcher.reput_from();
     let logics_ts = dispatcher.last_dispatched_timestamp();
     for q in cqs.all() {
         // A thorough flush, after which the checkpoint claims every unit dispatched so far,
@@ -242,7 +244,10 @@ pub fn flush_logics(
             }
         }
         if logics_ts > 0 {
-            cp.update(|d| d.logics_msg_timestamp = logics_ts);
+            cp.update(|d| {
+                d.logics_msg_timestamp = logics_ts;
+                d.logics_offset = logics_offset as i64;
+            });
         }
         let flushed = cl.flushed_offset() as i64;
         cp.update(|d| d.confirm_phy_offset = flushed);

@@ -1138,6 +1138,24 @@ fn recover(
                 }
             }
         }
+        // Store timestamps go back with the clock: after a step back, files made since carry
+        // earlier timestamps than the checkpoint's and pass for safe. The checkpoint also
+        // says which offsets were flushed (the CommitLog's, and rmqha's ConsumeQueue offset,
+        // 0 when unknown): start no later than the file holding the lower of them.
+        let floor = [cp.master_flushed_offset, cp.logics_offset].into_iter().filter(|&o| o > 0).min();
+        if let Some(floor) = floor {
+            let floor = floor as u64;
+            if let Some(f) = files.iter().rev().find(|f| f.start_offset() <= floor) {
+                if f.start_offset() < start {
+                    tracing::info!(
+                        "recovery: the checkpoint's offsets ({floor}) lie before the file its timestamps \
+                         name ({start}); starting at {}",
+                        f.start_offset()
+                    );
+                    start = f.start_offset();
+                }
+            }
+        }
         (start, Some(start))
     };
     // Dispatch runs in log order, so every record below the highest offset any ConsumeQueue
