@@ -136,6 +136,7 @@ impl MessageStore {
     /// `open` with an injected clock (tests of retention).
     pub fn open_with_clock(config: BrokerConfig, clock: Arc<dyn StoreClock>) -> Result<Arc<Self>> {
         config.validate()?;
+        raise_open_file_limit();
         let root = config.store_root();
         std::fs::create_dir_all(&root).map_err(|e| io_err(&root, "cannot create store directory", e))?;
         let lock = StoreLock::acquire(&config.lock_path())
@@ -1018,6 +1019,40 @@ fn retention_options(c: &BrokerConfig) -> RetentionOptions {
 const WARM_WINDOW: u64 = 16 << 20;
 
 /// Bytes the allocator pre-touches at the start of each new CommitLog file.
+/// Raises the process's soft limit on open files to its hard limit, as the JVM does for
+/// RocketMQ (`-XX:+MaxFDLimit`, on by default). Every CommitLog file the store keeps holds a
+/// descriptor (for `pwrite`, `sendfile` to slaves and syncs), as do connections: under the
+/// usual soft limit of 1024 a broker keeping more than about 900 CommitLog files (900 GiB
+/// with 1 GiB files, a day at 10 MB/s) failed every put with "Too many open files". Only
+/// ever raised, once per process; a host that needs its limit low can set the hard limit.
+fn raise_open_file_limit() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit/setrlimit read and write only the struct we pass.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur >= lim.rlim_max {
+            return;
+        }
+        // An unlimited hard limit cannot be the soft one (the kernel's `nr_open` caps it).
+        let target = lim.rlim_max.min(1 << 20);
+        if target <= lim.rlim_cur {
+            return;
+        }
+        let was = lim.rlim_cur;
+        lim.rlim_cur = target;
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } == 0 {
+            tracing::info!("raised the open-file limit from {was} to {target}");
+        } else {
+            tracing::warn!(
+                "cannot raise the open-file limit from {was} ({}): a store that keeps more CommitLog files than \
+                 that fails its puts",
+                std::io::Error::last_os_error()
+            );
+        }
+    });
+}
+
 fn pretouch_bytes(config: &BrokerConfig, role: BrokerRole) -> usize {
     if role == BrokerRole::Slave {
         0 // replicated bytes are written with pwrite, which needs no pre-touched pages
