@@ -142,6 +142,7 @@ impl ConsumeQueue {
             let f = self.files.create_file(expect - expect % fs)?;
             let fill = (expect % fs) as usize;
             if fill > 0 {
+                f.reserve_through(fill)?;
                 f.write_region(0, fill, |b| {
                     for chunk in b.chunks_mut(CQ_UNIT_SIZE) {
                         chunk.copy_from_slice(&CqUnit::FILLER.encode());
@@ -169,6 +170,7 @@ impl ConsumeQueue {
             );
         }
         let pos = file.wrote_position();
+        file.reserve_through(pos + CQ_UNIT_SIZE)?;
         file.write_region(pos, CQ_UNIT_SIZE, |b| b.copy_from_slice(&unit.encode()));
         file.set_wrote_position(pos + CQ_UNIT_SIZE);
         self.max_physic_offset.store(unit.phy_offset.saturating_add(unit.size as i64), Ordering::Release);

@@ -61,6 +61,8 @@ pub struct MappedFile {
     flushed: AtomicUsize,
     /// Pages up to here were faulted in ahead of the writer.
     touched: AtomicUsize,
+    /// Bytes from the start whose blocks are known reserved on disk (`reserve_through`).
+    reserved: AtomicUsize,
     /// Set when the file is removed from its queue (retention, truncation).
     removed: AtomicBool,
 }
@@ -96,13 +98,64 @@ impl MappedFile {
     /// leftover. Where the filesystem cannot (or `/proc` is missing) it is made under a
     /// `.creating` name and renamed, which this loader deletes if left over.
     pub fn create_named(dir: &Path, name: &str, start_offset: u64, size: usize) -> io::Result<Self> {
+        Self::create_reserving(dir, name, start_offset, size, size)
+    }
+
+    /// Like `create_named`, with only the first `reserve` bytes' blocks reserved: the rest
+    /// are reserved as writes reach them (`reserve_through`). For ConsumeQueue files, whose
+    /// 6 MB each a queue with a few messages would otherwise take on disk (RocketMQ's are
+    /// sparse, so writing into a hole of a full disk kills its broker with SIGBUS).
+    pub fn create_reserving(
+        dir: &Path,
+        name: &str,
+        start_offset: u64,
+        size: usize,
+        reserve: usize,
+    ) -> io::Result<Self> {
         let path = dir.join(name);
-        let file = match create_unnamed(dir, &path, size)? {
+        let reserve = reserve.min(size);
+        let file = match create_unnamed(dir, &path, size, reserve)? {
             Some(file) => file,
-            None => create_renamed(dir, name, &path, size)?,
+            None => create_renamed(dir, name, &path, size, reserve)?,
         };
         sync_dir(dir)?;
-        Self::map(path, file, start_offset, size, 0)
+        let f = Self::map(path, file, start_offset, size, 0)?;
+        f.reserved.store(reserve, Ordering::Release);
+        Ok(f)
+    }
+
+    /// Makes sure the blocks of `[0, end)` are reserved on disk, reserving the next
+    /// `RESERVE_CHUNK` bytes (or the rest of the file) when `end` passes what is: a store
+    /// through the mapping into an unreserved hole of a full disk raises SIGBUS, which kills
+    /// the process, where this returns ENOSPC. A file opened from disk counts nothing as
+    /// reserved yet (RocketMQ's files are sparse), and reserving what already holds data
+    /// changes nothing. Only the file's writer calls it.
+    pub fn reserve_through(&self, end: usize) -> io::Result<()> {
+        let from = self.reserved.load(Ordering::Acquire);
+        if end <= from {
+            return Ok(());
+        }
+        let to = end.div_ceil(RESERVE_CHUNK).saturating_mul(RESERVE_CHUNK).min(self.size);
+        let reopened;
+        let file = match &self.file {
+            Some(f) => f,
+            None => {
+                reopened = OpenOptions::new().write(true).open(&self.path)?;
+                &reopened
+            }
+        };
+        // SAFETY: plain syscall on a descriptor we own.
+        let rc = unsafe {
+            libc::posix_fallocate(file.as_raw_fd(), from as libc::off_t, (to - from) as libc::off_t)
+        };
+        match rc {
+            // A file system that cannot reserve (EOPNOTSUPP) writes in place as it can.
+            0 | libc::EOPNOTSUPP | libc::EINVAL => {
+                self.reserved.store(to, Ordering::Release);
+                Ok(())
+            }
+            errno => Err(io::Error::from_raw_os_error(errno)),
+        }
     }
 
     /// Opens an existing file, which must be exactly `size` bytes. Its positions start at the
@@ -131,6 +184,7 @@ impl MappedFile {
             flushed: AtomicUsize::new(pos),
             touched: AtomicUsize::new(0),
             removed: AtomicBool::new(false),
+            reserved: AtomicUsize::new(0),
         })
     }
 
@@ -539,9 +593,15 @@ impl MappedFile {
     }
 }
 
-/// Reserves the file's blocks. Where the file system cannot (EOPNOTSUPP), writes zeros, which
-/// reserves them just as well.
+/// How much more of a file `reserve_through` reserves at a time.
+pub const RESERVE_CHUNK: usize = 64 * 1024;
+
+/// Reserves the blocks of the file's first `size` bytes. Where the file system cannot
+/// (EOPNOTSUPP), writes zeros, which reserves them just as well.
 fn allocate(file: &File, size: usize) -> io::Result<()> {
+    if size == 0 {
+        return Ok(());
+    }
     // SAFETY: plain syscall on a descriptor we own.
     let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
     match rc {
@@ -563,7 +623,7 @@ fn allocate(file: &File, size: usize) -> io::Result<()> {
 
 /// Makes a file of `size` allocated bytes as an unnamed inode in `dir` and links it at
 /// `path`; `None` where the filesystem has no `O_TMPFILE` or `/proc` is not mounted.
-fn create_unnamed(dir: &Path, path: &Path, size: usize) -> io::Result<Option<File>> {
+fn create_unnamed(dir: &Path, path: &Path, size: usize, reserve: usize) -> io::Result<Option<File>> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::OpenOptionsExt;
@@ -575,7 +635,7 @@ fn create_unnamed(dir: &Path, path: &Path, size: usize) -> io::Result<Option<Fil
         Err(e) => return Err(e),
     };
     file.set_len(size as u64)?;
-    allocate(&file, size)?;
+    allocate(&file, reserve)?;
     #[cfg(test)]
     tests::after_allocate();
     let from = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL in a number");
@@ -596,12 +656,12 @@ fn create_unnamed(dir: &Path, path: &Path, size: usize) -> io::Result<Option<Fil
 }
 
 /// `create_unnamed` where it cannot: the file is made as `<name>.creating` and renamed.
-fn create_renamed(dir: &Path, name: &str, path: &Path, size: usize) -> io::Result<File> {
+fn create_renamed(dir: &Path, name: &str, path: &Path, size: usize, reserve: usize) -> io::Result<File> {
     let tmp = dir.join(format!("{name}.creating"));
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&tmp)?;
     let result = (|| {
         file.set_len(size as u64)?;
-        allocate(&file, size)?;
+        allocate(&file, reserve)?;
         #[cfg(test)]
         tests::after_allocate();
         std::fs::rename(&tmp, path)

@@ -395,10 +395,18 @@ impl MappedFileQueue {
                 a.request(&self.dir, start + self.file_size as u64, self.file_size);
                 f
             }
-            None => {
-                let f = MappedFile::create(&self.dir, start, self.file_size)?;
-                Arc::new(if self.keep_descriptors { f } else { f.without_descriptor() })
-            }
+            None if self.keep_descriptors => Arc::new(MappedFile::create(&self.dir, start, self.file_size)?),
+            // Mapped-only files (ConsumeQueues) reserve their blocks as they fill.
+            None => Arc::new(
+                MappedFile::create_reserving(
+                    &self.dir,
+                    &super::mapped_file::file_name(start),
+                    start,
+                    self.file_size,
+                    super::mapped_file::RESERVE_CHUNK,
+                )?
+                .without_descriptor(),
+            ),
         };
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         files.push(file.clone());

@@ -1,0 +1,54 @@
+//! A ConsumeQueue file is 300,000 units (6 MB) long, as RocketMQ's. rmqha reserves its blocks
+//! as units reach them, 64 KiB at a time, instead of all at creation: a broker with thousands
+//! of queues holding a few messages each took 6 MB of disk per queue (RocketMQ's files are
+//! sparse; rmqha reserves rather than leaving holes, since a store through the mapping into a
+//! hole of a full disk raises SIGBUS).
+
+mod common;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{message, store_config};
+use rmqha_core::MessageStore;
+
+fn allocated(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+fn queue_file(root: &Path, topic: &str) -> std::path::PathBuf {
+    root.join("consumequeue").join(topic).join("0").join("00000000000000000000")
+}
+
+#[test]
+fn consume_queue_files_take_disk_space_as_they_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    // The default ConsumeQueue file size (common's store_config makes them tiny).
+    let cfg = store_config(dir.path(), &[("mappedFileSizeConsumeQueue", "6000000")]);
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    store.start().unwrap();
+    for t in 0..20 {
+        store.put_message_sync(&message(&format!("Few{t}"), 0, t, 100)).unwrap();
+    }
+    for i in 0..10_000 {
+        store.put_message_sync(&message("Many", 0, i, 10)).unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    for t in 0..20 {
+        let f = queue_file(dir.path(), &format!("Few{t}"));
+        assert_eq!(std::fs::metadata(&f).unwrap().len(), 6_000_000, "full length, as RocketMQ's");
+        assert!(allocated(&f) <= 128 * 1024, "{}: {} bytes allocated", f.display(), allocated(&f));
+    }
+    let many = queue_file(dir.path(), "Many");
+    assert!((200_000..=400_000).contains(&allocated(&many)), "{} bytes", allocated(&many));
+    store.shutdown();
+    drop(store);
+    // Reopened, the queues read back and grow on.
+    let store = MessageStore::open(cfg).unwrap();
+    store.start().unwrap();
+    assert_eq!(store.get_messages("Many", 0, 9_999, 1).messages().len(), 1);
+    assert_eq!(store.put_message_sync(&message("Few3", 0, 99, 100)).unwrap().queue_offset, 1);
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.get_messages("Few3", 0, 0, 4).messages().len(), 2);
+}
