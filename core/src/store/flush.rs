@@ -228,14 +228,20 @@ pub fn flush_logics(
     // flushing, so it never claims more than is on disk.
     let logics_offset = dispatcher.reput_from();
     let logics_ts = dispatcher.last_dispatched_timestamp();
+    // On a failing disk every queue fails every round: one line per round, not per queue.
+    let (mut failed, mut first) = (0usize, None);
     for q in cqs.all() {
         // A thorough flush, after which the checkpoint claims every unit dispatched so far,
         // covers all of a queue's files: one file per call (RocketMQ's) left the units of a
         // queue that had moved into its next file in the page cache.
         let flushed = if least_pages == 0 { q.flush_all() } else { q.flush(least_pages) };
         if let Err(e) = flushed {
-            tracing::error!("flushing consume queue {}/{} failed: {e}", q.topic(), q.queue_id());
+            failed += 1;
+            first.get_or_insert_with(|| format!("{}/{}: {e}", q.topic(), q.queue_id()));
         }
+    }
+    if let Some(first) = first {
+        tracing::error!("flushing {failed} consume queue(s) failed, the first {first}");
     }
     if with_checkpoint {
         if let Some(i) = index {

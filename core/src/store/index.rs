@@ -238,6 +238,10 @@ pub struct IndexService {
     /// Lowest CommitLog offset indexed by a file that load destroyed: dispatch must start
     /// there or the rebuilt index misses what those files held.
     rebuild_from: Option<u64>,
+    /// The threads flushing full files, joined by `join_flushers` (at shutdown): one left
+    /// running could write the checkpoint after the store closed, over a store reopened
+    /// since in the same process, and kept its 400 MB file mapped.
+    flushers: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// The `beginPhyOffset` in an index file's header (its first 40 bytes, the same whatever the
@@ -324,7 +328,14 @@ impl IndexService {
             }
             files.push(Arc::new(f));
         }
-        Ok(IndexService { dir: dir.to_path_buf(), opts, files: RwLock::new(files), checkpoint, rebuild_from })
+        Ok(IndexService {
+            dir: dir.to_path_buf(),
+            opts,
+            files: RwLock::new(files),
+            checkpoint,
+            rebuild_from,
+            flushers: std::sync::Mutex::new(Vec::new()),
+        })
     }
 
     /// Where dispatch must start at the latest so that the index files destroyed by `load`
@@ -354,9 +365,10 @@ impl IndexService {
                     // The full file is final: flush it off the dispatch thread and record its
                     // end in the checkpoint.
                     let cp = self.checkpoint.clone();
-                    std::thread::Builder::new()
-                        .name("rmqha-index-flush".into())
-                        .spawn(move || {
+                    let spawned =
+                        std::thread::Builder::new().name("rmqha-index-flush".into()).spawn(move || {
+                            #[cfg(test)]
+                            tests::before_flushing_a_full_file();
                             if let Err(e) = p.flush() {
                                 tracing::warn!("flushing index file {} failed: {e}", p.path().display());
                                 return;
@@ -365,8 +377,12 @@ impl IndexService {
                             if let Err(e) = cp.flush() {
                                 tracing::warn!("writing the checkpoint failed: {e}");
                             }
-                        })
-                        .ok();
+                        });
+                    if let Ok(h) = spawned {
+                        let mut flushers = self.flushers.lock().unwrap_or_else(|e| e.into_inner());
+                        flushers.retain(|h| !h.is_finished());
+                        flushers.push(h);
+                    }
                 }
                 Ok(f)
             }
@@ -457,6 +473,14 @@ impl IndexService {
         self.opts.max_msgs_num_batch.max(1)
     }
 
+    /// Waits for the threads flushing full files (shutdown, before the final checkpoint).
+    pub fn join_flushers(&self) {
+        let flushers = std::mem::take(&mut *self.flushers.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in flushers {
+            let _ = h.join();
+        }
+    }
+
     /// Deletes files whose entries all point below `cl_min` (never the last one).
     pub fn delete_expired(&self, cl_min: i64) -> io::Result<usize> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
@@ -545,6 +569,16 @@ fn local_time_name(ms: i64) -> String {
 mod tests {
     use super::*;
     use std::cell::RefCell;
+
+    /// Milliseconds the thread flushing a full file waits first (a slow disk).
+    static FLUSH_DELAY_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    pub(super) fn before_flushing_a_full_file() {
+        let ms = FLUSH_DELAY_MS.load(std::sync::atomic::Ordering::Acquire);
+        if ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+    }
 
     thread_local! {
         /// Runs in `put_key` between the slot's store and the count's.
@@ -655,5 +689,23 @@ mod tests {
         assert_eq!(offsets(&index, "b", 1_010_000, i64::MAX), vec![200], "past the newer file");
         assert_eq!(offsets(&index, "d", 1_003_000, 1_003_000), vec![400]);
         assert_eq!(offsets(&index, "a", 0, i64::MAX), vec![100]);
+    }
+
+    /// Shutdown waits for the thread flushing a full file: left running, it wrote the
+    /// checkpoint after the store had closed (over a store reopened since in the process).
+    #[test]
+    fn join_flushers_waits_for_the_full_files_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
+        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let index = IndexService::load(&dir.path().join("index"), opts, cp.clone(), true).unwrap();
+        FLUSH_DELAY_MS.store(300, std::sync::atomic::Ordering::Release);
+        for (i, key) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            index.build_index(&request(100 * (i as i64 + 1), key, 1_000_000 + i as i64)).unwrap();
+        }
+        assert_eq!(index.file_count(), 2, "the first file filled and its flush began");
+        index.join_flushers();
+        FLUSH_DELAY_MS.store(0, std::sync::atomic::Ordering::Release);
+        assert_eq!(cp.get().index_msg_timestamp, 1_000_002, "the full file's end, in the checkpoint");
     }
 }

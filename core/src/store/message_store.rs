@@ -428,6 +428,9 @@ impl MessageStore {
         if let Some(t) = deadline_thread {
             let _ = t.join();
         }
+        if let Some(index) = &self.index {
+            index.join_flushers();
+        }
         flush::flush_logics(
             &self.cqs,
             self.index.as_deref(),
