@@ -5,9 +5,12 @@
 //! broker finds (or, with `autoCreateSubscriptionGroup`, creates) the subscription group,
 //! creates the group's retry topic `%RETRY%<group>` on a master, and records the member and
 //! its subscriptions, which pulls without a subscription in their header and
-//! GET_CONSUMER_LIST_BY_GROUP read. RocketMQ also pushes NOTIFY_CONSUMER_IDS_CHANGED to the
-//! group's members; rmqha sends no requests to clients, so members learn of a change at their
-//! next rebalance (every 20 s in the Java client).
+//! GET_CONSUMER_LIST_BY_GROUP read. The subscriptions of a heartbeat replace the group's, as
+//! RocketMQ's `ConsumerGroupInfo.updateSubscription` (see `clients`), up to 4096 topics; a
+//! group name RocketMQ clients refuse, and a subscription to a topic name no topic can have,
+//! are ignored. RocketMQ also pushes NOTIFY_CONSUMER_IDS_CHANGED to the group's members;
+//! rmqha sends no requests to clients, so members learn of a change at their next rebalance
+//! (every 20 s in the Java client).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +18,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::broker::Broker;
+use crate::message::codec::topic_is_valid;
 use crate::remoting::{
     Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
 };
@@ -64,6 +68,15 @@ impl ClientManageProcessor {
             let Some(group) = c.get("groupName").and_then(Value::as_str).filter(|g| !g.is_empty()) else {
                 continue;
             };
+            if !crate::message::codec::group_is_valid(group) {
+                // No RocketMQ client sends such a name (`Validators.checkGroup`), and nothing
+                // could use it: a pull or lock for it is refused.
+                tracing::debug!(
+                    group_len = group.len(),
+                    "heartbeat for an invalid consumer group name ignored"
+                );
+                continue;
+            }
             let unit_mode = c.get("unitMode").and_then(Value::as_bool).unwrap_or(false);
             if let Some(g) = find_subscription_group(broker, group) {
                 let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{group}");
@@ -75,7 +88,9 @@ impl ClientManageProcessor {
                 .into_iter()
                 .flatten()
                 .filter_map(|s| {
-                    let topic = s.get("topic").and_then(Value::as_str)?;
+                    // A topic that cannot exist (no pull for it gets as far as the lookup) is
+                    // not kept.
+                    let topic = s.get("topic").and_then(Value::as_str).filter(|t| topic_is_valid(t))?;
                     let sub_string = s.get("subString").and_then(Value::as_str).unwrap_or("*");
                     Some(Subscription {
                         topic: topic.to_owned(),

@@ -5,6 +5,11 @@
 //! A member is dropped when its connection closes (RocketMQ's channel-close event; here the
 //! connection's [`Responder`] reports it) or after 120 s without a heartbeat (RocketMQ's
 //! `channelExpiredTimeout`), whichever comes first; the table is pruned whenever it is read.
+//!
+//! A consumer heartbeat's subscriptions replace its group's, as RocketMQ's
+//! `ConsumerGroupInfo.updateSubscription`: a topic it leaves out is dropped (a pull for it
+//! without a subscription in its header is then answered SUBSCRIPTION_NOT_EXIST), and a
+//! group has at most 4096 topics.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -108,11 +113,69 @@ impl Channel {
     }
 }
 
+/// Most topics a consumer group subscribes to (RocketMQ sets no limit). A heartbeat with
+/// more keeps the first this many.
+pub(crate) const MAX_SUBSCRIPTIONS_PER_GROUP: usize = 4096;
+
 #[derive(Debug, Default)]
 struct ConsumerGroup {
     channels: HashMap<String, Channel>,
     subscriptions: HashMap<String, Subscription>,
     message_model: String,
+    /// Whether a heartbeat's subscriptions were cut to the limit since the last that fitted
+    /// (to warn once, not on every heartbeat).
+    warned_too_many: bool,
+}
+
+impl ConsumerGroup {
+    /// Java `ConsumerGroupInfo.updateSubscription`: a heartbeat's subscriptions replace the
+    /// group's; a topic it does not name is dropped, and for one it names the group keeps
+    /// its entry unless the heartbeat's has a newer `subVersion` (a member still on an older
+    /// subscription must not roll the group back). Beyond `max` topics the rest of the
+    /// heartbeat's are ignored, with a warning. Returns the topics dropped.
+    fn update_subscriptions(&mut self, group: &str, subscriptions: Vec<Subscription>, max: usize) -> usize {
+        let mut old = std::mem::take(&mut self.subscriptions);
+        let mut next: HashMap<String, Subscription> = HashMap::with_capacity(subscriptions.len().min(max));
+        let mut ignored = 0usize;
+        for s in subscriptions {
+            if let Some(n) = next.get_mut(&s.topic) {
+                // The same topic twice in one heartbeat: as Java, applied in turn.
+                if s.sub_version > n.sub_version {
+                    *n = s;
+                }
+                continue;
+            }
+            if next.len() >= max {
+                ignored += 1;
+                continue;
+            }
+            let keep = match old.remove(&s.topic) {
+                Some(o) if o.sub_version >= s.sub_version => o,
+                _ => s,
+            };
+            next.insert(keep.topic.clone(), keep);
+        }
+        self.subscriptions = next;
+        if ignored == 0 {
+            self.warned_too_many = false;
+        } else if !self.warned_too_many {
+            self.warned_too_many = true;
+            tracing::warn!(
+                group,
+                ignored,
+                "a heartbeat subscribes the group to more than {max} topics: the rest are ignored (warned once until it fits)"
+            );
+        }
+        if !old.is_empty() {
+            tracing::info!(
+                group,
+                dropped = old.len(),
+                first = old.keys().next().map(String::as_str),
+                "topics no longer in the group's heartbeat dropped from its subscriptions"
+            );
+        }
+        old.len()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -160,8 +223,8 @@ impl ClientTable {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records a consumer's heartbeat; its subscriptions replace the group's. Returns whether
-    /// the group's membership changed.
+    /// Records a consumer's heartbeat; its subscriptions replace the group's (see
+    /// `ConsumerGroup::update_subscriptions`). Returns whether the group's membership changed.
     pub(crate) fn register_consumer(
         &self,
         group: &str,
@@ -175,16 +238,7 @@ impl ClientTable {
         let g = inner.consumers.entry(group.to_owned()).or_default();
         let added = g.channels.insert(client_id.to_owned(), channel).is_none();
         g.message_model = message_model.to_owned();
-        for s in subscriptions {
-            match g.subscriptions.get(&s.topic) {
-                // A heartbeat from a member still on an older subscription must not roll the
-                // group back (Java `updateSubscription` keeps the newer version).
-                Some(old) if old.sub_version > s.sub_version => {}
-                _ => {
-                    g.subscriptions.insert(s.topic.clone(), s);
-                }
-            }
-        }
+        g.update_subscriptions(group, subscriptions, MAX_SUBSCRIPTIONS_PER_GROUP);
         if added {
             tracing::info!(group, client = client_id, "new consumer connected");
         }
@@ -256,6 +310,69 @@ impl ClientTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sub(topic: &str, expr: &str, version: i64) -> Subscription {
+        Subscription {
+            topic: topic.into(),
+            sub_string: expr.into(),
+            sub_version: version,
+            expression_type: "TAG".into(),
+            filter: TagFilter::parse(Some(expr)),
+        }
+    }
+
+    fn topics(g: &ConsumerGroup) -> Vec<(&str, &str, i64)> {
+        let mut t: Vec<_> = g
+            .subscriptions
+            .values()
+            .map(|s| (s.topic.as_str(), s.sub_string.as_str(), s.sub_version))
+            .collect();
+        t.sort();
+        t
+    }
+
+    /// As RocketMQ's `ConsumerGroupInfo.updateSubscription`: a heartbeat's set replaces the
+    /// group's, and per topic the entry with the newer subVersion stays.
+    #[test]
+    fn a_heartbeat_replaces_the_groups_subscriptions() {
+        let mut g = ConsumerGroup::default();
+        assert_eq!(g.update_subscriptions("g", vec![sub("A", "*", 1), sub("B", "x", 1)], 10), 0);
+        assert_eq!(topics(&g), vec![("A", "*", 1), ("B", "x", 1)]);
+        // The group moves from A to C: A is dropped.
+        assert_eq!(g.update_subscriptions("g", vec![sub("B", "x", 1), sub("C", "*", 1)], 10), 1);
+        assert_eq!(topics(&g), vec![("B", "x", 1), ("C", "*", 1)]);
+        // An older or equal subVersion keeps the group's entry; a newer one replaces it.
+        g.update_subscriptions("g", vec![sub("B", "old", 0), sub("C", "same", 1)], 10);
+        assert_eq!(topics(&g), vec![("B", "x", 1), ("C", "*", 1)]);
+        g.update_subscriptions("g", vec![sub("B", "y", 2), sub("C", "*", 1)], 10);
+        assert_eq!(topics(&g), vec![("B", "y", 2), ("C", "*", 1)]);
+        // The same topic twice in one heartbeat: the newer wins.
+        g.update_subscriptions("g", vec![sub("B", "y", 2), sub("B", "z", 3), sub("B", "w", 1)], 10);
+        assert_eq!(topics(&g), vec![("B", "z", 3)]);
+        // A heartbeat with no subscription leaves none.
+        assert_eq!(g.update_subscriptions("g", vec![], 10), 1);
+        assert!(g.subscriptions.is_empty());
+    }
+
+    /// One heartbeat naming 200k made-up topics keeps only the limit, the first in the
+    /// heartbeat's order; the next heartbeat's replace them.
+    #[test]
+    fn a_group_has_at_most_the_limit_of_topics() {
+        let mut g = ConsumerGroup::default();
+        let many: Vec<Subscription> = (0..200_000).map(|i| sub(&format!("T{i}"), "*", 1)).collect();
+        g.update_subscriptions("g", many.clone(), MAX_SUBSCRIPTIONS_PER_GROUP);
+        assert_eq!(g.subscriptions.len(), MAX_SUBSCRIPTIONS_PER_GROUP);
+        assert!(
+            g.warned_too_many && g.subscriptions.contains_key("T0") && !g.subscriptions.contains_key("T4096")
+        );
+        // Each heartbeat is cut again, not added to the last.
+        g.update_subscriptions("g", many[100_000..].to_vec(), MAX_SUBSCRIPTIONS_PER_GROUP);
+        assert_eq!(g.subscriptions.len(), MAX_SUBSCRIPTIONS_PER_GROUP);
+        assert!(g.subscriptions.contains_key("T100000") && !g.subscriptions.contains_key("T0"));
+        g.update_subscriptions("g", vec![sub("T1", "*", 1)], MAX_SUBSCRIPTIONS_PER_GROUP);
+        assert_eq!(topics(&g), vec![("T1", "*", 1)]);
+        assert!(!g.warned_too_many, "warns again the next time");
+    }
 
     #[test]
     fn tag_filters_match_by_java_hash() {

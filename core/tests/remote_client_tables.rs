@@ -1,0 +1,211 @@
+//! The client tables a broker keeps from requests, over a long uptime: what LOCK_BATCH_MQ and
+//! HEART_BEAT may add, and what they take away. Each holds only what a RocketMQ client could
+//! use and stays bounded whatever a peer sends: a lock is only for a queue this broker has,
+//! a group holds at most 4096, and a heartbeat's subscriptions replace the group's instead of
+//! adding to them. (Lapsed locks leaving the table are in `processor::lock`'s unit tests,
+//! which need not wait 60 s.)
+
+mod common;
+mod remote_common;
+
+use std::sync::Arc;
+
+use rmqha_core::Broker;
+use rmqha_core::remoting::{RemotingClient, RemotingCommand, request_code};
+use serde_json::{Value, json};
+
+use remote_common::*;
+
+fn master(dir: &std::path::Path, extra: &[(&str, &str)]) -> Arc<Broker> {
+    Broker::start_master(common::broker_config(dir, "ASYNC_MASTER", extra)).unwrap()
+}
+
+/// LOCK_BATCH_MQ for `queues` (topic, brokerName, queueId): the answer's code and the locked
+/// queues, sorted.
+fn lock(
+    c: &RemotingClient,
+    group: &str,
+    client: &str,
+    queues: &[(&str, &str, i64)],
+) -> (i32, Vec<(String, i64)>) {
+    let mqs: Vec<Value> =
+        queues.iter().map(|(t, b, q)| json!({"brokerName": b, "queueId": q, "topic": t})).collect();
+    let body = json!({"clientId": client, "consumerGroup": group, "mqSet": mqs, "onlyThisBroker": false});
+    let r = call(
+        c,
+        RemotingCommand::request(request_code::LOCK_BATCH_MQ).with_body(body.to_string().into_bytes()),
+    );
+    if r.code != code::SUCCESS {
+        return (r.code, vec![]);
+    }
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    let mut ok: Vec<(String, i64)> = v["lockOKMQSet"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            assert_eq!(q["brokerName"], "broker-a");
+            (q["topic"].as_str().unwrap().to_owned(), q["queueId"].as_i64().unwrap())
+        })
+        .collect();
+    ok.sort();
+    (r.code, ok)
+}
+
+fn held(topic: &str, ids: impl IntoIterator<Item = i64>) -> Vec<(String, i64)> {
+    ids.into_iter().map(|q| (topic.to_owned(), q)).collect()
+}
+
+#[test]
+fn lock_batch_mq_locks_only_queues_this_broker_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[("autoCreateTopicEnable", "false")]);
+    b.create_topic("T", 4).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let mut asked: Vec<(&str, &str, i64)> = (-1..8).map(|q| ("T", "broker-a", q)).collect();
+    asked.extend([("T", "broker-b", 1), ("NoSuchTopic", "broker-a", 0), ("bad topic", "broker-a", 0)]);
+    assert_eq!(lock(&c, "og", "c1", &asked), (code::SUCCESS, held("T", 0..4)));
+    assert_eq!(lock(&c, "og", "c2", &asked), (code::SUCCESS, vec![]), "all four are c1's");
+    // Group names no RocketMQ client sends (Validators.checkGroup).
+    for bad in ["bad group!".to_owned(), "g".repeat(256), "a/b".to_owned()] {
+        let (code, ok) = lock(&c, &bad, "c1", &asked);
+        assert_eq!(code, code::SUBSCRIPTION_GROUP_NOT_EXIST, "{bad:.20}");
+        assert!(ok.is_empty());
+    }
+    assert_eq!(lock(&c, &"g".repeat(255), "c1", &asked), (code::SUCCESS, held("T", 0..4)));
+    // A topic dropped from the broker: its queues are not locked any more.
+    b.delete_topic("T").unwrap();
+    assert_eq!(lock(&c, "og", "c1", &asked), (code::SUCCESS, vec![]));
+    b.shutdown();
+
+    // With autoCreateTopicEnable, a topic the first send would create from TBW102 counts as
+    // having TBW102's queues (defaultTopicQueueNums).
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[("defaultTopicQueueNums", "4")]);
+    let c = client(b.remoting_addrs()[0]);
+    let asked: Vec<(&str, &str, i64)> =
+        (0..6).map(|q| ("Later", "broker-a", q)).chain([("bad topic", "broker-a", 0)]).collect();
+    assert_eq!(lock(&c, "og", "c1", &asked), (code::SUCCESS, held("Later", 0..4)));
+    b.shutdown();
+}
+
+/// One request naming five topics of 1024 queues each locks 4096 of them; the group takes
+/// no more until it holds fewer, and other groups are not held back.
+#[test]
+fn a_group_holds_at_most_4096_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let topics = ["T0", "T1", "T2", "T3", "T4"];
+    for t in topics {
+        b.create_topic(t, 1024).unwrap();
+    }
+    let c = client(b.remoting_addrs()[0]);
+    let all: Vec<(&str, &str, i64)> =
+        topics.iter().flat_map(|&t| (0..1024).map(move |q| (t, "broker-a", q))).collect();
+    let (code, ok) = lock(&c, "og", "c1", &all);
+    assert_eq!((code, ok.len()), (code::SUCCESS, 4096));
+    let free: Vec<(&str, &str, i64)> =
+        all.iter().filter(|(t, _, q)| !ok.contains(&(t.to_string(), *q))).copied().collect();
+    assert_eq!(free.len(), 1024);
+    let (code, more) = lock(&c, "og", "c2", &free);
+    assert_eq!((code, more.len()), (code::SUCCESS, 0), "the group is full");
+    assert!(lock(&c, "og", "c1", &all).1 == ok, "renewals go on");
+    assert_eq!(lock(&c, "other", "c2", &free).1.len(), 1024);
+    // Unlocking makes room.
+    let some: Vec<Value> =
+        ok[..10].iter().map(|(t, q)| json!({"brokerName": "broker-a", "queueId": q, "topic": t})).collect();
+    let body = json!({"clientId": "c1", "consumerGroup": "og", "mqSet": some});
+    let r = call(
+        &c,
+        RemotingCommand::request(request_code::UNLOCK_BATCH_MQ).with_body(body.to_string().into_bytes()),
+    );
+    assert_eq!(r.code, code::SUCCESS);
+    assert_eq!(lock(&c, "og", "c2", &free).1.len(), 10);
+    b.shutdown();
+}
+
+fn heartbeat(client_id: &str, group: &str, subs: &[(&str, &str, i64)]) -> RemotingCommand {
+    let subs: Vec<Value> = subs
+        .iter()
+        .map(|(topic, expr, version)| {
+            json!({
+                "classFilterMode": false, "codeSet": [], "expressionType": "TAG",
+                "subString": expr, "subVersion": version, "tagsSet": [], "topic": topic
+            })
+        })
+        .collect();
+    let body = json!({
+        "clientID": client_id,
+        "consumerDataSet": [{
+            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            "consumeType": "CONSUME_PASSIVELY",
+            "groupName": group,
+            "messageModel": "CLUSTERING",
+            "subscriptionDataSet": subs,
+            "unitMode": false
+        }],
+        "producerDataSet": []
+    });
+    RemotingCommand::request(request_code::HEART_BEAT).with_body(body.to_string().into_bytes())
+}
+
+/// A pull without a subscription in its header, which uses the group's from its heartbeats:
+/// the code and the bodies pulled.
+fn pull_by_heartbeat(c: &RemotingClient, group: &str, topic: &str) -> (i32, Vec<String>) {
+    let p = call(c, pull_req(group, topic, 0, 0, 32, 0, 0, ""));
+    let bodies = decode_records(&p.body).into_iter().map(|r| String::from_utf8(r.body).unwrap()).collect();
+    (p.code, bodies)
+}
+
+/// As RocketMQ's `ConsumerGroupInfo.updateSubscription`: a topic a group's heartbeat no
+/// longer names is dropped from its subscriptions (its pulls without a subscription are
+/// answered SUBSCRIPTION_NOT_EXIST), and per topic the newer subVersion stays.
+#[test]
+fn a_heartbeat_replaces_the_groups_subscriptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let c = client(b.remoting_addrs()[0]);
+    for t in ["A", "B"] {
+        b.create_topic(t, 1).unwrap();
+        for tag in ["x", "y"] {
+            let r = call(&c, send_v2(&Msg::new(t, format!("{t}{tag}").as_bytes()).tags(tag)));
+            assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        }
+    }
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    let ok = |r: RemotingCommand| assert_eq!(r.code, code::SUCCESS, "{r:?}");
+
+    ok(call(&c, heartbeat("10.0.0.1@1", "cg", &[("A", "*", 1), ("B", "x", 1)])));
+    assert_eq!(pull_by_heartbeat(&c, "cg", "A"), (code::SUCCESS, vec!["Ax".into(), "Ay".into()]));
+    assert_eq!(pull_by_heartbeat(&c, "cg", "B"), (code::SUCCESS, vec!["Bx".into()]));
+    // The group moves off A.
+    ok(call(&c, heartbeat("10.0.0.1@1", "cg", &[("B", "x", 1)])));
+    assert_eq!(pull_by_heartbeat(&c, "cg", "A").0, code::SUBSCRIPTION_NOT_EXIST);
+    assert_eq!(pull_by_heartbeat(&c, "cg", "B"), (code::SUCCESS, vec!["Bx".into()]));
+    // A newer subscription of B replaces the group's; an older one does not roll it back.
+    ok(call(&c, heartbeat("10.0.0.1@1", "cg", &[("B", "y", 2)])));
+    assert_eq!(pull_by_heartbeat(&c, "cg", "B"), (code::SUCCESS, vec!["By".into()]));
+    ok(call(&c, heartbeat("10.0.0.2@2", "cg", &[("B", "x", 1)])));
+    assert_eq!(pull_by_heartbeat(&c, "cg", "B"), (code::SUCCESS, vec!["By".into()]));
+    // Both members are in the group all along; a heartbeat naming no topic leaves it none.
+    let list = call(
+        &c,
+        RemotingCommand::request(request_code::GET_CONSUMER_LIST_BY_GROUP).with_ext("consumerGroup", "cg"),
+    );
+    let v: Value = serde_json::from_slice(&list.body).unwrap();
+    assert_eq!(v["consumerIdList"], json!(["10.0.0.1@1", "10.0.0.2@2"]));
+    ok(call(&c, heartbeat("10.0.0.1@1", "cg", &[])));
+    assert_eq!(pull_by_heartbeat(&c, "cg", "B").0, code::SUBSCRIPTION_NOT_EXIST);
+    // A subscription naming a topic no topic can have is not kept; the rest are.
+    ok(call(&c, heartbeat("10.0.0.1@1", "cg", &[(&"A".repeat(128), "*", 3), ("A", "*", 3)])));
+    assert_eq!(pull_by_heartbeat(&c, "cg", "A").0, code::SUCCESS);
+    // A group name no RocketMQ client sends is not registered.
+    ok(call(&c, heartbeat("10.0.0.1@1", "bad group!", &[("A", "*", 1)])));
+    let list = call(
+        &c,
+        RemotingCommand::request(request_code::GET_CONSUMER_LIST_BY_GROUP)
+            .with_ext("consumerGroup", "bad group!"),
+    );
+    assert_eq!(list.code, code::SYSTEM_ERROR, "no consumer: {list:?}");
+    b.shutdown();
+}
