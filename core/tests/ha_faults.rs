@@ -781,10 +781,53 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
     drop(conn);
 
+    // Again through the fake master, now sending the real record in two frames, the first
+    // ending before the difference (it matches the slave's bytes): the slave keeps what
+    // matched and takes the rest from the second frame. (Dropping from the partial record's
+    // start needed bytes the first frame had already taken, and panicked the client.)
+    let (mut conn, _) = fake.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    conn.read_exact(&mut report).unwrap();
+    assert_eq!(i64::from_be_bytes(report), end, "where the partial record starts");
+    let len = i32::from_be_bytes(log[end as usize..end as usize + 4].try_into().unwrap()) as usize;
+    let real = &log[end as usize..end as usize + len];
+    for (at, bytes) in [(end, &real[..30]), (end + 30, &real[30..])] {
+        let mut frame = at.to_be_bytes().to_vec();
+        frame.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+        frame.extend_from_slice(bytes);
+        conn.write_all(&frame).unwrap();
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || slave.max_offset() == end + len as i64),
+        "{:?}",
+        slave.offsets().last_ha_error
+    );
+    let held = commit_log_files(sd.path()).into_values().next().unwrap();
+    assert!(held[end as usize..end as usize + len] == *real, "the slave holds the master's record");
+    drop(conn);
+
+    // Once more a partial record the master does not have (the first 60 bytes of its next
+    // record, altered), this time resolved by the real master's resend.
+    let end = end + len as i64;
+    let (mut conn, _) = fake.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    conn.read_exact(&mut report).unwrap();
+    assert_eq!(i64::from_be_bytes(report), end);
+    master.put_message_sync(&message("T", 0, 11, 200)).unwrap();
+    let log = commit_log_files(md.path()).into_values().next().unwrap();
+    let mut other = log[end as usize..end as usize + 60].to_vec();
+    other[40..48].copy_from_slice(&7i64.to_be_bytes());
+    let mut frame = end.to_be_bytes().to_vec();
+    frame.extend_from_slice(&60i32.to_be_bytes());
+    frame.extend_from_slice(&other);
+    conn.write_all(&frame).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
+    drop(conn);
+
     // Back on the real master: its resent bytes match up to the partial record, which is
     // dropped for the master's; then the slave goes on, byte-identical.
     slave.set_master_address(&ha_addr(&master).to_string()).unwrap();
-    for i in 11..20 {
+    for i in 12..20 {
         master.put_message_sync(&message("T", 0, i, 200)).unwrap();
     }
     assert!(

@@ -409,17 +409,19 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                                 // Only the partial record at this slave's tail differs (the
                                 // master lost the bytes it came from, in a crash, and wrote
                                 // others there). No put's record ends inside it, so no ack
-                                // of this slave released one: drop it and take the master's.
+                                // of this slave released one: drop it from the first byte
+                                // that differs (what precedes is the master's too, possibly
+                                // compared in earlier frames) and take the master's.
                                 tracing::warn!(
                                     "HA: the partial record at this slave's tail ({resume_from}..{local}) differs \
-                                     from the master's bytes at {differs_at}; dropping it"
+                                     from the master's bytes at {differs_at}; dropping it from there"
                                 );
-                                if let Err(e) = store.truncate(resume_from as u64) {
-                                    return format!("cannot drop the partial record at {resume_from}: {e}");
+                                if let Err(e) = store.truncate(differs_at as u64) {
+                                    return format!("cannot drop the partial record from {differs_at}: {e}");
                                 }
-                                body = &body[(resume_from - offset) as usize..];
-                                offset = resume_from;
-                                local = resume_from;
+                                body = &body[(differs_at - offset) as usize..];
+                                offset = differs_at;
+                                local = differs_at;
                             }
                             Some(differs_at) => {
                                 return format!(
