@@ -614,6 +614,23 @@ fn read_frame(s: &mut TcpStream) -> (i64, Vec<u8>) {
     (offset, body)
 }
 
+/// A fake master's side of a slave's connection: accepts it and reads its first report.
+fn accept_slave(fake: &std::net::TcpListener) -> (TcpStream, i64) {
+    let (mut conn, _) = fake.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut report = [0u8; 8];
+    conn.read_exact(&mut report).unwrap();
+    (conn, i64::from_be_bytes(report))
+}
+
+/// Sends one HA frame: `[i64 offset][i32 size][body]`.
+fn send_frame(conn: &mut TcpStream, offset: i64, body: &[u8]) {
+    let mut frame = offset.to_be_bytes().to_vec();
+    frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
+    frame.extend_from_slice(body);
+    conn.write_all(&frame).unwrap();
+}
+
 /// A stock RocketMQ slave reports wherever its last frame ended, often inside a record, and
 /// closes a connection whose first frame does not start exactly there. With
 /// `haVerifySlaveTail=false` the master serves it as RocketMQ does; by default an rmqha
@@ -709,26 +726,18 @@ fn a_slave_with_a_lagging_dispatcher_reports_its_last_record_boundary() {
     // A fake master: the slave's first report on connecting is what this test checks.
     let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     slave.set_master_address(&fake.local_addr().unwrap().to_string()).unwrap();
-    let (mut conn, _) = fake.accept().unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut report = [0u8; 8];
-    conn.read_exact(&mut report).unwrap();
-    assert_eq!(i64::from_be_bytes(report), end, "complete records up to its end");
+    let (mut conn, report) = accept_slave(&fake);
+    assert_eq!(report, end, "complete records up to its end");
 
     // Feed it the first 60 bytes of the master's next record, then cut: a partial record.
     master.put_message_sync(&message("L", 0, 40, 300)).unwrap();
     let log = commit_log_files(md.path()).into_values().next().unwrap();
     let part = &log[end as usize..end as usize + 60];
-    let mut frame = end.to_be_bytes().to_vec();
-    frame.extend_from_slice(&60i32.to_be_bytes());
-    frame.extend_from_slice(part);
-    conn.write_all(&frame).unwrap();
+    send_frame(&mut conn, end, part);
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
     drop(conn);
-    let (mut conn, _) = fake.accept().unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    conn.read_exact(&mut report).unwrap();
-    assert_eq!(i64::from_be_bytes(report), end, "where the partial record starts");
+    let (conn, report) = accept_slave(&fake);
+    assert_eq!(report, end, "where the partial record starts");
     drop(conn);
     drop(held);
 
@@ -765,19 +774,13 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
     // wrote: the real next record with another born timestamp (bytes 40..48).
     let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     slave.set_master_address(&fake.local_addr().unwrap().to_string()).unwrap();
-    let (mut conn, _) = fake.accept().unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut report = [0u8; 8];
-    conn.read_exact(&mut report).unwrap();
-    assert_eq!(i64::from_be_bytes(report), end);
+    let (mut conn, report) = accept_slave(&fake);
+    assert_eq!(report, end);
     master.put_message_sync(&message("T", 0, 10, 200)).unwrap();
     let log = commit_log_files(md.path()).into_values().next().unwrap();
     let mut other = log[end as usize..end as usize + 60].to_vec();
     other[40..48].copy_from_slice(&7i64.to_be_bytes());
-    let mut frame = end.to_be_bytes().to_vec();
-    frame.extend_from_slice(&60i32.to_be_bytes());
-    frame.extend_from_slice(&other);
-    conn.write_all(&frame).unwrap();
+    send_frame(&mut conn, end, &other);
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
     drop(conn);
 
@@ -785,17 +788,12 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
     // ending before the difference (it matches the slave's bytes): the slave keeps what
     // matched and takes the rest from the second frame. (Dropping from the partial record's
     // start needed bytes the first frame had already taken, and panicked the client.)
-    let (mut conn, _) = fake.accept().unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    conn.read_exact(&mut report).unwrap();
-    assert_eq!(i64::from_be_bytes(report), end, "where the partial record starts");
+    let (mut conn, report) = accept_slave(&fake);
+    assert_eq!(report, end, "where the partial record starts");
     let len = i32::from_be_bytes(log[end as usize..end as usize + 4].try_into().unwrap()) as usize;
     let real = &log[end as usize..end as usize + len];
     for (at, bytes) in [(end, &real[..30]), (end + 30, &real[30..])] {
-        let mut frame = at.to_be_bytes().to_vec();
-        frame.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
-        frame.extend_from_slice(bytes);
-        conn.write_all(&frame).unwrap();
+        send_frame(&mut conn, at, bytes);
     }
     assert!(
         wait_until(Duration::from_secs(10), || slave.max_offset() == end + len as i64),
@@ -809,18 +807,13 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
     // Once more a partial record the master does not have (the first 60 bytes of its next
     // record, altered), this time resolved by the real master's resend.
     let end = end + len as i64;
-    let (mut conn, _) = fake.accept().unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    conn.read_exact(&mut report).unwrap();
-    assert_eq!(i64::from_be_bytes(report), end);
+    let (mut conn, report) = accept_slave(&fake);
+    assert_eq!(report, end);
     master.put_message_sync(&message("T", 0, 11, 200)).unwrap();
     let log = commit_log_files(md.path()).into_values().next().unwrap();
     let mut other = log[end as usize..end as usize + 60].to_vec();
     other[40..48].copy_from_slice(&7i64.to_be_bytes());
-    let mut frame = end.to_be_bytes().to_vec();
-    frame.extend_from_slice(&60i32.to_be_bytes());
-    frame.extend_from_slice(&other);
-    conn.write_all(&frame).unwrap();
+    send_frame(&mut conn, end, &other);
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
     drop(conn);
 
