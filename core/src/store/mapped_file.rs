@@ -124,8 +124,8 @@ impl MappedFile {
         Ok(f)
     }
 
-    /// Makes sure the blocks of `[0, end)` are reserved on disk, reserving the next
-    /// `RESERVE_CHUNK` bytes (or the rest of the file) when `end` passes what is: a store
+    /// Makes sure the blocks of `[0, end)` are reserved on disk, reserving as much again as
+    /// is (at least `RESERVE_CHUNK`, at most the rest of the file) when `end` passes it: a store
     /// through the mapping into an unreserved hole of a full disk raises SIGBUS, which kills
     /// the process, where this returns ENOSPC. A file opened from disk counts nothing as
     /// reserved yet (RocketMQ's files are sparse), and reserving what already holds data
@@ -135,7 +135,13 @@ impl MappedFile {
         if end <= from {
             return Ok(());
         }
-        let to = end.div_ceil(RESERVE_CHUNK).saturating_mul(RESERVE_CHUNK).min(self.size);
+        // At least twice what is reserved: a busy queue's file takes a handful of calls (each
+        // opens the file by path), a quiet one keeps its first 64 KiB.
+        let to = end
+            .div_ceil(RESERVE_CHUNK)
+            .saturating_mul(RESERVE_CHUNK)
+            .max(from.saturating_mul(2))
+            .min(self.size);
         let reopened;
         let file = match &self.file {
             Some(f) => f,
