@@ -170,23 +170,7 @@ fn a_heartbeat_subscription_filters_during_the_scan() {
     let b = master(dir.path(), &[]);
     fill(&b);
     let c = client(b.remoting_addrs()[0]);
-    let hb = serde_json::json!({
-        "clientID": "10.0.0.1@1",
-        "consumerDataSet": [{
-            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
-            "groupName": "cg", "messageModel": "CLUSTERING", "unitMode": false,
-            "subscriptionDataSet": [{
-                "classFilterMode": false, "codeSet": [], "expressionType": "TAG",
-                "subString": "A", "subVersion": 1, "tagsSet": [], "topic": "T"
-            }]
-        }],
-        "producerDataSet": []
-    });
-    let r = call(
-        &c,
-        rmqha_core::remoting::RemotingCommand::request(rmqha_core::remoting::request_code::HEART_BEAT)
-            .with_body(hb.to_string().into_bytes()),
-    );
+    let r = call(&c, heartbeat("10.0.0.1@1", "cg", &[("T", "A", 1)]));
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
     let p = call(&c, pull_req("cg", "T", 0, 0, 32, 0, 0, ""));
     assert_eq!((p.code, ext_i64(&p, "nextBeginOffset")), (code::SUCCESS, N), "{p:?}");

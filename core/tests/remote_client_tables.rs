@@ -124,31 +124,6 @@ fn a_group_holds_at_most_4096_locks() {
     b.shutdown();
 }
 
-fn heartbeat(client_id: &str, group: &str, subs: &[(&str, &str, i64)]) -> RemotingCommand {
-    let subs: Vec<Value> = subs
-        .iter()
-        .map(|(topic, expr, version)| {
-            json!({
-                "classFilterMode": false, "codeSet": [], "expressionType": "TAG",
-                "subString": expr, "subVersion": version, "tagsSet": [], "topic": topic
-            })
-        })
-        .collect();
-    let body = json!({
-        "clientID": client_id,
-        "consumerDataSet": [{
-            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-            "consumeType": "CONSUME_PASSIVELY",
-            "groupName": group,
-            "messageModel": "CLUSTERING",
-            "subscriptionDataSet": subs,
-            "unitMode": false
-        }],
-        "producerDataSet": []
-    });
-    RemotingCommand::request(request_code::HEART_BEAT).with_body(body.to_string().into_bytes())
-}
-
 /// A pull without a subscription in its header, which uses the group's from its heartbeats:
 /// the code and the bodies pulled.
 fn pull_by_heartbeat(c: &RemotingClient, group: &str, topic: &str) -> (i32, Vec<String>) {

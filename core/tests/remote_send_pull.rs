@@ -275,25 +275,6 @@ fn auto_creation_can_be_turned_off() {
     b.shutdown();
 }
 
-fn heartbeat(client_id: &str, group: &str, topic: &str, sub: &str) -> RemotingCommand {
-    let body = serde_json::json!({
-        "clientID": client_id,
-        "consumerDataSet": [{
-            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-            "consumeType": "CONSUME_PASSIVELY",
-            "groupName": group,
-            "messageModel": "CLUSTERING",
-            "subscriptionDataSet": [{
-                "classFilterMode": false, "codeSet": [], "expressionType": "TAG",
-                "subString": sub, "subVersion": 1, "tagsSet": [], "topic": topic
-            }],
-            "unitMode": false
-        }],
-        "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}]
-    });
-    RemotingCommand::request(request_code::HEART_BEAT).with_body(body.to_string().into_bytes())
-}
-
 #[test]
 fn heartbeats_offsets_and_consumer_lists() {
     let dir = tempfile::tempdir().unwrap();
@@ -318,8 +299,8 @@ fn heartbeats_offsets_and_consumer_lists() {
 
     // Heartbeats from two clients, on two connections.
     let c2 = client(addr(&b));
-    assert_eq!(call(&c, heartbeat("10.0.0.1@1", "cg", "T", "b")).code, code::SUCCESS);
-    assert_eq!(call(&c2, heartbeat("10.0.0.2@2", "cg", "T", "b")).code, code::SUCCESS);
+    assert_eq!(call(&c, heartbeat("10.0.0.1@1", "cg", &[("T", "b", 1)])).code, code::SUCCESS);
+    assert_eq!(call(&c2, heartbeat("10.0.0.2@2", "cg", &[("T", "b", 1)])).code, code::SUCCESS);
     let l = list(&c);
     assert_eq!(l.code, code::SUCCESS);
     let v: Value = serde_json::from_slice(&l.body).unwrap();
@@ -330,7 +311,7 @@ fn heartbeats_offsets_and_consumer_lists() {
     // sync: it was kept however long or odd, and two 9 MiB names broke the slave's sync.
     let c3 = client(addr(&b));
     for bad in ["x".repeat(256), "a/b".to_string(), "two words".to_string()] {
-        assert_eq!(call(&c3, heartbeat("10.0.0.3@3", &bad, "T", "*")).code, code::SUCCESS);
+        assert_eq!(call(&c3, heartbeat("10.0.0.3@3", &bad, &[("T", "*", 1)])).code, code::SUCCESS);
         assert!(b.subscription_group(&bad).is_none(), "{bad:.20}");
         assert!(b.topic_config(&format!("%RETRY%{bad}")).is_none(), "{bad:.20}");
         let p = call(&c3, pull_req(&bad, "T", 0, 0, 32, 0, 0, "*"));
@@ -338,7 +319,7 @@ fn heartbeats_offsets_and_consumer_lists() {
         assert!(b.subscription_group(&bad).is_none());
     }
     let ok = "g".repeat(255);
-    assert_eq!(call(&c3, heartbeat("10.0.0.3@3", &ok, "T", "*")).code, code::SUCCESS);
+    assert_eq!(call(&c3, heartbeat("10.0.0.3@3", &ok, &[("T", "*", 1)])).code, code::SUCCESS);
     assert!(b.subscription_group(&ok).is_some(), "255 characters are fine");
     c3.close();
     // The registered subscription filters.

@@ -381,3 +381,30 @@ impl Raw {
 pub fn rocketmq_header(cmd: RemotingCommand) -> RemotingCommand {
     cmd.with_serialize_type(SerializeType::RocketMq)
 }
+
+/// A consumer's HEART_BEAT as Java clients send it: one clustering consumer `group` with TAG
+/// subscriptions `(topic, expression, subVersion)`, and the client's inner producer.
+pub fn heartbeat(client_id: &str, group: &str, subs: &[(&str, &str, i64)]) -> RemotingCommand {
+    let subs: Vec<serde_json::Value> = subs
+        .iter()
+        .map(|(topic, expr, version)| {
+            serde_json::json!({
+                "classFilterMode": false, "codeSet": [], "expressionType": "TAG",
+                "subString": expr, "subVersion": version, "tagsSet": [], "topic": topic
+            })
+        })
+        .collect();
+    let body = serde_json::json!({
+        "clientID": client_id,
+        "consumerDataSet": [{
+            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            "consumeType": "CONSUME_PASSIVELY",
+            "groupName": group,
+            "messageModel": "CLUSTERING",
+            "subscriptionDataSet": subs,
+            "unitMode": false
+        }],
+        "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}]
+    });
+    RemotingCommand::request(request_code::HEART_BEAT).with_body(body.to_string().into_bytes())
+}
