@@ -3,6 +3,9 @@
 //! of queues holding a few messages each took 6 MB of disk per queue (RocketMQ's files are
 //! sparse; rmqha reserves rather than leaving holes, since a store through the mapping into a
 //! hole of a full disk raises SIGBUS).
+//!
+//! Index files likewise: their header and hash slots are reserved at creation, their entries
+//! as they come (at the defaults a file is 420 MB, 20 MB of it slots).
 
 mod common;
 
@@ -51,4 +54,50 @@ fn consume_queue_files_take_disk_space_as_they_fill() {
     assert_eq!(store.put_message_sync(&message("Few3", 0, 99, 100)).unwrap().queue_offset, 1);
     assert!(store.wait_dispatched(Duration::from_secs(10)));
     assert_eq!(store.get_messages("Few3", 0, 0, 4).messages().len(), 2);
+}
+
+fn index_files(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(root.join("index")).unwrap().map(|e| e.unwrap().path()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn index_files_take_disk_space_as_they_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    // RocketMQ's default index geometry (common's store_config makes it tiny).
+    let cfg = store_config(dir.path(), &[("maxHashSlotNum", "5000000"), ("maxIndexNum", "20000000")]);
+    let size = 40 + 5_000_000 * 4 + 20_000_000 * 20;
+    let slots_end = 40 + 5_000_000 * 4;
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    store.start().unwrap();
+    for i in 0..10 {
+        store.put_message_sync(&message("Keyed", 0, i, 10)).unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    let files = index_files(dir.path());
+    assert_eq!(files.len(), 1);
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().len(), size, "full length, as RocketMQ's");
+    let first = allocated(&files[0]);
+    assert!((slots_end..=slots_end + 256 * 1024).contains(&first), "{first} bytes allocated of {size}");
+    // Past the first reservation (64 KiB of entries is 3,276 of them): more is reserved.
+    for i in 10..10_000 {
+        store.put_message_sync(&message("Keyed", 0, i, 10)).unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    let grown = allocated(&files[0]);
+    assert!(grown >= slots_end + 10_000 * 20 && grown < size / 4, "{grown} bytes allocated");
+    store.shutdown();
+    drop(store);
+    // Reopened (nothing counted as reserved), the file takes more keys and finds them all.
+    let store = MessageStore::open(cfg).unwrap();
+    store.start().unwrap();
+    store.put_message_sync(&message("Keyed", 0, 10_000, 10)).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    for i in [0, 5_000, 9_999, 10_000] {
+        let found = store.query_by_key("Keyed", &format!("key-{i}"), 4, 0, i64::MAX);
+        assert_eq!(found.len(), 1, "key-{i}");
+    }
+    assert_eq!(index_files(dir.path()).len(), 1);
+    store.shutdown();
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 
 use super::checkpoint::StoreCheckpoint;
-use super::mapped_file::MappedFile;
+use super::mapped_file::{MappedFile, RESERVE_CHUNK};
 use crate::message::DispatchRequest;
 use crate::message::hash::java_string_hash;
 use crate::message::sysflag;
@@ -52,7 +52,13 @@ impl IndexFile {
         begin_ts: i64,
     ) -> io::Result<Self> {
         let size = Self::size_for(slot_num, index_num);
-        let file = Arc::new(MappedFile::create_named(dir, name, 0, size)?.without_descriptor());
+        // The header and the hash slots (written anywhere) reserved now, the entries (written
+        // in order) as they come: at the defaults the file is 420 MB, of which 20 MB is slots.
+        let entries_start = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE;
+        let file = Arc::new(
+            MappedFile::create_reserving(dir, name, 0, size, entries_start + RESERVE_CHUNK)?
+                .without_descriptor(),
+        );
         let idx = IndexFile { file, slot_num, index_num };
         idx.file.reset_positions(idx.entries_start() + INDEX_ENTRY_SIZE);
         idx.set_i64(16, begin_phy);
@@ -116,7 +122,20 @@ impl IndexFile {
         INDEX_HEADER_SIZE + (hash as usize % self.slot_num) * HASH_SLOT_SIZE
     }
 
-    /// Adds `key` → `phy_offset`; false if the file is full.
+    /// Reserves the disk blocks of the next `n` entries (as many as fit), so that none of
+    /// them writes into a hole: through the mapping, on a full disk, that raises SIGBUS. A
+    /// file opened from disk has nothing counted as reserved, and its first call reserves
+    /// from the start (blocks that hold data already cost nothing).
+    fn reserve_entries(&self, n: usize) -> io::Result<()> {
+        let count = self.index_count() as usize;
+        let end = self.entries_start() + count.saturating_add(n).min(self.index_num) * INDEX_ENTRY_SIZE;
+        self.file.reserve_through(end).map_err(|e| {
+            io::Error::new(e.kind(), format!("reserving disk space in {}: {e}", self.path().display()))
+        })
+    }
+
+    /// Adds `key` → `phy_offset`; false if the file is full. The entry's blocks must be
+    /// reserved (`reserve_entries`).
     ///
     /// Publication order, which `select` relies on: the entry's bytes, then the write
     /// position, then the slot (Release), then the header's count (Release). A reader that
@@ -148,6 +167,7 @@ impl IndexFile {
             (store_timestamp.saturating_sub(begin) / 1000).clamp(0, i32::MAX as i64)
         };
         let pos = self.entries_start() + count as usize * INDEX_ENTRY_SIZE;
+        debug_assert!(self.file.reserved() >= pos + INDEX_ENTRY_SIZE, "entry not reserved");
         self.file.write_region(pos, INDEX_ENTRY_SIZE, |b| {
             b[..4].copy_from_slice(&hash.to_be_bytes());
             b[4..12].copy_from_slice(&phy_offset.to_be_bytes());
@@ -429,17 +449,29 @@ impl IndexService {
         {
             return Ok(());
         }
+        let keys = || {
+            req.uniq_key
+                .into_iter()
+                .chain(req.keys.into_iter().flat_map(|k| k.split(' ')))
+                .filter(|k| !k.is_empty())
+        };
+        // Every entry's blocks before the first is written: on a full disk the record fails
+        // whole and is retried whole (once its first entry is in, a retry takes it for
+        // indexed).
+        let mut left = keys().count();
+        file.reserve_entries(left)?;
         let mut key = String::with_capacity(req.topic.len() + 33);
-        let keys = req.uniq_key.into_iter().chain(req.keys.into_iter().flat_map(|k| k.split(' ')));
-        for k in keys.filter(|k| !k.is_empty()) {
+        for k in keys() {
             key.clear();
             key.push_str(req.topic);
             key.push('#');
             key.push_str(k);
             if !file.put_key(&key, req.commit_log_offset, req.store_timestamp) {
                 file = self.last_file()?;
+                file.reserve_entries(left)?;
                 file.put_key(&key, req.commit_log_offset, req.store_timestamp);
             }
+            left -= 1;
         }
         Ok(())
     }

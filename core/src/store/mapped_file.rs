@@ -124,6 +124,11 @@ impl MappedFile {
         Ok(f)
     }
 
+    /// Bytes from the start whose blocks are known reserved on disk.
+    pub fn reserved(&self) -> usize {
+        self.reserved.load(Ordering::Acquire)
+    }
+
     /// Makes sure the blocks of `[0, end)` are reserved on disk, reserving as much again as
     /// is (at least `RESERVE_CHUNK`, at most the rest of the file) when `end` passes it: a store
     /// through the mapping into an unreserved hole of a full disk raises SIGBUS, which kills
