@@ -4,6 +4,9 @@
 //! a group holds at most 4096, and a heartbeat's subscriptions replace the group's instead of
 //! adding to them. (Lapsed locks leaving the table are in `processor::lock`'s unit tests,
 //! which need not wait 60 s.)
+//!
+//! The groups a heartbeat creates (`autoCreateSubscriptionGroup`) and their `%RETRY%` topics
+//! are written once per heartbeat, not once per group.
 
 mod common;
 mod remote_common;
@@ -183,4 +186,65 @@ fn a_heartbeat_replaces_the_groups_subscriptions() {
     );
     assert_eq!(list.code, code::SYSTEM_ERROR, "no consumer: {list:?}");
     b.shutdown();
+}
+
+/// The `dataVersion.counter` and the names in a table file of `dir/config`.
+fn table_on_disk(dir: &std::path::Path, file: &str, key: &str) -> (i64, Vec<String>) {
+    let text = std::fs::read_to_string(dir.join("config").join(file)).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let names = v[key].as_object().unwrap().keys().cloned().collect();
+    (v["dataVersion"]["counter"].as_i64().unwrap(), names)
+}
+
+/// One heartbeat naming 500 new groups: every group and retry topic is on disk when it is
+/// answered, each table took one version step (one write; it took 500, 12 s at 3,500 groups),
+/// and the next heartbeat, creating nothing, changes nothing.
+#[test]
+fn a_heartbeat_creates_its_groups_in_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let c = client(b.remoting_addrs()[0]);
+    ok_heartbeat(&c, &["warm"]);
+    let (groups_before, _) = table_on_disk(dir.path(), "subscriptionGroup.json", "subscriptionGroupTable");
+    let (topics_before, _) = table_on_disk(dir.path(), "topics.json", "topicConfigTable");
+    let names: Vec<String> = (0..500).map(|i| format!("cg{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    ok_heartbeat(&c, &refs);
+    let (groups_after, groups) =
+        table_on_disk(dir.path(), "subscriptionGroup.json", "subscriptionGroupTable");
+    let (topics_after, topics) = table_on_disk(dir.path(), "topics.json", "topicConfigTable");
+    for n in &names {
+        assert!(groups.contains(n), "group {n} on disk");
+        assert!(topics.contains(&format!("%RETRY%{n}")), "retry topic of {n} on disk");
+    }
+    assert_eq!(groups_after, groups_before + 1, "one write of the group table");
+    assert_eq!(topics_after, topics_before + 1, "one write of the topic table");
+    ok_heartbeat(&c, &refs);
+    assert_eq!(table_on_disk(dir.path(), "subscriptionGroup.json", "subscriptionGroupTable").0, groups_after);
+    assert_eq!(table_on_disk(dir.path(), "topics.json", "topicConfigTable").0, topics_after);
+    // Every member is registered.
+    let list = call(
+        &c,
+        RemotingCommand::request(request_code::GET_CONSUMER_LIST_BY_GROUP).with_ext("consumerGroup", "cg499"),
+    );
+    let v: Value = serde_json::from_slice(&list.body).unwrap();
+    assert_eq!(v["consumerIdList"], json!(["10.0.0.9@9"]));
+    b.shutdown();
+}
+
+/// A HEART_BEAT from client 10.0.0.9@9 with one clustering consumer per group, answered SUCCESS.
+fn ok_heartbeat(c: &RemotingClient, groups: &[&str]) {
+    let consumers: Vec<Value> = groups
+        .iter()
+        .map(|g| {
+            json!({
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
+                "groupName": g, "messageModel": "CLUSTERING", "subscriptionDataSet": [], "unitMode": false
+            })
+        })
+        .collect();
+    let body = json!({"clientID": "10.0.0.9@9", "consumerDataSet": consumers, "producerDataSet": []});
+    let r =
+        call(c, RemotingCommand::request(request_code::HEART_BEAT).with_body(body.to_string().into_bytes()));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
 }

@@ -98,28 +98,48 @@ impl<W: Wrapper> NamedTable<W> {
             self.store.mark_dirty();
             previous
         };
-        self.persist()?;
+        self.ensure_durable()?;
         Ok(previous)
     }
 
     /// Inserts `config` unless its name is taken; returns the config now in the table and
     /// whether it was created. Either way it returns once the table is on disk.
     pub(crate) fn create_if_absent(&self, config: W::Config) -> Result<(W::Config, bool), MetadataError> {
-        let name = checked_name::<W>(&config)?;
+        let mut out = self.create_all_if_absent([config])?;
+        Ok(out.pop().expect("one config in, one out"))
+    }
+
+    /// `create_if_absent` for many configs at once, with one version step and one write for
+    /// all it creates (a heartbeat naming hundreds of new groups wrote the whole table once
+    /// per group: 12 s at 3,500 groups). Returns, in order, each config now in the table and
+    /// whether it was created; nothing is inserted if any name is empty.
+    pub(crate) fn create_all_if_absent(
+        &self,
+        configs: impl IntoIterator<Item = W::Config>,
+    ) -> Result<Vec<(W::Config, bool)>, MetadataError> {
+        let named = configs
+            .into_iter()
+            .map(|c| checked_name::<W>(&c).map(|n| (n, c)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut out = Vec::with_capacity(named.len());
         {
             let mut state = self.write();
-            if let Some(existing) = state.table().get(&name) {
-                let existing = existing.clone();
-                drop(state);
-                self.ensure_durable()?;
-                return Ok((existing, false));
+            for (name, config) in named {
+                match state.table().get(&name) {
+                    Some(existing) => out.push((existing.clone(), false)),
+                    None => {
+                        state.table_mut().insert(name, config.clone());
+                        out.push((config, true));
+                    }
+                }
             }
-            state.table_mut().insert(name, config.clone());
-            state.version_mut().next_version();
-            self.store.mark_dirty();
+            if out.iter().any(|(_, created)| *created) {
+                state.version_mut().next_version();
+                self.store.mark_dirty();
+            }
         }
-        self.persist()?;
-        Ok((config, true))
+        self.ensure_durable()?;
+        Ok(out)
     }
 
     /// Deletes `name`; returns its config, or `None` if it was absent. Either way it returns
@@ -137,7 +157,7 @@ impl<W: Wrapper> NamedTable<W> {
             self.store.mark_dirty();
             removed
         };
-        self.persist()?;
+        self.ensure_durable()?;
         Ok(removed)
     }
 
@@ -169,7 +189,7 @@ impl<W: Wrapper> NamedTable<W> {
             state.adopt(master);
             self.store.mark_dirty();
         }
-        self.persist()?;
+        self.ensure_durable()?;
         Ok(true)
     }
 
@@ -184,7 +204,10 @@ impl<W: Wrapper> NamedTable<W> {
         self.store.persist_if_dirty(|| self.snapshot())
     }
 
-    /// For a call that changed nothing, before it answers: the state it found (the config
+    /// Before a call answers. After a change (made, then the table marked dirty): a write
+    /// that finds the table clean is another thread's whose snapshot was taken after the
+    /// flag was cleared, so after this change, and that succeeded; so concurrent changes
+    /// share writes. For a call that changed nothing: the state it found (the config
     /// being put, the name being deleted) may be in memory only, because the write of an
     /// earlier call failed, or may be on its way to disk in another thread's write that can
     /// still fail. Waits for that write and persists if the table is dirty; an error is the

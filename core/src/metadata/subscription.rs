@@ -224,6 +224,15 @@ impl SubscriptionGroupTable {
         self.inner.create_if_absent(config)
     }
 
+    /// `create_if_absent` for many groups, with one version step and one write for all it
+    /// creates; in order, each group's config in the table and whether it was created.
+    pub fn create_all_if_absent(
+        &self,
+        configs: impl IntoIterator<Item = SubscriptionGroupConfig>,
+    ) -> Result<Vec<(SubscriptionGroupConfig, bool)>, MetadataError> {
+        self.inner.create_all_if_absent(configs)
+    }
+
     /// Deletes a group and persists; returns its config, or `None` (and changes nothing) if
     /// it did not exist.
     pub fn delete_group(&self, group: &str) -> Result<Option<SubscriptionGroupConfig>, MetadataError> {

@@ -225,6 +225,15 @@ impl TopicConfigTable {
         self.inner.create_if_absent(config)
     }
 
+    /// `create_if_absent` for many topics, with one version step and one write for all it
+    /// creates; in order, each topic's config in the table and whether it was created.
+    pub fn create_all_if_absent(
+        &self,
+        configs: impl IntoIterator<Item = TopicConfig>,
+    ) -> Result<Vec<(TopicConfig, bool)>, MetadataError> {
+        self.inner.create_all_if_absent(configs)
+    }
+
     /// Deletes a topic and persists; returns its config, or `None` (and changes nothing) if
     /// it did not exist.
     pub fn delete_topic(&self, topic: &str) -> Result<Option<TopicConfig>, MetadataError> {

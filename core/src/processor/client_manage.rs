@@ -24,7 +24,7 @@ use crate::remoting::{
 };
 
 use super::clients::{Channel, Subscription, TagFilter};
-use super::topic::{create_retry_topic, find_subscription_group};
+use super::topic::{create_retry_topics, find_subscription_groups};
 use super::{RETRY_GROUP_TOPIC_PREFIX, Shared, bad_header, broker_gone, reply};
 
 /// HEART_BEAT and UNREGISTER_CLIENT.
@@ -64,6 +64,7 @@ impl ClientManageProcessor {
             return reply(req, response_code::SYSTEM_ERROR, "heartbeat without clientID");
         };
         let channel = Channel { responder: ctx.responder(), peer: ctx.peer(), last_update: Instant::now() };
+        let mut consumers = Vec::new();
         for c in data.get("consumerDataSet").and_then(Value::as_array).into_iter().flatten() {
             let Some(group) = c.get("groupName").and_then(Value::as_str).filter(|g| !g.is_empty()) else {
                 continue;
@@ -77,11 +78,26 @@ impl ClientManageProcessor {
                 );
                 continue;
             }
-            let unit_mode = c.get("unitMode").and_then(Value::as_bool).unwrap_or(false);
-            if let Some(g) = find_subscription_group(broker, group) {
-                let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{group}");
-                create_retry_topic(broker, &retry, g.retry_queue_nums.max(1), if unit_mode { 2 } else { 0 });
-            }
+            consumers.push((group, c));
+        }
+        // The groups and their retry topics, those missing created in one write of each table.
+        let names: Vec<&str> = consumers.iter().map(|(g, _)| *g).collect();
+        let retry: Vec<(String, i32, i32)> = find_subscription_groups(broker, &names)
+            .into_iter()
+            .zip(&consumers)
+            .filter_map(|(g, (group, c))| {
+                let unit_mode = c.get("unitMode").and_then(Value::as_bool).unwrap_or(false);
+                g.map(|g| {
+                    (
+                        format!("{RETRY_GROUP_TOPIC_PREFIX}{group}"),
+                        g.retry_queue_nums.max(1),
+                        if unit_mode { 2 } else { 0 },
+                    )
+                })
+            })
+            .collect();
+        create_retry_topics(broker, retry.iter().map(|(t, q, f)| (t.as_str(), *q, *f)));
+        for (group, c) in consumers {
             let subs = c
                 .get("subscriptionDataSet")
                 .and_then(Value::as_array)

@@ -106,28 +106,53 @@ pub(crate) fn create_retry_topic(
     queues: i32,
     topic_sys_flag: i32,
 ) -> Option<TopicConfig> {
+    create_retry_topics(broker, [(topic, queues, topic_sys_flag)]).pop().flatten()
+}
+
+/// `create_retry_topic` for many `(topic, queues, topic_sys_flag)`, in one write of the table.
+pub(crate) fn create_retry_topics<'a>(
+    broker: &Broker,
+    topics: impl IntoIterator<Item = (&'a str, i32, i32)>,
+) -> Vec<Option<TopicConfig>> {
     if broker.role() == BrokerRole::Slave {
-        return broker.tables().topics().get(topic);
+        return topics.into_iter().map(|(topic, _, _)| broker.tables().topics().get(topic)).collect();
     }
-    let mut config =
-        TopicConfig::with_queues(topic, queues, queues, TopicConfig::PERM_READ | TopicConfig::PERM_WRITE);
-    config.topic_sys_flag = topic_sys_flag;
-    create(broker, config)
+    create_all(
+        broker,
+        topics.into_iter().map(|(topic, queues, topic_sys_flag)| {
+            let mut config = TopicConfig::with_queues(
+                topic,
+                queues,
+                queues,
+                TopicConfig::PERM_READ | TopicConfig::PERM_WRITE,
+            );
+            config.topic_sys_flag = topic_sys_flag;
+            config
+        }),
+    )
 }
 
 fn create(broker: &Broker, config: TopicConfig) -> Option<TopicConfig> {
-    let name = config.topic_name.clone();
-    match broker.tables().topics().create_if_absent(config) {
-        Ok((config, created)) => {
-            if created {
-                tracing::info!(topic = %name, queues = config.write_queue_nums, perm = config.perm,
-                    "topic created on first use");
-            }
-            Some(config)
-        }
+    create_all(broker, [config]).pop().flatten()
+}
+
+fn create_all(broker: &Broker, configs: impl IntoIterator<Item = TopicConfig>) -> Vec<Option<TopicConfig>> {
+    let configs: Vec<TopicConfig> = configs.into_iter().collect();
+    let n = configs.len();
+    match broker.tables().topics().create_all_if_absent(configs) {
+        Ok(done) => done
+            .into_iter()
+            .map(|(config, created)| {
+                if created {
+                    tracing::info!(topic = %config.topic_name, queues = config.write_queue_nums,
+                        perm = config.perm, "topic created on first use");
+                }
+                Some(config)
+            })
+            .collect(),
         Err(e) => {
-            tracing::error!(topic = %name, error = %e, "cannot create topic");
-            None
+            tracing::error!(topics = n, error = %e, "cannot create topics");
+            vec![None; n]
         }
     }
 }
@@ -136,37 +161,57 @@ fn create(broker: &Broker, config: TopicConfig) -> Option<TopicConfig> {
 /// `autoCreateSubscriptionGroup` is on, one with RocketMQ's defaults, persisted on a master and
 /// kept in memory only on a slave (whose table is its master's).
 pub(crate) fn find_subscription_group(broker: &Broker, group: &str) -> Option<SubscriptionGroupConfig> {
+    find_subscription_groups(broker, &[group]).pop().flatten()
+}
+
+/// `find_subscription_group` for many groups, creating the missing ones in one write of the
+/// table (a heartbeat names every group of its client).
+pub(crate) fn find_subscription_groups(
+    broker: &Broker,
+    names: &[&str],
+) -> Vec<Option<SubscriptionGroupConfig>> {
     let groups = broker.tables().subscription_groups();
-    if let Some(g) = groups.get(group) {
-        return Some(g);
+    let mut out: Vec<Option<SubscriptionGroupConfig>> = names.iter().map(|g| groups.get(g)).collect();
+    if !broker.config().auto_create_subscription_group {
+        return out;
     }
-    if !broker.config().auto_create_subscription_group || group.is_empty() {
-        return None;
+    let mut missing = Vec::new();
+    for (i, &group) in names.iter().enumerate() {
+        if out[i].is_some() || group.is_empty() {
+            continue;
+        }
+        if !crate::message::codec::group_is_valid(group) {
+            // Persisted and synced to slaves for good: never for a name no RocketMQ client
+            // sends (a 9 MiB name pushed the config-sync answers past the slave's frame limit).
+            tracing::warn!(
+                group_len = group.len(),
+                "not creating a subscription group whose name is not 1 to 255 characters from a-z A-Z 0-9 % | _ -"
+            );
+            continue;
+        }
+        if broker.role() == BrokerRole::Slave {
+            out[i] = Some(SubscriptionGroupConfig::new(group));
+        } else {
+            missing.push(i);
+        }
     }
-    if !crate::message::codec::group_is_valid(group) {
-        // Persisted and synced to slaves for good: never for a name no RocketMQ client sends
-        // (a 9 MiB name pushed the config-sync answers past the slave's frame limit).
-        tracing::warn!(
-            group_len = group.len(),
-            "not creating a subscription group whose name is not 1 to 255 characters from a-z A-Z 0-9 % | _ -"
-        );
-        return None;
+    if missing.is_empty() {
+        return out;
     }
-    if broker.role() == BrokerRole::Slave {
-        return Some(SubscriptionGroupConfig::new(group));
-    }
-    match groups.create_if_absent(SubscriptionGroupConfig::new(group)) {
-        Ok((g, created)) => {
-            if created {
-                tracing::info!(group, "subscription group created on first use");
+    match groups.create_all_if_absent(missing.iter().map(|&i| SubscriptionGroupConfig::new(names[i]))) {
+        Ok(done) => {
+            for (&i, (g, created)) in missing.iter().zip(done) {
+                if created {
+                    tracing::info!(group = names[i], "subscription group created on first use");
+                }
+                out[i] = Some(g);
             }
-            Some(g)
         }
         Err(e) => {
-            tracing::error!(group, error = %e, "cannot create subscription group");
-            None
+            tracing::error!(groups = missing.len(), error = %e, "cannot create subscription groups");
         }
     }
+    out
 }
 
 /// A topic's attributes after the modification a 5.x UPDATE_AND_CREATE_TOPIC carries in its
