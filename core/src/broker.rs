@@ -533,10 +533,22 @@ impl Broker {
         ))
     }
 
-    /// Master: deletes a topic's config (its messages stay until retention removes them).
+    /// Master: deletes a topic: its config, its ConsumeQueues and every group's consumer
+    /// offsets in it (RocketMQ's DELETE_TOPIC_IN_BROKER with 5.x's offset cleaning). Its
+    /// messages stay in the CommitLog until retention removes them. A system topic
+    /// (`TBW102`, `SCHEDULE_TOPIC_XXXX`, `RMQ_SYS_*`, ...) is refused. Slaves drop the config
+    /// at their next config sync and keep their queues.
     pub fn delete_topic(&self, topic: &str) -> Result<()> {
         self.require_master("delete_topic")?;
+        if crate::metadata::is_system_topic(topic) {
+            return Err(Error::InvalidArgument(format!("the topic[{topic}] is conflict with system topic.")));
+        }
         self.tables.topics().delete_topic(topic)?;
+        self.store.delete_topic(topic)?;
+        let offsets = self.tables.consumer_offsets();
+        if offsets.remove_topic(topic) > 0 {
+            offsets.persist()?;
+        }
         Ok(())
     }
 

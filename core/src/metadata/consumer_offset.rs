@@ -134,6 +134,20 @@ impl ConsumerOffsetTable {
         removed
     }
 
+    /// Forgets every group's offsets in `topic` (as when the topic is deleted, RocketMQ 5's
+    /// `cleanOffsetByTopic`); returns how many `topic@group` keys went.
+    pub fn remove_topic(&self, topic: &str) -> usize {
+        let mut state = self.write();
+        let before = state.table.len();
+        state.table.retain(|key, _| key.rsplit_once(TOPIC_GROUP_SEPARATOR).is_none_or(|(t, _)| t != topic));
+        let removed = before - state.table.len();
+        if removed > 0 {
+            state.version.next_version();
+            self.store.mark_dirty();
+        }
+        removed
+    }
+
     /// A copy of every `topic@group` key's offsets.
     pub fn all(&self) -> BTreeMap<String, QueueOffsets> {
         self.read().table.clone()

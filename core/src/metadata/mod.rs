@@ -42,7 +42,7 @@ mod delay_offset;
 mod error;
 pub mod json;
 mod named_table;
-mod persist;
+pub(crate) mod persist;
 mod subscription;
 mod tables;
 mod topic;
@@ -58,4 +58,4 @@ pub use subscription::{SubscriptionGroupConfig, SubscriptionGroupTable, Subscrip
 pub use tables::{
     CONSUMER_OFFSET_FILE, ConfigTables, DELAY_OFFSET_FILE, SUBSCRIPTION_GROUP_FILE, TOPICS_FILE,
 };
-pub use topic::{TopicConfig, TopicConfigTable, TopicConfigWrapper, TopicFilterType};
+pub use topic::{TopicConfig, TopicConfigTable, TopicConfigWrapper, TopicFilterType, is_system_topic};

@@ -272,6 +272,25 @@ impl TopicConfigTable {
     }
 }
 
+/// RocketMQ's `TopicValidator.SYSTEM_TOPIC_SET`: topics the broker itself uses.
+const SYSTEM_TOPICS: &[&str] = &[
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+];
+
+/// Java `TopicValidator.isSystemTopic`: one of the broker's own topics, or one named
+/// `rmq_sys_...`. Such a topic is never deleted by request.
+pub fn is_system_topic(topic: &str) -> bool {
+    SYSTEM_TOPICS.contains(&topic) || topic.starts_with("rmq_sys_")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

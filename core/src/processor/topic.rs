@@ -286,7 +286,8 @@ pub struct TopicProcessor {
 
 impl TopicProcessor {
     /// The request codes this processor answers.
-    pub const CODES: &'static [i32] = &[request_code::UPDATE_AND_CREATE_TOPIC];
+    pub const CODES: &'static [i32] =
+        &[request_code::UPDATE_AND_CREATE_TOPIC, request_code::DELETE_TOPIC_IN_BROKER];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         TopicProcessor { shared }
@@ -355,11 +356,31 @@ impl TopicProcessor {
     }
 }
 
+impl TopicProcessor {
+    /// DELETE_TOPIC_IN_BROKER (215), as `mqadmin deleteTopic` sends it to each broker: the
+    /// topic's config, ConsumeQueues and consumer offsets go (see [`Broker::delete_topic`]).
+    /// A system topic is refused as in Java; an unknown topic is not an error.
+    fn delete(&self, broker: &Broker, req: &RemotingCommand) -> Result<RemotingCommand, RemotingCommand> {
+        let topic = req.ext_str("topic").map_err(|e| bad_header(req, e))?;
+        if topic.trim().is_empty() {
+            return Err(reply(req, response_code::SYSTEM_ERROR, "The specified topic is blank."));
+        }
+        match broker.delete_topic(topic) {
+            Ok(()) => {
+                tracing::info!(topic, "topic deleted by request");
+                Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
+            }
+            Err(e) => Err(reply(req, response_code::SYSTEM_ERROR, e.to_string())),
+        }
+    }
+}
+
 impl RequestHandler for TopicProcessor {
     fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
         let Some(broker) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
         let resp = match request.code {
             request_code::UPDATE_AND_CREATE_TOPIC => self.update_and_create(&broker, &request),
+            request_code::DELETE_TOPIC_IN_BROKER => self.delete(&broker, &request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(resp.unwrap_or_else(|e| e))

@@ -369,6 +369,21 @@ impl CommitLog {
         self.put.lock().queue_offsets = table;
     }
 
+    /// Deleting `topic`: with puts held off, calls `record(end)` with the end of the log (every
+    /// record of the topic so far lies below it) and, if that succeeds, forgets the topic's
+    /// queue offsets, so its next record starts each queue again at 0.
+    pub fn forget_topic_offsets<E>(
+        &self,
+        topic: &str,
+        record: impl FnOnce(u64) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let mut s = self.put.lock();
+        let end = self.max_offset();
+        record(end)?;
+        s.queue_offsets.remove(topic);
+        Ok(end)
+    }
+
     /// The next queue offset of a queue as the put path sees it.
     pub fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
         let s = self.put.lock();

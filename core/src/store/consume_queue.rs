@@ -409,6 +409,14 @@ impl ConsumeQueueStore {
         Ok(q)
     }
 
+    /// Takes every queue of `topic` out of the table (the caller destroys them).
+    pub fn remove_topic(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
+        let removed = self.queues.write().unwrap_or_else(|e| e.into_inner()).remove(topic);
+        let mut queues: Vec<_> = removed.into_iter().flat_map(|m| m.into_values()).collect();
+        queues.sort_by_key(|q| q.queue_id());
+        queues
+    }
+
     /// Every queue.
     pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
         self.queues

@@ -14,6 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::commit_log::CommitLog;
 use super::consume_queue::{ConsumeQueue, ConsumeQueueStore, CqUnit};
+use super::deleted_topics::DeletedTopics;
 use super::index::IndexService;
 use super::mapped_file::MappedFile;
 use super::notify::Notifier;
@@ -27,6 +28,8 @@ pub struct Dispatcher {
     commit_log: Arc<CommitLog>,
     cqs: Arc<ConsumeQueueStore>,
     index: Option<Arc<IndexService>>,
+    /// Records of deleted topics below their deletion get no unit.
+    deleted: Arc<DeletedTopics>,
     /// On a slave a partial record at the tail is waited for, not skipped.
     is_slave: AtomicBool,
     reput_from: AtomicU64,
@@ -46,8 +49,8 @@ pub struct Dispatcher {
 
 /// The ConsumeQueues the dispatcher has written to, by topic and queue id, each with its last
 /// file (see `ConsumeQueue::put`): a record's queue is found here without the store's shared
-/// lock, SipHash or a reference-count bump. The store never removes a queue (`destroy`
-/// empties it), so a queue entry never goes stale; a kept file is checked against its queue's
+/// lock, SipHash or a reference-count bump. The store removes a queue only with its topic
+/// (`forget_topic`, which drops it here too), so a queue entry never goes stale; a kept file is checked against its queue's
 /// file-list generation by each put and by `sweep`.
 struct QueueCache {
     queues: FxHashMap<String, FxHashMap<i32, KeptQueue>>,
@@ -85,6 +88,7 @@ impl Dispatcher {
         commit_log: Arc<CommitLog>,
         cqs: Arc<ConsumeQueueStore>,
         index: Option<Arc<IndexService>>,
+        deleted: Arc<DeletedTopics>,
         is_slave: bool,
         reput_from: u64,
     ) -> Self {
@@ -92,6 +96,7 @@ impl Dispatcher {
             commit_log,
             cqs,
             index,
+            deleted,
             is_slave: AtomicBool::new(is_slave),
             reput_from: AtomicU64::new(reput_from),
             last_dispatched_ts: AtomicI64::new(0),
@@ -133,6 +138,19 @@ impl Dispatcher {
     /// records the cut removed.
     pub fn exclusive(&self) -> parking_lot::MutexGuard<'_, impl Sized> {
         self.round.lock()
+    }
+
+    /// Like `exclusive`, and forgets the queues of `topic` it kept: the caller takes them out
+    /// of the store (a deleted topic), and the next record of the topic makes new ones.
+    pub(crate) fn forget_topic(&self, topic: &str) -> parking_lot::MutexGuard<'_, impl Sized> {
+        let mut round = self.round.lock();
+        round.queues.remove(topic);
+        round
+    }
+
+    /// The store's deleted topics.
+    pub fn deleted_topics(&self) -> &DeletedTopics {
+        &self.deleted
     }
 
     /// Slave: why the replicated log does not fit this store's file size, once found.
@@ -283,7 +301,9 @@ impl Dispatcher {
 
     fn dispatch(&self, queues: &mut QueueCache, req: &DispatchRequest<'_>) -> std::io::Result<()> {
         let tx = sysflag::transaction_type(req.sys_flag);
-        if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
+        if (tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE)
+            && !self.deleted.hides(req.topic, req.commit_log_offset as u64)
+        {
             let of_topic = match queues.queues.get_mut(req.topic) {
                 Some(q) => q,
                 None => queues.queues.entry(req.topic.to_owned()).or_default(),

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::checkpoint::StoreCheckpoint;
 use super::commit_log::{AppendError, CommitLog, CommitLogOptions};
 use super::consume_queue::{CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueStore, CqUnit};
+use super::deleted_topics::DeletedTopics;
 use super::dispatcher::Dispatcher;
 use super::flush::{self, StopSignal};
 use super::index::{IndexOptions, IndexService};
@@ -71,6 +72,9 @@ pub struct RecoveryReport {
     /// CommitLog no longer holds (a torn or zeroed tail): logged as lost.
     pub indexed_records_lost: u64,
 }
+
+/// Deleted topics, in the store's root directory (see `deleted_topics`).
+pub const DELETED_TOPICS_FILE: &str = "deletedTopics.json";
 
 const ROLE_ASYNC_MASTER: u8 = 0;
 const ROLE_SYNC_MASTER: u8 = 1;
@@ -200,11 +204,16 @@ impl MessageStore {
         } else {
             None
         };
-        let recovery = recover(&config, &commit_log, &cqs, index.as_deref(), &checkpoint, last_exit_ok)?;
+        let deleted_path = root.join(DELETED_TOPICS_FILE);
+        let deleted = Arc::new(DeletedTopics::open(deleted_path)?);
+        drop_deleted_leftovers(&cqs, &deleted)?;
+        let recovery =
+            recover(&config, &commit_log, &cqs, index.as_deref(), &checkpoint, &deleted, last_exit_ok)?;
         let dispatcher = Arc::new(Dispatcher::new(
             commit_log.clone(),
             cqs.clone(),
             index.clone(),
+            deleted,
             config.broker_role == BrokerRole::Slave,
             recovery.dispatch_from,
         ));
@@ -663,6 +672,32 @@ impl MessageStore {
         self.cqs.queue_ids(topic)
     }
 
+    /// Deletes `topic` from the store (RocketMQ's `deleteTopics`): its ConsumeQueues and their
+    /// directory go, and its records in the CommitLog, which stay until retention takes them
+    /// (a key query still finds them), never get a unit again: not from the dispatcher, a
+    /// restart or recovery (see `deleted_topics`). Its next record starts each queue again at
+    /// queue offset 0, as in RocketMQ. Returns how many queues went.
+    pub fn delete_topic(&self, topic: &str) -> Result<usize> {
+        self.writable()?;
+        // No dispatch round meanwhile: one would put units into the queues being destroyed
+        // (making their files again) from its cache.
+        let _no_dispatch = self.dispatcher.forget_topic(topic);
+        let deleted = self.dispatcher.deleted_topics();
+        let below = self
+            .commit_log
+            .forget_topic_offsets(topic, |end| deleted.add(topic, end))
+            .map_err(|e| Error::Store(format!("deleting topic {topic:?}: {e}")))?;
+        let queues = self.cqs.remove_topic(topic);
+        drop_queues(&self.cqs, topic, &queues)?;
+        tracing::info!(topic, queues = queues.len(), below, "topic deleted from the store");
+        Ok(queues.len())
+    }
+
+    /// Deleted topics: topic → the CommitLog offset below which its records are deleted.
+    pub fn deleted_topics(&self) -> std::collections::BTreeMap<String, u64> {
+        self.dispatcher.deleted_topics().all()
+    }
+
     /// The queue offset of the first message stored at or after `timestamp` ms.
     pub fn queue_offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> i64 {
         let Some(q) = self.cqs.find(topic, queue_id) else { return 0 };
@@ -983,6 +1018,10 @@ impl MessageStore {
         }
         let _no_dispatch = self.dispatcher.exclusive();
         self.commit_log.truncate(offset).map_err(|e| Error::Store(format!("truncate: {e}")))?;
+        self.dispatcher
+            .deleted_topics()
+            .truncate(offset)
+            .map_err(|e| Error::Store(format!("truncate deleted topics: {e}")))?;
         for q in self.cqs.all() {
             q.truncate_dirty(offset as i64)
                 .map_err(|e| Error::Store(format!("truncate consume queue: {e}")))?;
@@ -1113,6 +1152,7 @@ fn recover(
     cqs: &ConsumeQueueStore,
     index: Option<&IndexService>,
     checkpoint: &StoreCheckpoint,
+    deleted: &DeletedTopics,
     last_exit_ok: bool,
 ) -> Result<RecoveryReport> {
     let store_err = |what: &str, e: std::io::Error| Error::Store(format!("recovery: {what}: {e}"));
@@ -1207,7 +1247,7 @@ fn recover(
         let tx = crate::message::sysflag::transaction_type(req.sys_flag);
         let queued = tx == crate::message::sysflag::TRANSACTION_NOT_TYPE
             || tx == crate::message::sysflag::TRANSACTION_COMMIT_TYPE;
-        if offset >= dispatched_below || !queued {
+        if offset >= dispatched_below || !queued || deleted.hides(req.topic, offset) {
             return;
         }
         let queues = match seen.get_mut(req.topic) {
@@ -1347,6 +1387,35 @@ fn recover(
         dispatch_from,
         indexed_records_lost: lost,
     })
+}
+
+/// Destroys the files of a deleted topic's `queues` and removes its directory.
+fn drop_queues(cqs: &ConsumeQueueStore, topic: &str, queues: &[Arc<ConsumeQueue>]) -> Result<()> {
+    let failed =
+        |e: std::io::Error| Error::Store(format!("deleting the ConsumeQueues of topic {topic:?}: {e}"));
+    for q in queues {
+        q.destroy().map_err(failed)?;
+    }
+    let dir = cqs.root().join(topic);
+    if dir.parent() == Some(cqs.root()) && dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(failed)?;
+        super::mapped_file::sync_dir(cqs.root()).map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// Finishes deletions a crash interrupted: queues of a deleted topic whose every unit lies
+/// below the deletion (a queue made again after it has units past it, and stays).
+fn drop_deleted_leftovers(cqs: &ConsumeQueueStore, deleted: &DeletedTopics) -> Result<()> {
+    for (topic, below) in deleted.all() {
+        let left: Vec<_> = cqs.all().into_iter().filter(|q| q.topic() == topic).collect();
+        if !left.is_empty() && left.iter().all(|q| q.max_physic_offset() <= below as i64) {
+            tracing::warn!(topic, "finishing the deletion of topic {topic:?}: removing its ConsumeQueues");
+            let queues = cqs.remove_topic(&topic);
+            drop_queues(cqs, &topic, &queues)?;
+        }
+    }
+    Ok(())
 }
 
 /// The queues whose last unit does not point at their own record in this log: built from

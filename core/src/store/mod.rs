@@ -4,6 +4,7 @@ pub mod checkpoint;
 pub mod clock;
 pub mod commit_log;
 pub mod consume_queue;
+pub mod deleted_topics;
 pub mod dispatcher;
 pub mod flush;
 pub mod index;

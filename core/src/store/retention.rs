@@ -263,8 +263,10 @@ pub fn run_pass(
             }
         }
     }
-    // ConsumeQueues and index files follow the CommitLog's new start.
+    // ConsumeQueues and index files follow the CommitLog's new start, and deleted topics
+    // whose records are all gone are forgotten.
     let cl_min = cl.min_offset() as i64;
+    dispatcher.deleted_topics().forget_below(cl_min as u64).map_err(std::io::Error::other)?;
     for q in cqs.all() {
         report.consume_queue_files += q.delete_expired(cl_min)?;
     }
