@@ -328,11 +328,19 @@ impl Dispatcher {
                         &format!("{err}: the record gets no queue unit"),
                     );
                 }
-                Err(err) => return Err(err),
+                Err(err) => {
+                    let dir = self.cqs.root().join(req.topic).join(req.queue_id.to_string());
+                    return Err(std::io::Error::new(
+                        err.kind(),
+                        format!("ConsumeQueue {}/{} ({}): {err}", req.topic, req.queue_id, dir.display()),
+                    ));
+                }
             }
         }
         if let Some(index) = &self.index {
-            index.build_index(req)?;
+            index.build_index(req).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("index ({}): {e}", index.dir().display()))
+            })?;
         }
         Ok(())
     }
@@ -340,24 +348,24 @@ impl Dispatcher {
     /// The dispatch loop; returns when `stop` is set and everything available is dispatched.
     pub fn run(&self, stop: &AtomicBool) {
         let signal = self.commit_log.appended();
-        let mut failing = false;
+        let mut failing: Option<String> = None;
         loop {
             let seen = signal.seq();
             let progressed = match self.dispatch_available() {
                 Ok(p) => {
-                    if failing {
+                    if failing.take().is_some() {
                         tracing::info!("dispatch resumed");
-                        failing = false;
                     }
                     p
                 }
                 Err(e) => {
-                    // A full disk fails every attempt until space returns: say so once, and
-                    // retry at a steady pace rather than on every append (which would log a
-                    // line per put and spin a core).
-                    if !failing {
-                        tracing::error!("dispatch failed, retrying every 100 ms: {e}");
-                        failing = true;
+                    // A full disk fails every attempt until space returns: say so once (and
+                    // again if the cause changes), and retry at a steady pace rather than on
+                    // every append (which would log a line per put and spin a core).
+                    let why = e.to_string();
+                    if failing.as_deref() != Some(why.as_str()) {
+                        tracing::error!("dispatch failed, retrying every 100 ms: {why}");
+                        failing = Some(why);
                     }
                     if stop.load(Ordering::Acquire) {
                         return;

@@ -134,6 +134,11 @@ impl IndexFile {
         })
     }
 
+    /// How many more entries the file takes.
+    fn room(&self) -> usize {
+        self.index_num.saturating_sub(self.index_count() as usize)
+    }
+
     /// Adds `key` → `phy_offset`; false if the file is full. The entry's blocks must be
     /// reserved (`reserve_entries`).
     ///
@@ -358,6 +363,11 @@ impl IndexService {
         })
     }
 
+    /// The index directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Where dispatch must start at the latest so that the index files destroyed by `load`
     /// (after an unclean exit) are rebuilt whole; `None` if none were.
     pub fn rebuild_from(&self) -> Option<u64> {
@@ -368,45 +378,47 @@ impl IndexService {
         let last = self.files.read().unwrap_or_else(|e| e.into_inner()).last().cloned();
         match last {
             Some(f) if !f.is_full() => Ok(f),
-            prev => {
-                let (begin_phy, begin_ts) =
-                    prev.as_ref().map(|p| (p.end_phy_offset(), p.end_timestamp())).unwrap_or((0, 0));
-                let name = self.new_name();
-                let f = Arc::new(IndexFile::create(
-                    &self.dir,
-                    &name,
-                    self.opts.slot_num,
-                    self.opts.index_num,
-                    begin_phy,
-                    begin_ts,
-                )?);
-                self.files.write().unwrap_or_else(|e| e.into_inner()).push(f.clone());
-                if let Some(p) = prev {
-                    // The full file is final: flush it off the dispatch thread and record its
-                    // end in the checkpoint.
-                    let cp = self.checkpoint.clone();
-                    let spawned =
-                        std::thread::Builder::new().name("rmqha-index-flush".into()).spawn(move || {
-                            #[cfg(test)]
-                            tests::before_flushing_a_full_file();
-                            if let Err(e) = p.flush() {
-                                tracing::warn!("flushing index file {} failed: {e}", p.path().display());
-                                return;
-                            }
-                            cp.update(|d| d.index_msg_timestamp = p.end_timestamp());
-                            if let Err(e) = cp.flush() {
-                                tracing::warn!("writing the checkpoint failed: {e}");
-                            }
-                        });
-                    if let Ok(h) = spawned {
-                        let mut flushers = self.flushers.lock().unwrap_or_else(|e| e.into_inner());
-                        flushers.retain(|h| !h.is_finished());
-                        flushers.push(h);
-                    }
+            prev => self.roll(prev),
+        }
+    }
+
+    /// A new last file after `prev` (a full file, or one too full for a record's keys).
+    fn roll(&self, prev: Option<Arc<IndexFile>>) -> io::Result<Arc<IndexFile>> {
+        let (begin_phy, begin_ts) =
+            prev.as_ref().map(|p| (p.end_phy_offset(), p.end_timestamp())).unwrap_or((0, 0));
+        let name = self.new_name();
+        let f = Arc::new(IndexFile::create(
+            &self.dir,
+            &name,
+            self.opts.slot_num,
+            self.opts.index_num,
+            begin_phy,
+            begin_ts,
+        )?);
+        self.files.write().unwrap_or_else(|e| e.into_inner()).push(f.clone());
+        if let Some(p) = prev {
+            // The full file is final: flush it off the dispatch thread and record its
+            // end in the checkpoint.
+            let cp = self.checkpoint.clone();
+            let spawned = std::thread::Builder::new().name("rmqha-index-flush".into()).spawn(move || {
+                #[cfg(test)]
+                tests::before_flushing_a_full_file();
+                if let Err(e) = p.flush() {
+                    tracing::warn!("flushing index file {} failed: {e}", p.path().display());
+                    return;
                 }
-                Ok(f)
+                cp.update(|d| d.index_msg_timestamp = p.end_timestamp());
+                if let Err(e) = cp.flush() {
+                    tracing::warn!("writing the checkpoint failed: {e}");
+                }
+            });
+            if let Ok(h) = spawned {
+                let mut flushers = self.flushers.lock().unwrap_or_else(|e| e.into_inner());
+                flushers.retain(|h| !h.is_finished());
+                flushers.push(h);
             }
         }
+        Ok(f)
     }
 
     fn new_name(&self) -> String {
@@ -455,10 +467,14 @@ impl IndexService {
                 .chain(req.keys.into_iter().flat_map(|k| k.split(' ')))
                 .filter(|k| !k.is_empty())
         };
-        // Every entry's blocks before the first is written: on a full disk the record fails
-        // whole and is retried whole (once its first entry is in, a retry takes it for
-        // indexed).
+        // The record's keys go in whole or not at all: once its first entry is in, a retry
+        // takes the record for indexed. So a file too full for all of them is rolled before
+        // the first (a new file's creation can fail on a full disk), and every entry's blocks
+        // are reserved before the first is written.
         let mut left = keys().count();
+        if file.room() < left.min(self.opts.index_num.saturating_sub(1)) {
+            file = self.roll(Some(file))?;
+        }
         file.reserve_entries(left)?;
         let mut key = String::with_capacity(req.topic.len() + 33);
         for k in keys() {
@@ -721,6 +737,34 @@ mod tests {
         assert_eq!(offsets(&index, "b", 1_010_000, i64::MAX), vec![200], "past the newer file");
         assert_eq!(offsets(&index, "d", 1_003_000, 1_003_000), vec![400]);
         assert_eq!(offsets(&index, "a", 0, i64::MAX), vec![100]);
+    }
+
+    /// A record whose keys do not all fit in the current file goes whole into a new one, made
+    /// before its first key is written: when that creation failed (a full disk), the first
+    /// keys were in and the retry took the record for indexed, so its other keys were never
+    /// indexed although the message had been acknowledged.
+    #[test]
+    fn a_records_keys_survive_a_failed_roll() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
+        // Three entries per file.
+        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let index = IndexService::load(&dir.path().join("index"), opts, cp, true).unwrap();
+        index.build_index(&request(100, "a b", 1_000_000)).unwrap();
+        super::super::mapped_file::fail_next_named_creation(io::Error::from_raw_os_error(libc::ENOSPC));
+        let err = index.build_index(&request(200, "c d", 1_000_001)).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+        // Space is back: the dispatcher retries the record.
+        index.build_index(&request(200, "c d", 1_000_001)).unwrap();
+        for (key, at) in [("a", 100), ("b", 100), ("c", 200), ("d", 200)] {
+            assert_eq!(offsets(&index, key, 0, i64::MAX), vec![at], "key {key}");
+        }
+        assert_eq!(index.file_count(), 2);
+        // A record with more keys than a file takes spans files as before.
+        index.build_index(&request(300, "e f g h", 1_000_002)).unwrap();
+        for key in ["e", "f", "g", "h"] {
+            assert_eq!(offsets(&index, key, 0, i64::MAX), vec![300], "key {key}");
+        }
     }
 
     /// Shutdown waits for the thread flushing a full file: left running, it wrote the

@@ -118,8 +118,23 @@ impl MappedFile {
             Some(file) => file,
             None => create_renamed(dir, name, &path, size, reserve)?,
         };
-        sync_dir(dir)?;
-        let f = Self::map(path, file, start_offset, size, 0)?;
+        // Named now: a failure from here on (the mapping refused at `vm.max_map_count`, the
+        // directory sync) takes the name away again, or every retry of the creation would
+        // fail on it ("File exists") until a restart, and the next start would load it.
+        let named = (|| {
+            #[cfg(test)]
+            tests::after_link()?;
+            sync_dir(dir)?;
+            Self::map(path.clone(), file, start_offset, size, 0)
+        })();
+        let f = match named {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                let _ = sync_dir(dir);
+                return Err(e);
+            }
+        };
         f.reserved.store(reserve, Ordering::Release);
         Ok(f)
     }
@@ -690,6 +705,12 @@ thread_local! {
     pub(crate) static SYNCED_WHOLE: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Makes this thread's next file creation fail with `e` once the file is named (tests).
+#[cfg(test)]
+pub(crate) fn fail_next_named_creation(e: io::Error) {
+    tests::AFTER_LINK.with(|h| *h.borrow_mut() = Some(e));
+}
+
 /// fsyncs a directory so that a created, renamed or deleted entry survives a crash.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
@@ -703,6 +724,30 @@ mod tests {
     thread_local! {
         /// Runs in a creation once the file is allocated, before it gets its name.
         static AFTER_ALLOCATE: RefCell<Option<Box<dyn Fn()>>> = RefCell::new(None);
+    }
+
+    thread_local! {
+        /// The error a creation meets once its file is named, for tests.
+        pub(super) static AFTER_LINK: RefCell<Option<io::Error>> = const { RefCell::new(None) };
+    }
+
+    pub(super) fn after_link() -> io::Result<()> {
+        AFTER_LINK.with(|h| h.borrow_mut().take().map_or(Ok(()), Err))
+    }
+
+    /// A creation that fails once its file is named (the mapping refused, ENOMEM at
+    /// `vm.max_map_count`) takes the name away: before, every later creation of that file
+    /// failed with "File exists" until a restart.
+    #[test]
+    fn a_creation_failing_after_naming_its_file_can_be_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        AFTER_LINK.with(|h| *h.borrow_mut() = Some(io::Error::from_raw_os_error(libc::ENOMEM)));
+        let err = MappedFile::create(dir.path(), 0, 1 << 20).map(|_| ()).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOMEM));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the name is gone");
+        let f = MappedFile::create(dir.path(), 0, 1 << 20).unwrap();
+        assert_eq!(std::fs::metadata(f.path()).unwrap().len(), 1 << 20);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     pub(super) fn after_allocate() {

@@ -76,6 +76,9 @@ pub struct RecoveryReport {
 /// Deleted topics, in the store's root directory (see `deleted_topics`).
 pub const DELETED_TOPICS_FILE: &str = "deletedTopics.json";
 
+/// How long a stopping store waits for a dispatcher that does not move.
+const STALLED_DISPATCH: Duration = Duration::from_millis(300);
+
 const ROLE_ASYNC_MASTER: u8 = 0;
 const ROLE_SYNC_MASTER: u8 = 1;
 const ROLE_SLAVE: u8 = 2;
@@ -404,13 +407,22 @@ impl MessageStore {
         // its message: it appends before this returns or not at all, so whatever was stored
         // is in the final dispatch and flush below.
         self.commit_log.close_for_writes();
-        // Let the dispatcher catch up before it stops (bounded: a slave's partial tail never
-        // completes).
+        // Let the dispatcher catch up before it stops, for at most 5 s and only while it moves:
+        // a slave's partial tail never completes, and a dispatch failing on a full disk (or
+        // never started) makes no progress; both used to hold every stop for the whole 5 s.
+        // Cut short, the abort file stays and the next start dispatches the rest.
         let deadline = Instant::now() + Duration::from_secs(5);
+        let mut moved = (self.dispatcher.reput_from(), Instant::now());
         while was_running && self.dispatcher.behind_bytes() > 0 && Instant::now() < deadline {
             let seen = self.dispatcher.dispatched().seq();
             self.commit_log.appended().notify();
             self.dispatcher.dispatched().wait(seen, Duration::from_millis(50));
+            let reput = self.dispatcher.reput_from();
+            if reput != moved.0 {
+                moved = (reput, Instant::now());
+            } else if moved.1.elapsed() >= STALLED_DISPATCH {
+                break;
+            }
         }
         self.dispatcher_stop.store(true, Ordering::Release);
         self.commit_log.appended().notify();

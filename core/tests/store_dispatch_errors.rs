@@ -1,0 +1,33 @@
+//! A dispatch that cannot write says where: the ConsumeQueue (topic, queue id, directory) or
+//! the index directory, not a bare OS error ("No space left on device") that leaves the
+//! operator to guess which of thousands of files failed.
+
+mod common;
+
+use common::{message, store_config};
+use rmqha_core::MessageStore;
+
+#[test]
+fn a_failing_dispatch_names_the_queue_and_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = store_config(dir.path(), &[]);
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    store.start().unwrap();
+    store.put_message_sync(&message("Blocked", 3, 0, 10)).unwrap();
+    assert!(store.wait_dispatched(std::time::Duration::from_secs(10)));
+    store.shutdown();
+    drop(store);
+    // The queue's directory is gone and a file stands where it must be made again: recovery
+    // re-dispatches the record at start, and the queue cannot be created.
+    let topic_dir = dir.path().join("consumequeue").join("Blocked");
+    std::fs::remove_dir_all(&topic_dir).unwrap();
+    std::fs::write(&topic_dir, b"not a directory").unwrap();
+    let store = MessageStore::open(cfg).unwrap();
+    let err = store.start().unwrap_err().to_string();
+    assert!(err.contains("ConsumeQueue Blocked/3"), "{err}");
+    assert!(err.contains(&topic_dir.join("3").display().to_string()), "{err}");
+    // Stopping does not wait out its 5 s for a dispatch that cannot move.
+    let stopping = std::time::Instant::now();
+    store.shutdown();
+    assert!(stopping.elapsed() < std::time::Duration::from_secs(4), "{:?}", stopping.elapsed());
+}
