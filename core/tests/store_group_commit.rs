@@ -204,6 +204,43 @@ fn a_flush_that_another_caller_saw_fail_completes_no_put() {
     cl.inject_flush_delay(0);
 }
 
+/// A SYNC_FLUSH append is a `pwrite`, which a full disk can refuse (a copy-on-write
+/// filesystem, or blocks not reserved): nothing was appended then, so that put alone is
+/// refused and its queue offsets are given back. Before, the store was poisoned until a
+/// restart. Any other write error still poisons it.
+#[test]
+fn a_full_disk_refuses_the_put_without_poisoning() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sync_store(dir.path(), &[]);
+    assert_eq!(store.put_message_sync(&message("Full", 0, 0, 100)).unwrap().queue_offset, 0);
+    let end = store.max_offset();
+    store.commit_log().inject_append_error(libc::ENOSPC);
+    match store.put_message_sync(&message("Full", 0, 1, 100)) {
+        Err(Error::PutFailed { status, reason }) => {
+            assert_eq!(status, PutStatus::ServiceNotAvailable);
+            assert!(reason.contains("No space left") && reason.contains("commitlog"), "{reason}");
+        }
+        other => panic!("expected a refused put, got {other:?}"),
+    }
+    assert_eq!(store.max_offset(), end, "nothing appended");
+    // Space is back: the next put takes the queue offset the refused one had.
+    let r = store.put_message_sync(&message("Full", 0, 2, 100)).unwrap();
+    assert_eq!((r.status, r.queue_offset, r.phy_offset), (PutStatus::PutOk, 1, end));
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    let got = store.get_messages("Full", 0, 0, 8);
+    let bodies: Vec<_> = got.messages().iter().map(|m| m.body[..6].to_vec()).collect();
+    assert_eq!(bodies, vec![b"msg-0-".to_vec(), b"msg-2-".to_vec()]);
+    // An I/O error is another matter: the bytes' fate is unknown.
+    store.commit_log().inject_append_error(libc::EIO);
+    assert!(store.put_message_sync(&message("Full", 0, 3, 100)).is_err());
+    match store.put_message_sync(&message("Full", 0, 4, 100)) {
+        Err(Error::PutFailed { reason, .. }) => {
+            assert!(reason.contains("poisoned until restart"), "{reason}")
+        }
+        other => panic!("expected a poisoned store, got {other:?}"),
+    }
+}
+
 #[test]
 fn async_flush_failure_poisons_too() {
     let dir = tempfile::tempdir().unwrap();

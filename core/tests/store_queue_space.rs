@@ -101,3 +101,55 @@ fn index_files_take_disk_space_as_they_fill() {
     assert_eq!(index_files(dir.path()).len(), 1);
     store.shutdown();
 }
+
+/// On tmpfs, reading a hole through a mapping allocates it. Opening a store checks that
+/// each ConsumeQueue is zero past its units, and that check read the whole 6 MB file: every
+/// reopen gave each queue its full size in memory (and on a full tmpfs raised SIGBUS). Holes
+/// are now skipped unread.
+#[test]
+fn reopening_leaves_queue_files_sparse_on_tmpfs() {
+    let shm = Path::new("/dev/shm");
+    assert!(shm.is_dir(), "this test needs /dev/shm (tmpfs)");
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let cfg = store_config(dir.path(), &[("mappedFileSizeConsumeQueue", "6000000")]);
+    for round in 0..2 {
+        let store = MessageStore::open(cfg.clone()).unwrap();
+        store.start().unwrap();
+        store.put_message_sync(&message("Few", 0, round, 100)).unwrap();
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+        store.shutdown();
+    }
+    let f = queue_file(dir.path(), "Few");
+    assert!(allocated(&f) <= 128 * 1024, "{}: {} bytes allocated", f.display(), allocated(&f));
+}
+
+/// A store whose last CommitLog file has holes (written by RocketMQ, whose files are sparse,
+/// or copied with `cp --sparse=always`): appends write into that file through its mapping,
+/// and into a hole of a full disk that raised SIGBUS. Opening the store reserves the file's
+/// blocks, so a full disk is an error instead.
+#[test]
+fn a_sparse_last_commit_log_file_is_reserved_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = store_config(dir.path(), &[]);
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    store.start().unwrap();
+    store.put_message_sync(&message("T", 0, 0, 100)).unwrap();
+    let end = store.max_offset() as usize;
+    store.shutdown();
+    drop(store);
+    // The file again, with only its records' block written: the rest is a hole.
+    let file = dir.path().join("commitlog").join("00000000000000000000");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let f = std::fs::File::create(&file).unwrap();
+    f.set_len(bytes.len() as u64).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &bytes[..end], 0).unwrap();
+    drop(f);
+    let size = bytes.len() as u64;
+    assert!(allocated(&file) < size, "the copy is sparse: {}", allocated(&file));
+    let store = MessageStore::open(cfg).unwrap();
+    assert!(allocated(&file) >= size, "reserved at open: {}", allocated(&file));
+    store.start().unwrap();
+    assert_eq!(store.put_message_sync(&message("T", 0, 1, 100)).unwrap().queue_offset, 1);
+    store.shutdown();
+}

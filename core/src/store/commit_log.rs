@@ -166,6 +166,8 @@ struct FlushFaults {
     delay_ms: AtomicU64,
     /// Flushes sleeping in `delay_ms` now.
     delaying: AtomicU64,
+    /// The errno the next `pwrite` append fails with (0: none).
+    append_errno: std::sync::atomic::AtomicI32,
 }
 
 impl CommitLog {
@@ -176,6 +178,20 @@ impl CommitLog {
         allocator: Option<Arc<Allocator>>,
     ) -> std::io::Result<Self> {
         let queue = MappedFileQueue::load(dir, opts.file_size, allocator)?;
+        // Appends go into the last file: its holes (RocketMQ's files are sparse, and so is a
+        // store copied with `cp --sparse` or `rsync -S`) would fault on a full disk, killing
+        // the process with SIGBUS in an append (or, on tmpfs, in recovery's first read).
+        if let Some(last) = queue.last() {
+            last.reserve_through(last.size()).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "reserving the disk blocks of the last CommitLog file {}, which has holes: {e}",
+                        last.path().display()
+                    ),
+                )
+            })?;
+        }
         let max = queue.max_offset();
         Ok(CommitLog {
             queue,
@@ -331,7 +347,7 @@ impl CommitLog {
     }
     pub(crate) fn poison(&self, why: String) {
         if self.poisoned.set(why.clone()).is_ok() {
-            tracing::error!("store poisoned, refusing writes: {why}");
+            tracing::error!("store poisoned, refusing writes until restart: {why}");
         }
     }
 
@@ -402,7 +418,7 @@ impl CommitLog {
         if let Some(why) = self.poisoned() {
             return Err(AppendError::Status(
                 PutStatus::ServiceNotAvailable,
-                format!("store poisoned: {why}"),
+                format!("store poisoned until restart: {why}"),
             ));
         }
         if msgs.is_empty() {
@@ -560,13 +576,37 @@ impl CommitLog {
             }
             let buf = &mut scratch[..total];
             encode(buf);
-            file.pwrite_at(pos, buf).map_err(|e| {
-                // The queue offsets just taken are lost with the bytes: nothing may be
-                // appended after this gap, so the store refuses writes from here on.
+            let injected = self.faults.append_errno.swap(0, Ordering::AcqRel);
+            let written = if injected != 0 {
+                Err(std::io::Error::from_raw_os_error(injected))
+            } else {
+                file.pwrite_at(pos, buf)
+            };
+            if let Err(e) = written {
                 let why = format!("writing {total} bytes at {phy} to {}: {e}", file.path().display());
+                if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+                    // Nothing was appended (the write position stays, and the next append
+                    // writes over whatever part landed): give the queue offsets back and
+                    // refuse only this put, so writing resumes once space returns.
+                    for p in prepared.iter().flatten() {
+                        let tx = sysflag::transaction_type(p.sys_flag);
+                        if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
+                            if let Some(slot) = queue_offsets
+                                .get_mut(p.msg.topic.as_str())
+                                .and_then(|q| q.get_mut(&p.msg.queue_id))
+                            {
+                                *slot -= 1;
+                            }
+                        }
+                    }
+                    tracing::warn!("put refused, the disk is full: {why}");
+                    return Err(AppendError::Status(PutStatus::ServiceNotAvailable, why));
+                }
+                // Any other failure: the bytes' fate is unknown, and nothing may be appended
+                // after a possible gap, so the store refuses writes from here on.
                 self.poison(why.clone());
-                AppendError::Status(PutStatus::ServiceNotAvailable, why)
-            })?;
+                return Err(AppendError::Status(PutStatus::ServiceNotAvailable, why));
+            }
         } else {
             file.write_region(pos, total, encode);
             // As many lines as this record took, PREFETCH_AHEAD further on: the put lock's
@@ -651,7 +691,7 @@ impl CommitLog {
     /// creates its first file there, so the slave's files match the master's.
     pub fn append_raw(&self, offset: u64, data: &[u8]) -> Result<(), String> {
         if let Some(why) = self.poisoned() {
-            return Err(format!("store poisoned: {why}"));
+            return Err(format!("store poisoned until restart: {why}"));
         }
         if data.is_empty() {
             return Ok(());
@@ -758,7 +798,7 @@ impl CommitLog {
         // the next sync of the same bytes succeeds. A flush that began before another
         // caller's failed is no proof either. Either way the puts it would complete must not
         // hear PUT_OK.
-        let refused = |why: &str| std::io::Error::other(format!("store poisoned: {why}"));
+        let refused = |why: &str| std::io::Error::other(format!("store poisoned until restart: {why}"));
         if let Some(why) = self.poisoned() {
             return Err(refused(why));
         }
@@ -801,6 +841,12 @@ impl CommitLog {
     #[doc(hidden)]
     pub fn inject_flush_failure(&self) {
         self.faults.fail_next.store(true, Ordering::Release);
+    }
+
+    /// Test hook: the next append written with `pwrite` (SYNC_FLUSH) fails with `errno`.
+    #[doc(hidden)]
+    pub fn inject_append_error(&self, errno: i32) {
+        self.faults.append_errno.store(errno, Ordering::Release);
     }
 
     /// Test hook: how many flushes are sleeping in `inject_flush_delay` now.

@@ -559,14 +559,26 @@ impl MappedFile {
     /// and needs no sync: recovery truncates every ConsumeQueue at its end on each open, and
     /// three syncs per queue made opening a store with many queues take minutes. Only short
     /// ranges are scanned; a long one (a CommitLog tail) is zeroed and synced regardless.
+    ///
+    /// Holes are skipped unread (`SEEK_DATA`): a ConsumeQueue file is reserved only as far as
+    /// its units reach, and reading the rest through the mapping made tmpfs allocate it (the
+    /// whole 6 MB of every queue at each open) or, on a full tmpfs, raised SIGBUS.
     fn is_zero_from(&self, pos: usize) -> bool {
         const SCAN_LIMIT: usize = 8 << 20;
-        if self.size - pos > SCAN_LIMIT {
-            return false;
+        let scan = |from: usize, to: usize| {
+            // SAFETY: in bounds; by zero_from's caller guarantee nobody writes [pos, size) now.
+            let bytes = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(from), to - from) };
+            bytes.iter().all(|&b| b == 0)
+        };
+        let regions = self.with_file(|file| Ok(data_regions(file, pos, self.size)));
+        match regions {
+            Ok(Some(regions)) => {
+                regions.iter().map(|(a, b)| b - a).sum::<usize>() <= SCAN_LIMIT
+                    && regions.iter().all(|&(a, b)| scan(a, b))
+            }
+            // No SEEK_DATA here: read the range, if short.
+            _ => self.size - pos <= SCAN_LIMIT && scan(pos, self.size),
         }
-        // SAFETY: in bounds; by zero_from's caller guarantee nobody writes [pos, size) now.
-        let tail = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(pos), self.size - pos) };
-        tail.iter().all(|&b| b == 0)
     }
 
     fn zero_range_fallocate(&self, from: usize) -> bool {
@@ -703,6 +715,37 @@ fn create_renamed(dir: &Path, name: &str, path: &Path, size: usize, reserve: usi
 thread_local! {
     /// The files this thread synced whole (`sync_all_pages`), for tests.
     pub(crate) static SYNCED_WHOLE: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The parts of `[from, to)` of `file` that hold data (`SEEK_DATA` / `SEEK_HOLE`; the rest
+/// are holes, which read as zeros); `None` where the filesystem cannot say.
+fn data_regions(file: &File, from: usize, to: usize) -> Option<Vec<(usize, usize)>> {
+    let fd = file.as_raw_fd();
+    let mut regions = Vec::new();
+    let mut at = from;
+    while at < to {
+        // SAFETY: plain syscall on a descriptor we hold.
+        let data = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
+        if data < 0 {
+            return match io::Error::last_os_error().raw_os_error() {
+                Some(libc::ENXIO) => Some(regions), // no data past `at`
+                _ => None,
+            };
+        }
+        let data = data as usize;
+        if data >= to {
+            break;
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(fd, data as libc::off_t, libc::SEEK_HOLE) };
+        if hole < 0 {
+            return None;
+        }
+        let end = (hole as usize).min(to);
+        regions.push((data.max(at), end));
+        at = end;
+    }
+    Some(regions)
 }
 
 /// Makes this thread's next file creation fail with `e` once the file is named (tests).
