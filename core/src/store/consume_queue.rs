@@ -349,6 +349,10 @@ pub struct ConsumeQueueStore {
     root: PathBuf,
     file_size: usize,
     queues: RwLock<HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>>,
+    /// A ConsumeQueue or index flush failed since the store opened (see `flush_logics`).
+    flush_failed: std::sync::atomic::AtomicBool,
+    /// Test hook: the next flush round fails.
+    fail_next_flush: std::sync::atomic::AtomicBool,
 }
 
 /// Whether `topic` is a single directory name (see `ConsumeQueueStore::find_or_create`).
@@ -374,7 +378,13 @@ impl ConsumeQueueStore {
                 queues.entry(topic.clone()).or_default().insert(qid, Arc::new(cq));
             }
         }
-        Ok(ConsumeQueueStore { root: root.to_path_buf(), file_size, queues: RwLock::new(queues) })
+        Ok(ConsumeQueueStore {
+            root: root.to_path_buf(),
+            file_size,
+            queues: RwLock::new(queues),
+            flush_failed: Default::default(),
+            fail_next_flush: Default::default(),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -407,6 +417,27 @@ impl ConsumeQueueStore {
         let q = Arc::new(ConsumeQueue::open(&self.root, topic, queue_id, self.file_size)?);
         all.entry(topic.to_string()).or_default().insert(queue_id, q.clone());
         Ok(q)
+    }
+
+    /// Whether a ConsumeQueue or index flush failed since the store opened: after a failed
+    /// writeback the kernel marks the pages clean, so no later flush proves they reached the
+    /// disk, and the checkpoint may claim nothing more until a restart.
+    pub fn flush_failed(&self) -> bool {
+        self.flush_failed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_flush_failed(&self) {
+        self.flush_failed.store(true, Ordering::Release);
+    }
+
+    /// Test hook: the next ConsumeQueue flush round fails as if the disk had.
+    #[doc(hidden)]
+    pub fn inject_flush_failure(&self) {
+        self.fail_next_flush.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn take_injected_flush_failure(&self) -> bool {
+        self.fail_next_flush.swap(false, Ordering::AcqRel)
     }
 
     /// Takes every queue of `topic` out of the table (the caller destroys them).

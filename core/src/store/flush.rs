@@ -230,6 +230,10 @@ pub fn flush_logics(
     let logics_ts = dispatcher.last_dispatched_timestamp();
     // On a failing disk every queue fails every round: one line per round, not per queue.
     let (mut failed, mut first) = (0usize, None);
+    if cqs.take_injected_flush_failure() {
+        failed += 1;
+        first = Some("(injected): Input/output error".to_string());
+    }
     for q in cqs.all() {
         // A thorough flush, after which the checkpoint claims every unit dispatched so far,
         // covers all of a queue's files: one file per call (RocketMQ's) left the units of a
@@ -241,15 +245,23 @@ pub fn flush_logics(
         }
     }
     if let Some(first) = first {
+        if !cqs.flush_failed() {
+            tracing::error!(
+                "the checkpoint's ConsumeQueue and index fields stay where they are until a restart: \
+                 a failed writeback leaves pages marked clean, so no later flush proves them on disk"
+            );
+        }
+        cqs.set_flush_failed();
         tracing::error!("flushing {failed} consume queue(s) failed, the first {first}");
     }
     if with_checkpoint {
         if let Some(i) = index {
             if let Err(e) = i.flush() {
+                cqs.set_flush_failed();
                 tracing::error!("flushing the index failed: {e}");
             }
         }
-        if logics_ts > 0 {
+        if logics_ts > 0 && !cqs.flush_failed() {
             cp.update(|d| {
                 d.logics_msg_timestamp = logics_ts;
                 d.logics_offset = logics_offset as i64;

@@ -463,11 +463,12 @@ impl MessageStore {
         );
         let behind = self.dispatcher.behind_bytes();
         if was_running {
-            if flushed_ok && behind == 0 && self.commit_log.poisoned().is_none() {
+            if flushed_ok && behind == 0 && self.commit_log.poisoned().is_none() && !self.cqs.flush_failed() {
                 if let Err(e) = lock::remove_abort_file(&self.config.abort_path()) {
                     tracing::error!("cannot remove the abort file: {e}");
                 }
             } else if flushed_ok
+                && !self.cqs.flush_failed()
                 && self.role() == BrokerRole::Slave
                 && behind < self.commit_log.file_size() as u64
             {
@@ -478,9 +479,11 @@ impl MessageStore {
                 );
             } else {
                 tracing::warn!(
-                    "keeping the abort file: {} bytes not dispatched, flush {}; the next start recovers",
+                    "keeping the abort file: {} bytes not dispatched, CommitLog flush {}, ConsumeQueue and index \
+                     flushes {}; the next start recovers",
                     behind,
-                    if flushed_ok { "ok" } else { "failed" }
+                    if flushed_ok { "ok" } else { "failed" },
+                    if self.cqs.flush_failed() { "failed" } else { "ok" }
                 );
             }
         }
