@@ -146,11 +146,13 @@ impl StoreCheckpoint {
         f(&mut self.data.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
-    /// Writes the fields and fsyncs.
+    /// Writes the fields and fsyncs; an error names the file.
     pub fn flush(&self) -> io::Result<()> {
         let bytes = self.get().encode();
-        self.file.write_all_at(&bytes, 0)?;
-        self.file.sync_data()
+        self.file
+            .write_all_at(&bytes, 0)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", self.path.display())))
     }
 }
 

@@ -94,7 +94,17 @@ impl Allocator {
                             drop(s);
                             MappedFile::create(dir, start, size).map(Arc::new)
                         }
-                        Err(e) => Err(e),
+                        Err(e) => {
+                            // Made while the disk was full, perhaps long ago: space may be
+                            // back, so try again now rather than fail this roll on it.
+                            drop(s);
+                            MappedFile::create(dir, start, size).map(Arc::new).inspect_err(|_| {
+                                tracing::debug!(
+                                    "creating {} failed in the background ({e}), and again now",
+                                    path.display()
+                                );
+                            })
+                        }
                     };
                 }
                 queued_or_unrequested => {
@@ -557,6 +567,28 @@ mod flush_tests {
 mod allocator_tests {
     use super::*;
     use std::time::{Duration, Instant};
+
+    /// A file the allocator failed to make (a full disk) is made again by the roll that takes
+    /// it: before, that roll failed on the stale error (CREATE_MAPPED_FILE_FAILED) although
+    /// space had come back meanwhile.
+    #[test]
+    fn a_take_retries_a_creation_that_failed_in_the_background() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("not-yet");
+        let a = Allocator::new(Populate::Write);
+        let runner = {
+            let a = a.clone();
+            std::thread::spawn(move || a.run())
+        };
+        a.request(&missing, 0, 1 << 20);
+        assert!(a.wait_idle(Duration::from_secs(30)), "the background creation ended");
+        // It failed (no directory); the cause goes away before the roll.
+        std::fs::create_dir(&missing).unwrap();
+        let f = a.take(&missing, 0, 1 << 20).unwrap();
+        assert_eq!(std::fs::metadata(f.path()).unwrap().len(), 1 << 20);
+        a.close();
+        runner.join().unwrap();
+    }
 
     /// A truncation cancels a file the allocator is making; an append then needs that file.
     /// It must get the allocator's file once it is made (or one made after it), never make

@@ -1125,16 +1125,26 @@ fn pretouch_bytes(config: &BrokerConfig, role: BrokerRole) -> usize {
 /// on), so it costs the put path one comparison and does no more than the writer will need.
 fn run_warmer(cl: &CommitLog, stop: &StopSignal, window: u64, dispatcher: &Dispatcher) {
     let signal = cl.warm_signal();
+    // One line per run of failures (the warmer retries every second): a poisoned or full
+    // store would otherwise log forever.
+    let mut failing = false;
     while !stop.is_stopped() {
         let seen = signal.seq();
         if dispatcher.is_slave() {
             cl.set_warm_trigger(u64::MAX);
         } else {
             let end = cl.max_offset();
-            if let Err(e) = cl.warm_ahead(window as usize) {
+            match cl.warm_ahead(window as usize) {
                 // Appends go on into the unzeroed blocks; a failing disk shows in their writes
                 // and flushes.
-                tracing::warn!("writing zeros ahead of the CommitLog writer: {e}");
+                Err(e) if !failing => {
+                    tracing::warn!(
+                        "writing zeros ahead of the CommitLog writer: {e} (not logged again until it works)"
+                    );
+                    failing = true;
+                }
+                Err(_) => {}
+                Ok(_) => failing = false,
             }
             cl.set_warm_trigger(end + window / 2);
         }
