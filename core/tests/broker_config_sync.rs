@@ -73,3 +73,31 @@ fn slave_mirrors_the_masters_config_tables() {
     assert_eq!(slave.consumer_offset("order-consumers", "OrderTopic", 3), 70);
     slave.shutdown();
 }
+
+/// A table whose answer passes remoting's usual 16 MiB frame limit (here 40,000 groups, some
+/// 20 MB) still reaches the slave: before, the slave's client refused the frame on every sync
+/// and the table was never mirrored (RocketMQ's slave fails the same way).
+#[test]
+fn a_table_larger_than_a_usual_frame_is_mirrored() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
+    let pad = "x".repeat(200);
+    let groups = (0..40_000).map(|i| SubscriptionGroupConfig::new(format!("g{i}-{pad}")));
+    master.tables().subscription_groups().create_all_if_absent(groups).unwrap();
+    let on_disk = std::fs::metadata(md.path().join("config").join("subscriptionGroup.json")).unwrap().len();
+    assert!(on_disk > 16 << 20, "{on_disk} bytes");
+    let slave = Broker::start_slave(broker_config(
+        sd.path(),
+        "SLAVE",
+        &[
+            ("haMasterAddress", &format!("127.0.0.1:{}", master.ha_port())),
+            ("masterAddress", &format!("127.0.0.1:{}", master.listen_port())),
+            ("slaveSyncIntervalMs", "100"),
+        ],
+    ))
+    .unwrap();
+    let last = format!("g39999-{pad}");
+    assert!(wait_until(Duration::from_secs(60), || slave.subscription_group(&last).is_some()));
+    slave.shutdown();
+    master.shutdown();
+}

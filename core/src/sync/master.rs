@@ -52,6 +52,12 @@ pub(crate) struct MasterLink {
     vip: Option<RemotingClient>,
 }
 
+/// The largest answer a slave takes from its master: a whole table in one frame. Remoting's
+/// usual 16 MiB (RocketMQ's too) is passed by some 50,000 subscription groups or a million
+/// consumer offsets, after which a RocketMQ slave never syncs that table again; the answers
+/// come from the master the slave was configured with.
+pub const SYNC_MAX_FRAME: usize = 256 << 20;
+
 impl MasterLink {
     /// Clients of the master at `addr`. The VIP client is left out when `vip_channel` is off,
     /// when `addr` has no usable port, and when port − 2 is `own_address`: with ports picked
@@ -63,7 +69,7 @@ impl MasterLink {
         own_address: Option<&str>,
         connect_timeout: Duration,
     ) -> Self {
-        let config = ClientConfig { connect_timeout, ..ClientConfig::default() };
+        let config = ClientConfig { connect_timeout, max_frame: SYNC_MAX_FRAME };
         let vip = vip_channel
             .then(|| vip_address(&addr))
             .flatten()
