@@ -97,6 +97,8 @@ pub(crate) struct Shared {
     group: route::GroupTable,
     long_poll: long_poll::LongPoll,
     stop: Arc<StopSignal>,
+    /// A slave's client of its master's registration, aborted at shutdown.
+    register_client: Mutex<Option<Arc<crate::remoting::RemotingClient>>>,
 }
 
 impl Shared {
@@ -129,6 +131,11 @@ impl ClientServices {
             return;
         }
         self.shared.stop.stop();
+        if let Some(c) = self.shared.register_client.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            // A master that does not answer would hold the stop for the call's 3 s, then the
+            // unregistration's.
+            c.abort();
+        }
         self.shared.long_poll.stop();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         for t in threads {
@@ -165,6 +172,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
         group: route::GroupTable::default(),
         long_poll: long_poll::LongPoll::new(broker.store().clone()),
         stop: StopSignal::new(),
+        register_client: Mutex::new(None),
     });
     topic::seed_system_topics(broker);
     let pull = Arc::new(PullProcessor::new(shared.clone()));

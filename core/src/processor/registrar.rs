@@ -30,10 +30,14 @@ pub(crate) fn start(shared: Arc<Shared>) -> Result<JoinHandle<()>> {
 
 fn run(shared: &Shared) {
     let Some(master) = shared.broker().map(|b| b.config().master_address.clone()) else { return };
-    let client = RemotingClient::new(
+    let client = Arc::new(RemotingClient::new(
         master.clone(),
         ClientConfig { connect_timeout: CALL_TIMEOUT, ..ClientConfig::default() },
-    );
+    ));
+    *shared.register_client.lock().unwrap_or_else(|e| e.into_inner()) = Some(client.clone());
+    if shared.stop.is_stopped() {
+        return; // stopped before the client could be aborted
+    }
     let mut failing = false;
     loop {
         let Some(request) = shared.broker().map(|b| register_request(&b)) else { return };
@@ -51,6 +55,8 @@ fn run(shared: &Shared) {
                 }
                 failing = true;
             }
+            // Cut short by the stop (`abort`): says nothing about the master.
+            Err(_) if shared.stop.is_stopped() => break,
             Err(e) => {
                 if !failing {
                     tracing::info!(%master, error = %e, "cannot register with the master; retrying every 10 s");
@@ -62,13 +68,20 @@ fn run(shared: &Shared) {
             break;
         }
     }
-    if let Some(b) = shared.broker() {
+    // Not to a master that has not been answering. On a client of its own: the registration's
+    // was aborted by the stop, and this one is short (500 ms, connecting included).
+    if let Some(b) = shared.broker().filter(|_| !failing) {
+        let unregister = Duration::from_millis(500);
+        let client = RemotingClient::new(
+            master.clone(),
+            ClientConfig { connect_timeout: unregister, ..ClientConfig::default() },
+        );
         let req = RemotingCommand::request(request_code::UNREGISTER_BROKER)
             .with_ext("brokerName", &b.config().broker_name)
             .with_ext("brokerAddr", broker_addr(&b))
             .with_ext("clusterName", &b.config().broker_cluster_name)
             .with_ext("brokerId", b.config().effective_broker_id());
-        if let Err(e) = client.invoke_sync(req, Duration::from_millis(500)) {
+        if let Err(e) = client.invoke_sync(req, unregister) {
             tracing::debug!(%master, error = %e, "unregister from the master failed");
         }
     }

@@ -2,7 +2,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -44,12 +44,34 @@ pub struct RemotingClient {
     config: ClientConfig,
     next_opaque: AtomicI32,
     conn: Mutex<Option<ClientConn>>,
+    /// Set by `abort`: every call fails at once from then on.
+    aborted: AtomicBool,
+    /// A second handle on the open connection, for `abort` to shut down while a call holds
+    /// `conn`.
+    live: Mutex<Option<TcpStream>>,
 }
 
 impl RemotingClient {
     /// A client of `addr` (`host:port`). Does not connect yet.
     pub fn new(addr: impl Into<String>, config: ClientConfig) -> Self {
-        RemotingClient { addr: addr.into(), config, next_opaque: AtomicI32::new(0), conn: Mutex::new(None) }
+        RemotingClient {
+            addr: addr.into(),
+            config,
+            next_opaque: AtomicI32::new(0),
+            conn: Mutex::new(None),
+            aborted: AtomicBool::new(false),
+            live: Mutex::new(None),
+        }
+    }
+
+    /// Ends the call in progress (its wait for a response returns at once) and fails every
+    /// later one: for a broker that stops while its master does not answer. A connection
+    /// being made still takes up to its connect timeout.
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::Release);
+        if let Some(stream) = self.live.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
     }
 
     /// A client of `addr`, connected now, so a wrong address fails here.
@@ -72,7 +94,7 @@ impl RemotingClient {
 
     /// Closes the connection; the next call reconnects.
     pub fn close(&self) {
-        *self.lock() = None;
+        self.disconnect(&mut self.lock());
     }
 
     /// Sends `request` and waits up to `timeout` (connecting included) for its response.
@@ -122,23 +144,23 @@ impl RemotingClient {
                         awaited = opaque, "skipping a frame that is not the awaited response");
                 }
                 Ok(None) => {
-                    *guard = None;
+                    self.disconnect(&mut guard);
                     return Err(RemotingError::ConnectionClosed { peer: self.addr.clone(), code, opaque });
                 }
                 Err(FrameError::Io(e)) if is_timeout(&e) => {
                     // Part of a frame was consumed: the stream is out of step, start afresh.
                     // Otherwise keep it; a late response will be skipped as a stray.
                     if reader.count > 0 {
-                        *guard = None;
+                        self.disconnect(&mut guard);
                     }
                     return Err(timed_out("waiting for the response"));
                 }
                 Err(FrameError::Io(e)) => {
-                    *guard = None;
+                    self.disconnect(&mut guard);
                     return Err(self.io_error(e));
                 }
                 Err(e) => {
-                    *guard = None;
+                    self.disconnect(&mut guard);
                     return Err(self.frame_error(e));
                 }
             }
@@ -168,6 +190,13 @@ impl RemotingClient {
             .map_err(|e| self.io_or_timeout(e, || timed_out("sending the request")))
     }
 
+    /// Drops the connection, and `abort`'s handle on it (a second descriptor of the socket,
+    /// which would otherwise keep it open).
+    fn disconnect(&self, conn: &mut Option<ClientConn>) {
+        *conn = None;
+        *self.live.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<ClientConn>> {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -177,6 +206,12 @@ impl RemotingClient {
         conn: &mut Option<ClientConn>,
         deadline: Instant,
     ) -> Result<(), RemotingError> {
+        if self.aborted.load(Ordering::Acquire) {
+            self.disconnect(conn);
+            return Err(
+                self.io_error(io::Error::new(io::ErrorKind::ConnectionAborted, "the client was stopped"))
+            );
+        }
         if let Some(existing) = conn.as_ref() {
             if !peer_has_closed(&existing.stream) {
                 return Ok(());
@@ -184,7 +219,7 @@ impl RemotingClient {
             // The server closed it while we were not looking (idle timeout, restart):
             // reconnect now instead of failing this call on a dead socket.
             tracing::debug!(peer = %self.addr, "connection closed by the server; reconnecting");
-            *conn = None;
+            self.disconnect(conn);
         }
         let timeout =
             remaining(deadline).unwrap_or(Duration::from_millis(1)).min(self.config.connect_timeout);
@@ -200,6 +235,11 @@ impl RemotingClient {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
                     tracing::debug!(peer = %self.addr, %addr, "connected");
+                    *self.live.lock().unwrap_or_else(PoisonError::into_inner) = stream.try_clone().ok();
+                    if self.aborted.load(Ordering::Acquire) {
+                        // Aborted while connecting: `abort` found no stream to shut down.
+                        let _ = stream.shutdown(std::net::Shutdown::Both);
+                    }
                     *conn = Some(ClientConn { stream });
                     return Ok(());
                 }
@@ -222,7 +262,7 @@ impl RemotingClient {
             (_, None) => Err(io::Error::new(io::ErrorKind::TimedOut, "deadline passed")),
         };
         if result.is_err() {
-            *guard = None;
+            self.disconnect(guard);
         }
         result
     }

@@ -82,6 +82,14 @@ impl MasterLink {
         &self.addr
     }
 
+    /// Ends a request in progress and fails later ones (the slave is stopping).
+    pub(crate) fn abort(&self) {
+        self.main.abort();
+        if let Some(vip) = &self.vip {
+            vip.abort();
+        }
+    }
+
     /// Fetches `table`'s body. The topic request tries the VIP port first and falls back to
     /// the main port on any transport failure (a master without a VIP listener refuses the
     /// connection at once); a response from the VIP port, even an error code, is final.

@@ -169,14 +169,19 @@ impl SlaveSynchronizer {
         lock(&self.thread).as_ref().is_some_and(|h| !h.is_finished())
     }
 
-    /// Stops the background thread and joins it. A sync in progress finishes the request it
-    /// is waiting for (at most `request_timeout`, twice for the topic request's VIP fallback)
-    /// and skips the remaining tables. Later syncs do nothing. Idempotent; also run on drop.
+    /// Stops the background thread and joins it. A sync in progress ends its request at once
+    /// (a master that does not answer held the stop for up to `request_timeout`, twice for
+    /// the topic request's VIP fallback; a connection being made still takes up to its
+    /// connect timeout) and skips the remaining tables. Later syncs do nothing. Idempotent;
+    /// also run on drop.
     pub fn shutdown(&self) {
         if self.fork.forked() {
             return; // its thread is the parent's
         }
         self.inner.stopping.store(true, Ordering::Release);
+        if let Some(link) = self.inner.link() {
+            link.abort();
+        }
         {
             let mut signal = lock(&self.inner.signal);
             signal.stop = true;
