@@ -255,16 +255,19 @@ impl Broker {
         Ok(broker)
     }
 
-    fn start_persist_thread(self: &Arc<Self>) -> Result<()> {
-        let weak = Arc::downgrade(self);
+    fn start_persist_thread(&self) -> Result<()> {
+        // The tables, never the broker: a thread that held the broker, even upgraded from a
+        // weak reference for one pass, could be left with the last reference when the host
+        // drops its own, and the broker's drop would run there, joining that thread itself
+        // and letting the store go only after the host's drop returned.
+        let tables = self.tables.clone();
         let stop = self.stop.clone();
         let interval = Duration::from_millis(self.config.flush_consumer_offset_interval as u64);
         let t = std::thread::Builder::new()
             .name("rmqha-persist".into())
             .spawn(move || {
                 while stop.sleep(interval) {
-                    let Some(b) = weak.upgrade() else { return };
-                    if let Err(e) = b.tables.persist_dirty() {
+                    if let Err(e) = tables.persist_dirty() {
                         tracing::error!("persisting config tables failed: {e}");
                     }
                 }
@@ -668,7 +671,10 @@ impl Broker {
         }
         self.stop.stop();
         for t in std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner())) {
-            let _ = t.join();
+            // A put's callback may shut the broker down on any thread: not waiting for itself.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
         if let Err(e) = self.tables.persist_all() {
             tracing::error!("persisting config tables at shutdown failed: {e}");

@@ -219,11 +219,12 @@ fn shutdown_does_not_wait_out_a_master_that_never_answers() {
     let t = Instant::now();
     sync.shutdown();
     let took = t.elapsed();
-    // At most the topic request in flight; the three other tables are skipped.
-    assert!(took < Duration::from_millis(2000), "shutdown took {took:?}");
+    // The topic request in flight is aborted rather than waited out (800 ms); the three
+    // other tables are skipped.
+    assert!(took < Duration::from_millis(800), "shutdown took {took:?}");
     let last = sync.last_sync().unwrap();
     let error = last.error.unwrap();
-    assert!(error.contains("timed out") && error.contains("cancelled by shutdown"), "{error}");
+    assert!(error.contains("closed the connection") && error.contains("cancelled by shutdown"), "{error}");
     assert!(!sync.is_running());
 }
 

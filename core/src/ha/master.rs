@@ -115,6 +115,8 @@ struct Shared {
 pub struct HaMaster {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
+    /// Shared with the acceptor thread, so shutdown can wake it through the socket.
+    listener: Arc<TcpListener>,
     acceptor: Mutex<Option<JoinHandle<()>>>,
     deadlines: Mutex<Option<JoinHandle<()>>>,
     /// The process that made it; a fork of that process leaves it alone (`crate::fork`).
@@ -124,7 +126,7 @@ pub struct HaMaster {
 impl HaMaster {
     /// Binds `addr` (port 0 picks one) and starts accepting slaves.
     pub fn start(addr: SocketAddr, cl: Arc<CommitLog>, opts: HaMasterOptions) -> io::Result<Self> {
-        let listener = TcpListener::bind(addr)?;
+        let listener = Arc::new(TcpListener::bind(addr)?);
         let local_addr = listener.local_addr()?;
         cl.set_served_to_slaves(true);
         let waiters = OffsetWaiters::new(WaitPart::Replica, PutStatus::FlushSlaveTimeout, -1);
@@ -139,10 +141,9 @@ impl HaMaster {
             next_id: AtomicU64::new(1),
             threads: Mutex::new(Vec::new()),
         });
-        let s = shared.clone();
-        let acceptor = std::thread::Builder::new()
-            .name("rmqha-ha-accept".into())
-            .spawn(move || accept_loop(listener, s))?;
+        let (s, l) = (shared.clone(), listener.clone());
+        let acceptor =
+            std::thread::Builder::new().name("rmqha-ha-accept".into()).spawn(move || accept_loop(&l, s))?;
         let deadlines = std::thread::Builder::new()
             .name("rmqha-ha-timeout".into())
             .spawn(move || waiters.run_deadlines())?;
@@ -150,6 +151,7 @@ impl HaMaster {
         Ok(HaMaster {
             shared,
             local_addr,
+            listener,
             acceptor: Mutex::new(Some(acceptor)),
             deadlines: Mutex::new(Some(deadlines)),
             fork: crate::fork::ForkGuard::new(),
@@ -227,10 +229,11 @@ impl HaMaster {
         if self.fork.forked() || self.shared.stopping.swap(true, Ordering::AcqRel) {
             return;
         }
-        // Wake the acceptor with a connection of our own.
-        let _ = TcpStream::connect_timeout(&wake_addr(self.local_addr), Duration::from_millis(500));
+        wake_acceptor(&self.listener, self.local_addr);
+        // The threads joined here may complete puts, whose callbacks may shut the broker down
+        // (and with it this service) on that very thread: it must not wait for itself.
         if let Some(h) = self.acceptor.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = h.join();
+            join_unless_current(h);
         }
         for c in self.shared.conns.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             c.close("master shutting down");
@@ -238,12 +241,10 @@ impl HaMaster {
         self.shared.cl.replicate_signal().notify();
         let threads: Vec<_> =
             std::mem::take(&mut *self.shared.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        for t in threads {
-            let _ = t.join();
-        }
+        threads.into_iter().for_each(join_unless_current);
         self.shared.waiters.close();
         if let Some(h) = self.deadlines.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = h.join();
+            join_unless_current(h);
         }
         self.shared.cl.set_served_to_slaves(false);
     }
@@ -253,6 +254,36 @@ impl Drop for HaMaster {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Joins `handle` unless it is the calling thread.
+fn join_unless_current(handle: JoinHandle<()>) {
+    if handle.thread().id() != std::thread::current().id() {
+        let _ = handle.join();
+    }
+}
+
+/// Unblocks an acceptor sitting in `accept()`; it then sees the stop flag and exits. Shutting
+/// the listening socket down fails a blocked `accept()` (EINVAL on Linux) without a new
+/// descriptor; a connection to the port, the only way std offers, needs one, and in a process
+/// out of descriptors the stop then waited forever. Where the shutdown is refused (not
+/// Linux), the connection remains.
+fn wake_acceptor(listener: &TcpListener, local: SocketAddr) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: shutdown(2) of a socket we hold open.
+        if unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR) } == 0 {
+            return;
+        }
+        tracing::debug!(
+            "cannot shut the HA listener down ({}); connecting to wake its acceptor",
+            io::Error::last_os_error()
+        );
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = listener;
+    let _ = TcpStream::connect_timeout(&wake_addr(local), Duration::from_millis(500));
 }
 
 fn wake_addr(local: SocketAddr) -> SocketAddr {
@@ -360,7 +391,7 @@ impl Shared {
     }
 }
 
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+fn accept_loop(listener: &TcpListener, shared: Arc<Shared>) {
     for stream in listener.incoming() {
         if shared.stopping.load(Ordering::Acquire) {
             return;

@@ -167,7 +167,7 @@ impl Shared {
         self.conns.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn accept_loop(self: Arc<Self>, listener: TcpListener, local: SocketAddr) {
+    fn accept_loop(self: Arc<Self>, listener: Arc<TcpListener>, local: SocketAddr) {
         loop {
             let accepted = listener.accept();
             if self.stopping.load(Ordering::Acquire) {
@@ -269,6 +269,15 @@ fn join_unless_current(handle: JoinHandle<()>) {
     }
 }
 
+/// An acceptor thread and its listener, shared so that shutdown can wake the thread through
+/// the socket (see [`wake_acceptor`]); the socket stays open while either holds it, so its
+/// descriptor number cannot be reused by another file meanwhile.
+struct Acceptor {
+    thread: JoinHandle<()>,
+    listener: Arc<TcpListener>,
+    local: SocketAddr,
+}
+
 /// A RocketMQ remoting server: one acceptor thread per listening address and one thread per
 /// connection, all named and all joined by [`shutdown`](Self::shutdown) (or drop).
 ///
@@ -277,7 +286,7 @@ fn join_unless_current(handle: JoinHandle<()>) {
 pub struct RemotingServer {
     shared: Arc<Shared>,
     local_addrs: Vec<SocketAddr>,
-    acceptors: Mutex<Vec<JoinHandle<()>>>,
+    acceptors: Mutex<Vec<Acceptor>>,
     /// The process that made it; a fork of that process leaves it alone (`crate::fork`).
     fork: crate::fork::ForkGuard,
 }
@@ -295,7 +304,7 @@ impl RemotingServer {
             let bind_err = |source| RemotingError::Bind { addr, source };
             let listener = TcpListener::bind(addr).map_err(bind_err)?;
             let local = listener.local_addr().map_err(bind_err)?;
-            listeners.push((listener, local));
+            listeners.push((Arc::new(listener), local));
         }
         let shared = Arc::new(Shared {
             config,
@@ -312,13 +321,13 @@ impl RemotingServer {
         };
         for (listener, local) in listeners {
             let name = format!("{}-accept-{}", server.shared.config.thread_name, local.port());
-            let shared = Arc::clone(&server.shared);
-            let handle = thread::Builder::new()
+            let (shared, accepting) = (Arc::clone(&server.shared), Arc::clone(&listener));
+            let thread = thread::Builder::new()
                 .name(name.clone())
-                .spawn(move || shared.accept_loop(listener, local))
+                .spawn(move || shared.accept_loop(accepting, local))
                 // Dropping `server` here shuts down the acceptors already started.
                 .map_err(|source| RemotingError::Spawn { name, source })?;
-            server.acceptors().push(handle);
+            server.acceptors().push(Acceptor { thread, listener, local });
             tracing::info!(%local, "remoting server listening");
         }
         Ok(server)
@@ -343,12 +352,10 @@ impl RemotingServer {
         }
         self.shared.stopping.store(true, Ordering::Release);
         let acceptors = std::mem::take(&mut *self.acceptors());
-        if !acceptors.is_empty() {
-            for &addr in &self.local_addrs {
-                wake_acceptor(addr);
-            }
-            acceptors.into_iter().for_each(join_unless_current);
+        for a in &acceptors {
+            wake_acceptor(&a.listener, a.local);
         }
+        acceptors.into_iter().for_each(|a| join_unless_current(a.thread));
         // No acceptor runs any more, so no connection can be added behind our back.
         let (live, threads) = {
             let mut conns = self.shared.conns();
@@ -360,7 +367,7 @@ impl RemotingServer {
         threads.into_iter().for_each(join_unless_current);
     }
 
-    fn acceptors(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
+    fn acceptors(&self) -> MutexGuard<'_, Vec<Acceptor>> {
         self.acceptors.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -380,9 +387,24 @@ impl std::fmt::Debug for RemotingServer {
     }
 }
 
-/// Unblocks an acceptor sitting in `accept()`: std offers no way to interrupt it, so connect
-/// to the listener; the acceptor then sees the stop flag and exits.
-fn wake_acceptor(addr: SocketAddr) {
+/// Unblocks an acceptor sitting in `accept()`; it then sees the stop flag and exits. Shutting
+/// the listening socket down fails a blocked `accept()` (EINVAL on Linux) without a new
+/// descriptor; a connection to the port, the only way std offers, needs one, and in a process
+/// out of descriptors the stop then waited forever. Where the shutdown is refused (not
+/// Linux), the connection remains.
+fn wake_acceptor(listener: &TcpListener, addr: SocketAddr) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: shutdown(2) of a socket we hold open.
+        if unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR) } == 0 {
+            return;
+        }
+        tracing::debug!(%addr, error = %io::Error::last_os_error(),
+            "cannot shut the listener down; connecting to wake its acceptor");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = listener;
     let target = match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
         IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port()),

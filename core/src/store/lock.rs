@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 /// this process, where record locks do not conflict, a registry of held paths refuses a second
 /// open.
 pub struct StoreLock {
-    _file: File,
+    /// Taken (closed) by `Drop` under the registry's mutex.
+    file: Option<File>,
     path: PathBuf,
     key: PathBuf,
 }
@@ -61,7 +62,7 @@ impl StoreLock {
         file.set_len(0)?;
         file.write_all(b"lock")?;
         registry.insert(key.clone());
-        Ok(StoreLock { _file: file, path: path.to_path_buf(), key })
+        Ok(StoreLock { file: Some(file), path: path.to_path_buf(), key })
     }
 
     pub fn path(&self) -> &Path {
@@ -71,7 +72,15 @@ impl StoreLock {
 
 impl Drop for StoreLock {
     fn drop(&mut self) {
-        held().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+        // The descriptor is closed before the entry goes, under the registry's mutex: closed
+        // after, it released the record lock that a store opened in that window had just
+        // taken (the process already held it, so its fcntl succeeded), leaving it unlocked.
+        let mut registry = held().lock().unwrap_or_else(|e| e.into_inner());
+        drop(self.file.take());
+        registry.remove(&self.key);
+        drop(registry);
+        #[cfg(test)]
+        tests::after_drop();
     }
 }
 
@@ -142,5 +151,62 @@ pub fn remove_abort_file(abort: &Path) -> io::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// Run once at the end of the next `StoreLock::drop` on this thread, after its registry
+        /// entry is gone (the file was once closed only after this point, with the fields).
+        static AFTER_DROP: RefCell<Option<Box<dyn FnOnce()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn after_drop() {
+        if let Some(h) = AFTER_DROP.try_with(|h| h.borrow_mut().take()).ok().flatten() {
+            h()
+        }
+    }
+
+    /// Whether another process would be refused the lock: an open file description lock (on
+    /// `probe`, a descriptor of the lock file) conflicts with this process's own record locks
+    /// as another process's would. The caller keeps `probe` open while it matters: closing
+    /// any descriptor of the file releases the process's record locks.
+    #[cfg(target_os = "linux")]
+    fn locked_against_others(probe: &File) -> bool {
+        // SAFETY: a zeroed flock struct describes the whole file; fcntl on a descriptor we own.
+        unsafe {
+            let mut fl: libc::flock = std::mem::zeroed();
+            fl.l_type = libc::F_WRLCK as _;
+            fl.l_whence = libc::SEEK_SET as _;
+            assert_eq!(libc::fcntl(probe.as_raw_fd(), libc::F_OFD_GETLK, &mut fl), 0);
+            i32::from(fl.l_type) != libc::F_UNLCK
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_second_holder_stays_locked_when_the_first_lock_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let first = StoreLock::acquire(&path).unwrap();
+        let probe = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        assert!(locked_against_others(&probe));
+        assert!(StoreLock::acquire(&path).is_err(), "the registry refuses a second holder");
+        // A store opening on another thread right after the entry is gone.
+        let second = std::rc::Rc::new(RefCell::new(None));
+        let s = second.clone();
+        AFTER_DROP.with(|h| {
+            *h.borrow_mut() =
+                Some(Box::new(move || *s.borrow_mut() = Some(StoreLock::acquire(&path).unwrap())))
+        });
+        drop(first);
+        assert!(second.borrow().is_some(), "the hook ran");
+        assert!(locked_against_others(&probe), "the second holder's lock was released by the first's close");
+        drop(second.borrow_mut().take());
+        assert!(!locked_against_others(&probe));
     }
 }

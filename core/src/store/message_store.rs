@@ -439,7 +439,7 @@ impl MessageStore {
                 deadline_thread = Some(t);
                 continue;
             }
-            let _ = t.join();
+            join_unless_current(t);
         }
         let flushed_ok = self.commit_log.flush_all().is_ok();
         if flushed_ok {
@@ -447,7 +447,7 @@ impl MessageStore {
         }
         self.flush_waiters.close();
         if let Some(t) = deadline_thread {
-            let _ = t.join();
+            join_unless_current(t);
         }
         if let Some(index) = &self.index {
             index.join_flushers();
@@ -510,9 +510,7 @@ impl MessageStore {
         self.allocator.halt();
         self.flush_waiters.close();
         let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        for t in threads {
-            let _ = t.join();
-        }
+        threads.into_iter().for_each(join_unless_current);
     }
 
     pub fn config(&self) -> &BrokerConfig {
@@ -1554,6 +1552,15 @@ fn units_past(cl: &CommitLog, cqs: &ConsumeQueueStore, end: u64, check: bool) ->
 /// topic -> queue -> next offset, for tests and status.
 pub fn queue_offsets(store: &MessageStore) -> HashMap<String, HashMap<i32, i64>> {
     store.cqs.queue_offset_table()
+}
+
+/// Joins `handle` unless it is the calling thread: a put's callback runs on the thread that
+/// completes the put (group commit, the flush deadline thread) and may shut the store down
+/// there, which must not wait for itself.
+fn join_unless_current(handle: JoinHandle<()>) {
+    if handle.thread().id() != std::thread::current().id() {
+        let _ = handle.join();
+    }
 }
 
 #[cfg(test)]
