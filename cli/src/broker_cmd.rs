@@ -30,7 +30,9 @@ pub fn apply_overrides(config: &mut BrokerConfig, sets: &[String]) -> Result<(),
 pub fn run(args: BrokerArgs) -> Result<(), String> {
     let mut config = BrokerConfig::read_properties_file(&args.config).map_err(|e| e.to_string())?;
     apply_overrides(&mut config, &args.set)?;
-    config.validate().map_err(|e| e.to_string())?;
+    // A rule between keys (a SLAVE with brokerId 0, ...) names the file too; after the
+    // overrides, since `--set` may be what fixes it.
+    config.validate().map_err(|e| format!("{}: {e}", args.config.display()))?;
     // Signals are registered before the broker starts so none is missed. A hang-up (the
     // terminal or SSH session closed) shuts down cleanly too, as the JVM's shutdown hook
     // does, unless it is ignored (`nohup`), which the JVM honours as well.

@@ -22,7 +22,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a broker until SIGINT or SIGTERM, then shut down gracefully.
+    /// Run a broker until SIGINT, SIGTERM or SIGHUP (unless ignored), then shut down gracefully.
     Broker(broker_cmd::BrokerArgs),
     /// A SYNC_MASTER and a SLAVE on temporary directories: put, replicate, verify, report.
     Demo(demo::DemoArgs),

@@ -243,6 +243,12 @@ fn start_up_errors_are_one_clear_line() {
         last.contains("bad.properties:3") && last.contains("listenPort") && last.contains("nine"),
         "{err}"
     );
+    // A rule between keys: the file, the key and why.
+    let slave = d.path().join("slave0.properties");
+    std::fs::write(&slave, "brokerRole=SLAVE\nbrokerId=0\nhaMasterAddress=127.0.0.1:1\n").unwrap();
+    let err = failing_start(&["-c".into(), slave.display().to_string()]);
+    let last = err.lines().last().unwrap();
+    assert!(last.contains("slave0.properties") && last.contains("brokerId"), "{err}");
     // A missing file.
     let err = failing_start(&["-c".into(), d.path().join("nope.properties").display().to_string()]);
     assert!(err.contains("nope.properties"), "{err}");

@@ -192,6 +192,9 @@ macro_rules! broker_config {
             /// Renamed keys set under their current spelling, which an old spelling given
             /// later does not override (RocketMQ reads only the current one).
             spelled_current: std::collections::BTreeSet<&'static str>,
+            /// Renamed keys set under an old spelling only so far (`key=value` as given), for
+            /// the warning when the current spelling comes later and replaces it.
+            spelled_old: std::collections::BTreeMap<&'static str, String>,
             /// Warnings collected while loading (unknown or unsupported keys).
             pub warnings: Vec<String>,
         }
@@ -202,6 +205,7 @@ macro_rules! broker_config {
                     $( $field: $default, )*
                     explicit: Default::default(),
                     spelled_current: Default::default(),
+                    spelled_old: Default::default(),
                     warnings: Vec::new(),
                 }
             }
@@ -542,6 +546,13 @@ impl BrokerConfig {
             })?;
             if key == canonical {
                 self.spelled_current.insert(canonical);
+                if let Some(old) = self.spelled_old.remove(canonical) {
+                    self.warn(format!(
+                        "{old} ignored: {canonical} is set too, and RocketMQ reads only {canonical}"
+                    ));
+                }
+            } else {
+                self.spelled_old.insert(canonical, format!("{key}={}", value.trim()));
             }
             Ok(())
         } else {
@@ -955,6 +966,12 @@ mod tests {
         ] {
             let c = BrokerConfig::from_properties_str(text).unwrap();
             assert_eq!(c.mapped_file_size_commit_log, 1_048_576, "{text}");
+            // Either order says which line was ignored.
+            assert!(
+                c.warnings.iter().any(|w| w.contains("mapedFileSizeCommitLog=67108864 ignored")),
+                "{text}: {:?}",
+                c.warnings
+            );
         }
         let c = BrokerConfig::from_properties_str("haSlaveFallbehindMax=100\nhaMaxGapNotInSync=5\n").unwrap();
         assert_eq!(c.ha_slave_fallbehind_max, 100);
