@@ -17,9 +17,16 @@ test: test-deps test-rust test-python test-node
 test-deps:
 	./scripts/install-test-deps.sh
 
-# One debug build serves the Rust, C (ffi crate) and CLI tests.
+# One debug build serves the Rust, C (ffi crate) and CLI tests. cargo-nextest runs each test
+# in its own process and kills one that passes its time limit (.config/nextest.toml);
+# without it, cargo test runs them with no limit.
 test-rust:
-	$(CARGO) test --workspace --no-fail-fast
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		$(CARGO) nextest run --workspace --no-fail-fast && $(CARGO) test --workspace --doc; \
+	else \
+		echo "cargo-nextest not found: running cargo test, with no per-test time limit"; \
+		$(CARGO) test --workspace --no-fail-fast; \
+	fi
 
 # The Python package installed with pip (as a user would) into a venv under target/, built
 # with the dev profile to keep CI quick; `pip install ./python` alone builds a release wheel.

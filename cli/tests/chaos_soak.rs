@@ -1,5 +1,5 @@
-//! A one-minute soak: `rmqha-chaos` for about 50 seconds and at least one round of each of
-//! its nine faults (SIGKILL of master and slave, link cut and stall, torn and corrupted
+//! A short soak: `rmqha-chaos` for about 20 seconds and at least two rounds of each of its
+//! nine faults (SIGKILL of master and slave, link cut and stall, torn and corrupted
 //! tails, full disk on master and slave), every round checked (no acknowledged message lost, the slave a byte
 //! prefix of the master, ConsumeQueues consistent, no panic). The longer run is
 //! `cargo run --release --bin rmqha-chaos -- --seconds 1800` (RELIABILITY.md).
@@ -12,7 +12,7 @@ fn chaos_soak_one_minute() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     let mut child = Command::new(env!("CARGO_BIN_EXE_rmqha-chaos"))
-        .args(["--seconds", "50", "--min-rounds", "9", "--report"])
+        .args(["--seconds", "20", "--min-rounds", "18", "--report"])
         .arg(&report)
         .arg("--work")
         .arg(dir.path().join("work"))

@@ -108,12 +108,13 @@ fn write_props(dir: &Path, name: &str, lines: &[String]) -> String {
     path.display().to_string()
 }
 
+/// Ignored (reported as skipped, not as passed) unless run with `--ignored` and
+/// RMQHA_ROCKETMQ_PYTHON naming a Python with `pip install rocketmq==0.4.4`.
 #[test]
+#[ignore = "needs RMQHA_ROCKETMQ_PYTHON (a Python with PyPI's rocketmq==0.4.4); run with --ignored"]
 fn the_stock_cpp_client_produces_to_a_sync_master_and_consumes_from_it_and_its_slave() {
-    let Ok(py) = std::env::var("RMQHA_ROCKETMQ_PYTHON") else {
-        eprintln!("skipped: set RMQHA_ROCKETMQ_PYTHON to a Python with `pip install rocketmq==0.4.4`");
-        return;
-    };
+    let py = std::env::var("RMQHA_ROCKETMQ_PYTHON")
+        .expect("set RMQHA_ROCKETMQ_PYTHON to a Python with `pip install rocketmq==0.4.4`");
     let dir = tempfile::tempdir().unwrap();
     let common = |root: &str| {
         vec![

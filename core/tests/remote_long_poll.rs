@@ -59,7 +59,7 @@ fn a_held_pull_times_out_with_pull_not_found() {
     let t0 = Instant::now();
     let resp = call(&c, pull_req("cg", "T", 0, 0, 32, FLAG_SUBSCRIPTION, 10_000, "*"));
     assert_eq!(resp.code, code::PULL_NOT_FOUND);
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert!(t0.elapsed() < Duration::from_secs(5), "not held for its 10 s suspend timeout");
     b.shutdown();
 }
 

@@ -66,14 +66,16 @@ fn slow_flush_answers_flush_disk_timeout_but_stores() {
     let ok = store.put_message_sync(&message("Slow", 0, 0, 100)).unwrap();
     assert_eq!(ok.status, PutStatus::PutOk);
 
-    store.commit_log().inject_flush_delay(600);
+    // A flush far slower than the 100 ms timeout: the put is answered at its deadline, well
+    // before the flush ends (a loaded machine stretches the answer, not past 1.5 s).
+    store.commit_log().inject_flush_delay(3000);
     let t0 = Instant::now();
     let slow = store.put_message_sync(&message("Slow", 0, 1, 100)).unwrap();
     let waited = t0.elapsed();
     assert_eq!(slow.status, PutStatus::FlushDiskTimeout);
     assert!(slow.status.is_stored());
     assert!(
-        waited >= Duration::from_millis(90) && waited < Duration::from_millis(550),
+        waited >= Duration::from_millis(90) && waited < Duration::from_millis(1500),
         "answered at the deadline: {waited:?}"
     );
     assert_eq!(store.message_at(slow.phy_offset).unwrap().body, message("Slow", 0, 1, 100).body);
@@ -109,7 +111,8 @@ fn slow_flush_answers_flush_disk_timeout_but_stores() {
 
     // Once the disk is fast again, puts are PUT_OK and everything is flushed.
     store.commit_log().inject_flush_delay(0);
-    assert!(wait_until(Duration::from_secs(5), || store.flushed_offset() == store.max_offset()));
+    // The flush under way still takes its 3 s.
+    assert!(wait_until(Duration::from_secs(15), || store.flushed_offset() == store.max_offset()));
     let again = store.put_message_sync(&message("Slow", 0, 9, 100)).unwrap();
     assert_eq!(again.status, PutStatus::PutOk);
     assert!(store.flushed_offset() >= again.end_offset());
@@ -162,7 +165,7 @@ fn failed_flush_poisons_the_store() {
         }
         other => panic!("a poisoned store must refuse puts, got {other:?}"),
     }
-    assert!(t1.elapsed() < Duration::from_millis(500));
+    assert!(t1.elapsed() < Duration::from_secs(5), "refused at once, not after a flush");
     // The store keeps its abort file: the next start recovers rather than trusting it.
     let cfg = store.config().clone();
     store.shutdown();

@@ -211,7 +211,7 @@ fn shutdown_does_not_wait_out_a_master_that_never_answers() {
         Arc::clone(&slave),
         Some(&addr),
         sync_config(Duration::from_secs(60))
-            .with_request_timeout(Duration::from_millis(800))
+            .with_request_timeout(Duration::from_secs(5))
             .with_vip_channel(false),
     );
     sync.start().unwrap();
@@ -219,9 +219,9 @@ fn shutdown_does_not_wait_out_a_master_that_never_answers() {
     let t = Instant::now();
     sync.shutdown();
     let took = t.elapsed();
-    // The topic request in flight is aborted rather than waited out (800 ms); the three
-    // other tables are skipped.
-    assert!(took < Duration::from_millis(800), "shutdown took {took:?}");
+    // The topic request in flight is aborted rather than waited out (5 s); the three other
+    // tables are skipped.
+    assert!(took < Duration::from_millis(2500), "shutdown took {took:?}");
     let last = sync.last_sync().unwrap();
     let error = last.error.unwrap();
     assert!(error.contains("closed the connection") && error.contains("cancelled by shutdown"), "{error}");

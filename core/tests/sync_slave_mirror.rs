@@ -179,7 +179,8 @@ fn the_background_thread_mirrors_changes_on_the_next_interval() {
     assert!(wait_until(WAIT, || long.last_sync().is_some()));
     let t = Instant::now();
     long.shutdown();
-    assert!(t.elapsed() < Duration::from_secs(2), "shutdown took {:?}", t.elapsed());
+    // Not the hour-long interval (a loaded machine may take a while, never that long).
+    assert!(t.elapsed() < Duration::from_secs(10), "shutdown took {:?}", t.elapsed());
     assert!(!long.is_running());
 
     sync.shutdown();
