@@ -9,6 +9,20 @@ use common::{broker_config, wait_until};
 use rmqha_core::metadata::SubscriptionGroupConfig;
 use rmqha_core::{Broker, Error};
 
+/// A slave replicating from `master` and syncing its config every 100 ms.
+fn slave_of(master: &Broker, dir: &std::path::Path) -> std::sync::Arc<Broker> {
+    Broker::start_slave(broker_config(
+        dir,
+        "SLAVE",
+        &[
+            ("haMasterAddress", &format!("127.0.0.1:{}", master.ha_port())),
+            ("masterAddress", &format!("127.0.0.1:{}", master.listen_port())),
+            ("slaveSyncIntervalMs", "100"),
+        ],
+    ))
+    .unwrap()
+}
+
 #[test]
 fn slave_mirrors_the_masters_config_tables() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -17,16 +31,7 @@ fn slave_mirrors_the_masters_config_tables() {
     master.put_subscription_group(SubscriptionGroupConfig::new("order-consumers")).unwrap();
     master.commit_consumer_offset("order-consumers", "OrderTopic", 3, 42).unwrap();
     master.set_delay_offset(2, 17).unwrap();
-    let slave = Broker::start_slave(broker_config(
-        sd.path(),
-        "SLAVE",
-        &[
-            ("haMasterAddress", &format!("127.0.0.1:{}", master.ha_port())),
-            ("masterAddress", &format!("127.0.0.1:{}", master.listen_port())),
-            ("slaveSyncIntervalMs", "100"),
-        ],
-    ))
-    .unwrap();
+    let slave = slave_of(&master, sd.path());
     // The first sync runs at start.
     assert!(wait_until(Duration::from_secs(10), || slave.topic_config("OrderTopic").is_some()));
     assert_eq!(slave.topic_config("OrderTopic").unwrap().write_queue_nums, 8);
@@ -86,16 +91,7 @@ fn a_table_larger_than_a_usual_frame_is_mirrored() {
     master.tables().subscription_groups().create_all_if_absent(groups).unwrap();
     let on_disk = std::fs::metadata(md.path().join("config").join("subscriptionGroup.json")).unwrap().len();
     assert!(on_disk > 16 << 20, "{on_disk} bytes");
-    let slave = Broker::start_slave(broker_config(
-        sd.path(),
-        "SLAVE",
-        &[
-            ("haMasterAddress", &format!("127.0.0.1:{}", master.ha_port())),
-            ("masterAddress", &format!("127.0.0.1:{}", master.listen_port())),
-            ("slaveSyncIntervalMs", "100"),
-        ],
-    ))
-    .unwrap();
+    let slave = slave_of(&master, sd.path());
     let last = format!("g39999-{pad}");
     assert!(wait_until(Duration::from_secs(60), || slave.subscription_group(&last).is_some()));
     slave.shutdown();

@@ -123,23 +123,20 @@ impl ConsumerOffsetTable {
     /// Forgets every offset of `group` (as when the group is deleted); returns how many
     /// `topic@group` keys went.
     pub fn remove_group(&self, group: &str) -> usize {
-        let mut state = self.write();
-        let before = state.table.len();
-        state.table.retain(|key, _| key.rsplit_once(TOPIC_GROUP_SEPARATOR).is_none_or(|(_, g)| g != group));
-        let removed = before - state.table.len();
-        if removed > 0 {
-            state.version.next_version();
-            self.store.mark_dirty();
-        }
-        removed
+        self.remove_keys(|_, g| g == group)
     }
 
     /// Forgets every group's offsets in `topic` (as when the topic is deleted, RocketMQ 5's
     /// `cleanOffsetByTopic`); returns how many `topic@group` keys went.
     pub fn remove_topic(&self, topic: &str) -> usize {
+        self.remove_keys(|t, _| t == topic)
+    }
+
+    /// Forgets the `topic@group` keys `hit(topic, group)` picks; returns how many went.
+    fn remove_keys(&self, hit: impl Fn(&str, &str) -> bool) -> usize {
         let mut state = self.write();
         let before = state.table.len();
-        state.table.retain(|key, _| key.rsplit_once(TOPIC_GROUP_SEPARATOR).is_none_or(|(t, _)| t != topic));
+        state.table.retain(|key, _| key.rsplit_once(TOPIC_GROUP_SEPARATOR).is_none_or(|(t, g)| !hit(t, g)));
         let removed = before - state.table.len();
         if removed > 0 {
             state.version.next_version();
