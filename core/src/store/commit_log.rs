@@ -923,7 +923,13 @@ impl CommitLog {
     /// `offset` meanwhile (the caller stops the dispatcher and HA first).
     pub fn truncate(&self, offset: u64) -> std::io::Result<()> {
         let _state = self.put.lock();
-        self.queue.truncate(offset)?;
+        // Cut short (a file left, its tail half zeroed, or the zeros' sync failed), the log's
+        // files and positions no longer agree, and cut records could come back after a crash:
+        // nothing may be appended after that.
+        if let Err(e) = self.injected_fault().and_then(|()| self.queue.truncate(offset)) {
+            self.poison(format!("truncating the CommitLog to offset {offset}: {e}"));
+            return Err(e);
+        }
         self.max_offset.store(offset, Ordering::Release);
         // Samples of records that are gone would hold `physicMsgTimestamp` back until the
         // log grew past them again.
@@ -996,5 +1002,22 @@ mod tests {
         cl.note_dispatched(5000, 2000);
         cl.truncate(0).unwrap();
         assert_eq!(cl.flushed_timestamp(u64::MAX), None);
+    }
+
+    /// A truncation that fails midway leaves files and positions that disagree (and, if the
+    /// zeros were not synced, cut records that a crash could bring back): the log refuses
+    /// appends from then on rather than write after it.
+    #[test]
+    fn a_failed_truncation_poisons_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = log(dir.path());
+        let msg = crate::message::Message::new("T", b"hello".to_vec());
+        let first = cl.append(std::slice::from_ref(&msg)).map_err(|_| "append").unwrap();
+        cl.append(std::slice::from_ref(&msg)).map_err(|_| "append").unwrap();
+        cl.inject_flush_failure();
+        assert!(cl.truncate((first.phy_offset + first.wrote_bytes as i64) as u64).is_err());
+        let why = cl.poisoned().expect("poisoned");
+        assert!(why.contains("truncating the CommitLog"), "{why}");
+        assert!(cl.append(std::slice::from_ref(&msg)).is_err());
     }
 }
