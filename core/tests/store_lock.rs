@@ -33,11 +33,15 @@ fn second_open_in_the_same_process_fails() {
     assert_eq!(again.max_offset(), r.end_offset());
 }
 
-/// The child side of `second_open_in_another_process_fails`: does nothing unless started by
-/// that test, which re-runs this test binary with the variables set.
+/// The child side of `second_open_in_another_process_fails`, which re-runs this test binary
+/// with `--ignored` and the variables set (ignored otherwise: listed as skipped, not as a
+/// passing test).
 #[test]
+#[ignore = "the child process of second_open_in_another_process_fails, which runs it"]
 fn child_opens_the_store() {
-    let (Some(dir), Some(out)) = (std::env::var_os(CHILD_DIR), std::env::var_os(CHILD_OUT)) else { return };
+    let (Some(dir), Some(out)) = (std::env::var_os(CHILD_DIR), std::env::var_os(CHILD_OUT)) else {
+        panic!("run by second_open_in_another_process_fails, with {CHILD_DIR} and {CHILD_OUT} set")
+    };
     let result = match MessageStore::open(store_config(Path::new(&dir), &[])) {
         Ok(_) => "opened".to_string(),
         Err(e) => format!("error: {e}"),
@@ -47,12 +51,24 @@ fn child_opens_the_store() {
 
 fn run_child(dir: &Path) -> String {
     let out = dir.with_extension("child-out");
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_opens_the_store", "--test-threads", "1"])
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_opens_the_store", "--ignored", "--test-threads", "1"])
         .env(CHILD_DIR, dir)
         .env(CHILD_OUT, &out)
-        .status()
+        .spawn()
         .unwrap();
+    // Bounded: a lock that blocked instead of failing would hang the child.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("the child did not finish within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert!(status.success());
     std::fs::read_to_string(&out).expect("the child reports")
 }
