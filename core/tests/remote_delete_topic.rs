@@ -153,16 +153,24 @@ fn a_deletion_cut_short_by_a_crash_is_finished_at_start() {
         store.put_message_sync(&common::message("Half", 0, i, 10)).unwrap();
     }
     let end = store.max_offset();
-    store.put_message_sync(&common::message("After", 0, 0, 10)).unwrap();
+    // A topic deleted at the same point and made again since: its queue stays.
+    for i in 0..2 {
+        store.put_message_sync(&common::message("Again", 0, i, 10)).unwrap();
+    }
+    // More log than recovery walks (64 KiB files), so that a wrongly removed queue would not
+    // be rebuilt from it.
+    for i in 0..400 {
+        store.put_message_sync(&common::message("Filler", 0, i, 1000)).unwrap();
+    }
     assert!(store.wait_dispatched(TIMEOUT));
     store.shutdown();
     drop(store);
-    std::fs::write(dir.path().join("deletedTopics.json"), format!("{{\"Half\": {end}, \"After\": 0}}"))
-        .unwrap();
+    let deleted = format!("{{\"Half\": {end}, \"Again\": {end}}}");
+    std::fs::write(dir.path().join("deletedTopics.json"), deleted).unwrap();
     let store = rmqha_core::MessageStore::open(cfg).unwrap();
     store.start().unwrap();
     assert!(store.queue_ids("Half").is_empty());
     assert!(!dir.path().join("consumequeue").join("Half").exists());
-    assert_eq!(store.get_messages("After", 0, 0, 4).messages().len(), 1, "units past its deletion stay");
+    assert_eq!(store.get_messages("Again", 0, 0, 4).messages().len(), 2, "units past its deletion stay");
     store.shutdown();
 }

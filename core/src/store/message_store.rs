@@ -209,7 +209,6 @@ impl MessageStore {
         };
         let deleted_path = root.join(DELETED_TOPICS_FILE);
         let deleted = Arc::new(DeletedTopics::open(deleted_path)?);
-        drop_deleted_leftovers(&cqs, &deleted)?;
         let recovery =
             recover(&config, &commit_log, &cqs, index.as_deref(), &checkpoint, &deleted, last_exit_ok)?;
         let dispatcher = Arc::new(Dispatcher::new(
@@ -1182,6 +1181,8 @@ fn recover(
     for q in cqs.all() {
         q.recover().map_err(|e| store_err("consume queue", e))?;
     }
+    // Only now do the queues know where their units end.
+    drop_deleted_leftovers(cqs, deleted)?;
     let files = cl.queue().files();
     if files.is_empty() {
         let indexed_end = cqs.max_physic_offset();
@@ -1428,7 +1429,8 @@ fn drop_queues(cqs: &ConsumeQueueStore, topic: &str, queues: &[Arc<ConsumeQueue>
 }
 
 /// Finishes deletions a crash interrupted: queues of a deleted topic whose every unit lies
-/// below the deletion (a queue made again after it has units past it, and stays).
+/// below the deletion (a queue made again after it has units past it, and stays). Called
+/// once the queues are recovered: before, none knows where its units end.
 fn drop_deleted_leftovers(cqs: &ConsumeQueueStore, deleted: &DeletedTopics) -> Result<()> {
     for (topic, below) in deleted.all() {
         let left: Vec<_> = cqs.all().into_iter().filter(|q| q.topic() == topic).collect();
