@@ -670,12 +670,10 @@ impl Broker {
             m.shutdown();
         }
         self.stop.stop();
-        for t in std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner())) {
-            // A put's callback may shut the broker down on any thread: not waiting for itself.
-            if t.thread().id() != std::thread::current().id() {
-                let _ = t.join();
-            }
-        }
+        // A put's callback may shut the broker down on any thread: not waiting for itself.
+        std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()))
+            .into_iter()
+            .for_each(crate::join_unless_current);
         if let Err(e) = self.tables.persist_all() {
             tracing::error!("persisting config tables at shutdown failed: {e}");
         }

@@ -28,6 +28,15 @@ pub mod sync;
 
 pub use broker::{Broker, Offsets};
 
+/// Joins `handle` unless it is the calling thread: a put's callback runs on the thread that
+/// completes the put (group commit, an HA reader, a deadline thread, a remoting handler) and
+/// may shut the broker down there, which must not wait for itself.
+pub(crate) fn join_unless_current(handle: std::thread::JoinHandle<()>) {
+    if handle.thread().id() != std::thread::current().id() {
+        let _ = handle.join();
+    }
+}
+
 /// `timeout` from now, for a timeout a caller passes in: `Instant + Duration` panics on
 /// overflow (`Duration::MAX`, or `rmqha put --timeout 1e19`), so anything beyond ten years
 /// waits ten years, which is to say without a deadline.

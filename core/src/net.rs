@@ -4,6 +4,36 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+/// Unblocks a thread sitting in `listener.accept()`, which then sees its stop flag and exits.
+/// Shutting the listening socket down fails a blocked `accept()` (EINVAL on Linux) without a
+/// new descriptor; a connection to the port, the only way std offers, needs one, and in a
+/// process out of descriptors a stop then waited forever. Where the shutdown is refused (not
+/// Linux), a connection to `addr` (loopback for a wildcard) remains the way.
+pub(crate) fn wake_acceptor(listener: &std::net::TcpListener, addr: SocketAddr) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: shutdown(2) of a socket the caller holds open.
+        if unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR) } == 0 {
+            return;
+        }
+        tracing::debug!(%addr, error = %io::Error::last_os_error(),
+            "cannot shut the listener down; connecting to wake its acceptor");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = listener;
+    let target = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    };
+    if let Err(e) = std::net::TcpStream::connect_timeout(&target, Duration::from_secs(5)) {
+        tracing::warn!(%addr, error = %e, "cannot wake an acceptor; its stop waits for the next connection");
+    }
+}
+
 /// A non-loopback local address as RocketMQ picks one (`NetworkUtil.getLocalInetAddress`):
 /// the first public IPv4, else the last private IPv4, else an IPv6, else 127.0.0.1.
 pub fn local_ip() -> IpAddr {

@@ -9,8 +9,8 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Once, mpsc};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use common::{broker_config, commit_log_files, message, wait_until};
@@ -23,21 +23,8 @@ use rmqha_core::remoting::{
 };
 use rmqha_core::{Broker, MessageStore, PutStatus};
 
-static PANICS: AtomicUsize = AtomicUsize::new(0);
-
-fn count_panics() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, Ordering::SeqCst);
-            default(info);
-        }));
-    });
-}
-
 fn with_deadline(limit: Duration, f: impl FnOnce() + Send + 'static) {
-    count_panics();
+    let panics = common::panic_count();
     let (tx, rx) = mpsc::channel();
     let h = std::thread::spawn(move || {
         f();
@@ -52,7 +39,7 @@ fn with_deadline(limit: Duration, f: impl FnOnce() + Send + 'static) {
         }
         Err(mpsc::RecvTimeoutError::Timeout) => panic!("did not finish within {limit:?}: something hangs"),
     }
-    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a thread panicked (see the output above)");
+    assert_eq!(panics.load(Ordering::SeqCst), 0, "a thread panicked (see the output above)");
 }
 
 fn runner(cases: u32) -> TestRunner {

@@ -9,29 +9,20 @@
 mod common;
 
 use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Once, mpsc};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use common::{Proxy, broker_config, message, wait_until};
 use rmqha_core::{Broker, PutStatus};
 
-static PANICS: AtomicUsize = AtomicUsize::new(0);
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Counts panics on any thread (the default hook still prints them). Returns the guard that
-/// keeps the other tests of this binary out.
+/// Counts panics on any thread (the default hook still prints them), from zero. Returns the
+/// guard that keeps the other tests of this binary out.
 fn count_panics() -> std::sync::MutexGuard<'static, ()> {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, Ordering::SeqCst);
-            default(info);
-        }));
-    });
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    PANICS.store(0, Ordering::SeqCst);
+    common::panic_count().store(0, Ordering::SeqCst);
     guard
 }
 
@@ -71,7 +62,7 @@ fn dropping_the_last_handle_stops_the_broker_on_the_callers_thread() {
         }
         drop(broker);
     }
-    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "threads panicked");
+    assert_eq!(common::panic_count().load(Ordering::SeqCst), 0, "threads panicked");
     assert!(
         refused.is_empty(),
         "{} starts right after a drop found the store locked, first: {:?}",
@@ -131,7 +122,7 @@ fn shutdown_from_a_put_acked_by_a_slave() {
     let (thread, status) = shutdown_from_callback(&master, || proxy.stall_up(false));
     assert_eq!(status, PutStatus::PutOk);
     assert!(thread.starts_with("rmqha-ha-read"), "completed on {thread}");
-    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "threads panicked");
+    assert_eq!(common::panic_count().load(Ordering::SeqCst), 0, "threads panicked");
     slave.shutdown();
     drop(master);
     // The store was let go before the callback returned.
@@ -149,7 +140,7 @@ fn shutdown_from_a_put_that_timed_out_waiting_for_a_slave() {
     let (thread, status) = shutdown_from_callback(&master, || {});
     assert_eq!(status, PutStatus::FlushSlaveTimeout);
     assert_eq!(thread, "rmqha-ha-timeout");
-    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "threads panicked");
+    assert_eq!(common::panic_count().load(Ordering::SeqCst), 0, "threads panicked");
     proxy.stall_up(false);
     slave.shutdown();
     drop(master);
@@ -186,7 +177,7 @@ fn shutdown_from_a_put_completed_by_group_commit() {
             break;
         }
     }
-    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "threads panicked");
+    assert_eq!(common::panic_count().load(Ordering::SeqCst), 0, "threads panicked");
     drop(master);
     Broker::start_master(config()).unwrap().shutdown();
 }

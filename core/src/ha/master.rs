@@ -15,7 +15,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::frame::{FRAME_HEADER_SIZE, ReportReader, encode_header};
+use crate::join_unless_current;
 use crate::message::{CheckResult, check_record};
+use crate::net::wake_acceptor;
 use crate::store::commit_log::{CommitLog, now_ms};
 use crate::store::mapped_file::MappedFile;
 use crate::store::notify::Notifier;
@@ -254,45 +256,6 @@ impl Drop for HaMaster {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-/// Joins `handle` unless it is the calling thread.
-fn join_unless_current(handle: JoinHandle<()>) {
-    if handle.thread().id() != std::thread::current().id() {
-        let _ = handle.join();
-    }
-}
-
-/// Unblocks an acceptor sitting in `accept()`; it then sees the stop flag and exits. Shutting
-/// the listening socket down fails a blocked `accept()` (EINVAL on Linux) without a new
-/// descriptor; a connection to the port, the only way std offers, needs one, and in a process
-/// out of descriptors the stop then waited forever. Where the shutdown is refused (not
-/// Linux), the connection remains.
-fn wake_acceptor(listener: &TcpListener, local: SocketAddr) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::io::AsRawFd;
-        // SAFETY: shutdown(2) of a socket we hold open.
-        if unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR) } == 0 {
-            return;
-        }
-        tracing::debug!(
-            "cannot shut the HA listener down ({}); connecting to wake its acceptor",
-            io::Error::last_os_error()
-        );
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = listener;
-    let _ = TcpStream::connect_timeout(&wake_addr(local), Duration::from_millis(500));
-}
-
-fn wake_addr(local: SocketAddr) -> SocketAddr {
-    let ip = match local.ip() {
-        IpAddr::V4(v) if v.is_unspecified() => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
-        IpAddr::V6(v) if v.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
-    SocketAddr::new(ip, local.port())
 }
 
 impl Shared {

@@ -17,3 +17,9 @@ pub const COMPRESSION_TYPE_MASK: i32 = 0x700;
 pub fn transaction_type(sys_flag: i32) -> i32 {
     sys_flag & TRANSACTION_MASK
 }
+
+/// Whether a record with `sys_flag` takes a queue offset and gets a ConsumeQueue unit: every
+/// one but a prepared or rolled-back transactional message.
+pub fn takes_queue_offset(sys_flag: i32) -> bool {
+    matches!(transaction_type(sys_flag), TRANSACTION_NOT_TYPE | TRANSACTION_COMMIT_TYPE)
+}

@@ -138,13 +138,9 @@ impl ClientServices {
         }
         self.shared.long_poll.stop();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        for t in threads {
-            // The last reference to the broker may be dropped on one of these threads, whose
-            // drop then calls this: it must not wait for itself.
-            if t.thread().id() != std::thread::current().id() {
-                let _ = t.join();
-            }
-        }
+        // The last reference to the broker may be dropped on one of these threads, whose drop
+        // then calls this: it must not wait for itself.
+        threads.into_iter().for_each(crate::join_unless_current);
     }
 }
 

@@ -354,9 +354,7 @@ impl TopicProcessor {
             Err(e) => Err(reply(req, response_code::SYSTEM_ERROR, e.to_string())),
         }
     }
-}
 
-impl TopicProcessor {
     /// DELETE_TOPIC_IN_BROKER (215), as `mqadmin deleteTopic` sends it to each broker: the
     /// topic's config, ConsumeQueues and consumer offsets go (see [`Broker::delete_topic`]).
     /// A system topic is refused as in Java; an unknown topic is not an error.

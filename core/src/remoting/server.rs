@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
@@ -13,6 +13,8 @@ use super::command::RemotingCommand;
 use super::connection::{Connection, Responder};
 use super::error::RemotingError;
 use super::frame::DEFAULT_MAX_FRAME;
+use crate::join_unless_current;
+use crate::net::wake_acceptor;
 
 /// Answers requests. One handler serves every listener and connection of a server.
 ///
@@ -261,14 +263,6 @@ fn reap_finished(threads: &mut Vec<JoinHandle<()>>) {
     }
 }
 
-/// Joins `handle` unless it is the calling thread (a handler that shuts its own server down
-/// must not wait for itself).
-fn join_unless_current(handle: JoinHandle<()>) {
-    if handle.thread().id() != thread::current().id() {
-        let _ = handle.join();
-    }
-}
-
 /// An acceptor thread and its listener, shared so that shutdown can wake the thread through
 /// the socket (see [`wake_acceptor`]); the socket stays open while either holds it, so its
 /// descriptor number cannot be reused by another file meanwhile.
@@ -384,34 +378,5 @@ impl std::fmt::Debug for RemotingServer {
             .field("local_addrs", &self.local_addrs)
             .field("config", &self.shared.config)
             .finish_non_exhaustive()
-    }
-}
-
-/// Unblocks an acceptor sitting in `accept()`; it then sees the stop flag and exits. Shutting
-/// the listening socket down fails a blocked `accept()` (EINVAL on Linux) without a new
-/// descriptor; a connection to the port, the only way std offers, needs one, and in a process
-/// out of descriptors the stop then waited forever. Where the shutdown is refused (not
-/// Linux), the connection remains.
-fn wake_acceptor(listener: &TcpListener, addr: SocketAddr) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::io::AsRawFd;
-        // SAFETY: shutdown(2) of a socket we hold open.
-        if unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR) } == 0 {
-            return;
-        }
-        tracing::debug!(%addr, error = %io::Error::last_os_error(),
-            "cannot shut the listener down; connecting to wake its acceptor");
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = listener;
-    let target = match addr.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
-        IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port()),
-        _ => addr,
-    };
-    if let Err(e) = TcpStream::connect_timeout(&target, Duration::from_secs(5)) {
-        tracing::warn!(%addr, error = %e,
-            "cannot wake acceptor; shutdown waits for the next connection");
     }
 }

@@ -541,9 +541,7 @@ impl CommitLog {
                     p.born_timestamp = store_ts;
                 }
                 let m = p.msg;
-                let tx = sysflag::transaction_type(p.sys_flag);
-                let counted = tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE;
-                let queue_offset = if counted {
+                let queue_offset = if sysflag::takes_queue_offset(p.sys_flag) {
                     // No allocation once a topic is known: look up by &str.
                     let offs = match queue_offsets.get_mut(m.topic.as_str()) {
                         Some(q) => q,
@@ -588,15 +586,12 @@ impl CommitLog {
                     // Nothing was appended (the write position stays, and the next append
                     // writes over whatever part landed): give the queue offsets back and
                     // refuse only this put, so writing resumes once space returns.
-                    for p in prepared.iter().flatten() {
-                        let tx = sysflag::transaction_type(p.sys_flag);
-                        if tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE {
-                            if let Some(slot) = queue_offsets
-                                .get_mut(p.msg.topic.as_str())
-                                .and_then(|q| q.get_mut(&p.msg.queue_id))
-                            {
-                                *slot -= 1;
-                            }
+                    for p in prepared.iter().flatten().filter(|p| sysflag::takes_queue_offset(p.sys_flag)) {
+                        if let Some(slot) = queue_offsets
+                            .get_mut(p.msg.topic.as_str())
+                            .and_then(|q| q.get_mut(&p.msg.queue_id))
+                        {
+                            *slot -= 1;
                         }
                     }
                     tracing::warn!("put refused, the disk is full: {why}");

@@ -300,8 +300,7 @@ impl Dispatcher {
     }
 
     fn dispatch(&self, queues: &mut QueueCache, req: &DispatchRequest<'_>) -> std::io::Result<()> {
-        let tx = sysflag::transaction_type(req.sys_flag);
-        if (tx == sysflag::TRANSACTION_NOT_TYPE || tx == sysflag::TRANSACTION_COMMIT_TYPE)
+        if sysflag::takes_queue_offset(req.sys_flag)
             && !self.deleted.hides(req.topic, req.commit_log_offset as u64)
         {
             let of_topic = match queues.queues.get_mut(req.topic) {

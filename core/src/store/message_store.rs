@@ -25,6 +25,7 @@ use super::wait::{OffsetWaiters, PutTicket, WaitPart, WakeRelay};
 use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
 use crate::error::{Error, Result};
 use crate::fork::ForkGuard;
+use crate::join_unless_current;
 use crate::message::{Message, decode_offset_msg_id, decode_record, parse_delay_levels};
 
 /// A put's answer: final at once, or pending a flush and/or a slave ack.
@@ -705,11 +706,6 @@ impl MessageStore {
         Ok(queues.len())
     }
 
-    /// Deleted topics: topic → the CommitLog offset below which its records are deleted.
-    pub fn deleted_topics(&self) -> std::collections::BTreeMap<String, u64> {
-        self.dispatcher.deleted_topics().all()
-    }
-
     /// The queue offset of the first message stored at or after `timestamp` ms.
     pub fn queue_offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> i64 {
         let Some(q) = self.cqs.find(topic, queue_id) else { return 0 };
@@ -1268,9 +1264,7 @@ fn recover(
     let mut seen: HashMap<String, HashMap<i32, QueueSeen>> = HashMap::new();
     let end = cl.scan_valid_end(scan_from, check_crc, |offset, req| {
         // Prepared and rolled-back transactional records have no ConsumeQueue unit.
-        let tx = crate::message::sysflag::transaction_type(req.sys_flag);
-        let queued = tx == crate::message::sysflag::TRANSACTION_NOT_TYPE
-            || tx == crate::message::sysflag::TRANSACTION_COMMIT_TYPE;
+        let queued = crate::message::sysflag::takes_queue_offset(req.sys_flag);
         if offset >= dispatched_below || !queued || deleted.hides(req.topic, offset) {
             return;
         }
@@ -1433,7 +1427,7 @@ fn drop_queues(cqs: &ConsumeQueueStore, topic: &str, queues: &[Arc<ConsumeQueue>
 /// once the queues are recovered: before, none knows where its units end.
 fn drop_deleted_leftovers(cqs: &ConsumeQueueStore, deleted: &DeletedTopics) -> Result<()> {
     for (topic, below) in deleted.all() {
-        let left: Vec<_> = cqs.all().into_iter().filter(|q| q.topic() == topic).collect();
+        let left: Vec<_> = cqs.queue_ids(&topic).into_iter().filter_map(|id| cqs.find(&topic, id)).collect();
         if !left.is_empty() && left.iter().all(|q| q.max_physic_offset() <= below as i64) {
             tracing::warn!(topic, "finishing the deletion of topic {topic:?}: removing its ConsumeQueues");
             let queues = cqs.remove_topic(&topic);
@@ -1554,15 +1548,6 @@ fn units_past(cl: &CommitLog, cqs: &ConsumeQueueStore, end: u64, check: bool) ->
 /// topic -> queue -> next offset, for tests and status.
 pub fn queue_offsets(store: &MessageStore) -> HashMap<String, HashMap<i32, i64>> {
     store.cqs.queue_offset_table()
-}
-
-/// Joins `handle` unless it is the calling thread: a put's callback runs on the thread that
-/// completes the put (group commit, the flush deadline thread) and may shut the store down
-/// there, which must not wait for itself.
-fn join_unless_current(handle: JoinHandle<()>) {
-    if handle.thread().id() != std::thread::current().id() {
-        let _ = handle.join();
-    }
 }
 
 #[cfg(test)]

@@ -256,3 +256,19 @@ pub fn list_files(dir: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+/// Panics on any thread of this test process so far (the default hook still prints them);
+/// the counting hook is installed by the first call.
+pub fn panic_count() -> &'static std::sync::atomic::AtomicUsize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, Ordering::SeqCst);
+            default(info);
+        }));
+    });
+    &PANICS
+}
