@@ -100,6 +100,66 @@ pub fn resolve(addr: &str, timeout: Duration, cancelled: impl Fn() -> bool) -> i
     resolve_with(addr, timeout, cancelled, |a| a.to_socket_addrs().map(Iterator::collect))
 }
 
+/// Connects to `addr` within `timeout`, giving up within 50 ms once `cancelled` says so: a
+/// stop must not wait out the connect timeout of a master whose host drops our SYNs (down,
+/// firewalled, or with a full accept queue). `bind` picks the local address.
+pub(crate) fn connect(
+    addr: SocketAddr,
+    timeout: Duration,
+    bind: Option<IpAddr>,
+    cancelled: impl Fn() -> bool,
+) -> io::Result<std::net::TcpStream> {
+    use std::os::unix::io::AsRawFd;
+    let sock = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    if let Some(ip) = bind {
+        sock.bind(&SocketAddr::new(ip, 0).into())?;
+    }
+    sock.set_nonblocking(true)?;
+    match sock.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+            let deadline = crate::deadline_after(timeout);
+            loop {
+                if cancelled() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Interrupted,
+                        format!("stopped while connecting to {addr}"),
+                    ));
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("connecting to {addr} took longer than {timeout:?}"),
+                    ));
+                }
+                let slice = left.min(Duration::from_millis(50)).as_millis().max(1) as libc::c_int;
+                let mut pfd = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                // SAFETY: one pollfd for a socket we hold open.
+                let n = unsafe { libc::poll(&mut pfd, 1, slice) };
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() == io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    return Err(e);
+                }
+                if n > 0 {
+                    // Writable: connected, or failed with the error SO_ERROR holds.
+                    if let Some(e) = sock.take_error()? {
+                        return Err(e);
+                    }
+                    break;
+                }
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    sock.set_nonblocking(false)?;
+    sock.set_tcp_nodelay(true)?;
+    Ok(sock.into())
+}
+
 fn resolve_with(
     addr: &str,
     timeout: Duration,

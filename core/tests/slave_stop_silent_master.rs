@@ -64,3 +64,47 @@ fn a_slave_stops_at_once_while_its_master_does_not_answer() {
     // Each waits 3 s for its answer; the stop ends both calls instead.
     assert!(took < Duration::from_millis(1500), "the stop took {took:?}");
 }
+
+/// Sockets of this host in SYN_SENT towards `port` (`/proc/net/tcp`): connections being made.
+fn connecting_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let remote_port = f[2].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+            remote_port == Some(port) && f[3] == "02"
+        })
+        .count()
+}
+
+#[test]
+fn a_slave_stops_at_once_while_its_master_drops_connection_attempts() {
+    // A listener whose accept queue is full: the kernel drops further SYNs, as for a host
+    // that is down or firewalled, and a connect waits out its whole timeout.
+    let listener = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    listener.bind(&"127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let _queued = TcpStream::connect(addr).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = addr.to_string();
+    let slave = Broker::start_slave(common::broker_config(
+        dir.path(),
+        "SLAVE",
+        &[("haMasterAddress", &a), ("masterAddress", &a), ("vipChannelEnabled", "false")],
+    ))
+    .unwrap();
+    // The HA client, the config sync and the registration are all connecting.
+    assert!(
+        common::wait_until(Duration::from_secs(20), || connecting_to(addr.port()) >= 3),
+        "three connections in progress, found {}",
+        connecting_to(addr.port())
+    );
+    let stopping = Instant::now();
+    slave.shutdown();
+    let took = stopping.elapsed();
+    // Each connect waits up to 3 s; the stop gives them up instead.
+    assert!(took < Duration::from_millis(1500), "the stop took {took:?}");
+}

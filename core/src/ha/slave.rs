@@ -4,7 +4,7 @@
 //! reconnects with backoff. The master address can change at runtime.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -192,16 +192,7 @@ fn connect(
         if cancelled() {
             return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped while connecting"));
         }
-        let attempt = || -> io::Result<TcpStream> {
-            let sock = socket2::Socket::new(socket2::Domain::for_address(a), socket2::Type::STREAM, None)?;
-            if let Some(ip) = bind {
-                sock.bind(&SocketAddr::new(ip, 0).into())?;
-            }
-            sock.connect_timeout(&a.into(), timeout)?;
-            sock.set_tcp_nodelay(true)?;
-            Ok(sock.into())
-        };
-        match attempt() {
+        match crate::net::connect(a, timeout, bind, &cancelled) {
             Ok(s) => return Ok(s),
             Err(e) => last = e,
         }

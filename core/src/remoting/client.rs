@@ -65,8 +65,8 @@ impl RemotingClient {
     }
 
     /// Ends the call in progress (its wait for a response returns at once) and fails every
-    /// later one: for a broker that stops while its master does not answer. A connection
-    /// being made still takes up to its connect timeout.
+    /// later one: for a broker that stops while its master does not answer, or while a
+    /// connection to it is being made.
     pub fn abort(&self) {
         self.aborted.store(true, Ordering::Release);
         if let Some(stream) = self.live.lock().unwrap_or_else(PoisonError::into_inner).take() {
@@ -224,16 +224,16 @@ impl RemotingClient {
         let timeout =
             remaining(deadline).unwrap_or(Duration::from_millis(1)).min(self.config.connect_timeout);
         // Within this call's deadline, however long the resolver takes to answer.
-        let addrs = crate::net::resolve(&self.addr, timeout, || false)
+        let aborted = || self.aborted.load(Ordering::Acquire);
+        let addrs = crate::net::resolve(&self.addr, timeout, aborted)
             .map_err(|source| RemotingError::Resolve { addr: self.addr.clone(), source })?;
         let mut last_err = io::Error::new(io::ErrorKind::NotFound, "address resolved to nothing");
         if addrs.is_empty() {
             return Err(RemotingError::Resolve { addr: self.addr.clone(), source: last_err });
         }
         for addr in addrs {
-            match TcpStream::connect_timeout(&addr, timeout) {
+            match crate::net::connect(addr, timeout, None, aborted) {
                 Ok(stream) => {
-                    let _ = stream.set_nodelay(true);
                     tracing::debug!(peer = %self.addr, %addr, "connected");
                     *self.live.lock().unwrap_or_else(PoisonError::into_inner) = stream.try_clone().ok();
                     if self.aborted.load(Ordering::Acquire) {
