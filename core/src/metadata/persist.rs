@@ -169,15 +169,24 @@ impl ConfigFile {
     }
 
     /// Copies the current file to `.bak` through `.bak.tmp`, so `.bak` is never half-written.
+    /// A copy that fails is removed, as the `.tmp` of a failed write is.
     fn backup(&self) -> Result<(), MetadataError> {
         let bak = self.bak_path();
         let bak_tmp = sibling(&self.path, ".bak.tmp");
-        fs::copy(&self.path, &bak_tmp)
-            .map_err(|e| MetadataError::io(&bak_tmp, "copy the config file to", e))?;
-        File::open(&bak_tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| MetadataError::io(&bak_tmp, "fsync", e))?;
-        fs::rename(&bak_tmp, &bak).map_err(|e| MetadataError::io(&bak_tmp, "rename to .bak", e))
+        let copied = fs::copy(&self.path, &bak_tmp)
+            .map_err(|e| MetadataError::io(&bak_tmp, "copy the config file to", e))
+            .and_then(|_| {
+                File::open(&bak_tmp)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|e| MetadataError::io(&bak_tmp, "fsync", e))
+            })
+            .and_then(|()| {
+                fs::rename(&bak_tmp, &bak).map_err(|e| MetadataError::io(&bak_tmp, "rename to .bak", e))
+            });
+        if copied.is_err() {
+            let _ = fs::remove_file(&bak_tmp);
+        }
+        copied
     }
 }
 
@@ -424,6 +433,25 @@ mod tests {
         fs::remove_dir(sibling(&path, ".tmp")).unwrap();
         f.store(b"3").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "3");
+    }
+
+    #[test]
+    fn failed_backup_leaves_no_copy_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        let mut f = ConfigFile::new(path.clone());
+        f.store(b"1").unwrap();
+        // A directory that is not empty where `.bak` goes: the copy is made, its rename fails.
+        fs::create_dir(f.bak_path()).unwrap();
+        fs::write(f.bak_path().join("in-the-way"), "x").unwrap();
+        let err = f.store(b"2").unwrap_err().to_string();
+        assert!(err.contains("x.json.bak.tmp"), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "1");
+        assert!(!sibling(&path, ".bak.tmp").exists(), "the failed copy was left behind");
+        assert!(!sibling(&path, ".tmp").exists(), "the new content was left behind");
+        fs::remove_dir_all(f.bak_path()).unwrap();
+        f.store(b"3").unwrap();
+        assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "1");
     }
 
     #[test]
