@@ -215,7 +215,14 @@ impl Broker {
             let sync_config = SlaveSyncConfig::from_broker_config(&config, Some(own))
                 .with_vip_channel(config.vip_channel_enabled);
             let master = Some(config.master_address.as_str()).filter(|a| !a.is_empty());
-            SlaveSynchronizer::new(tables.clone(), master, sync_config)
+            let sync = SlaveSynchronizer::new(tables.clone(), master, sync_config);
+            // Weak: the store must not outlive the broker in a closure the broker owns.
+            let weak = Arc::downgrade(&store);
+            sync.set_deletion_handler(Arc::new(move |deleted| match weak.upgrade() {
+                Some(store) => store.apply_master_deletions(deleted).map_err(|e| e.to_string()),
+                None => Ok(0),
+            }));
+            sync
         });
         let broker = Arc::new(Broker {
             config: config.clone(),
@@ -237,7 +244,11 @@ impl Broker {
         let weak = Arc::downgrade(&broker);
         let provider: crate::broker_admin::RuntimeInfoProvider =
             Arc::new(move || weak.upgrade().map(|b| b.runtime_info()).unwrap_or_default());
-        Arc::new(AdminProcessor::new(broker.tables.clone(), provider)).register(&mut dispatch);
+        let weak = Arc::downgrade(&broker.store);
+        let deleted: crate::broker_admin::DeletedTopicsProvider =
+            Arc::new(move || weak.upgrade().map(|s| s.deleted_topics()).unwrap_or_default());
+        Arc::new(AdminProcessor::new(broker.tables.clone(), provider).with_deleted_topics(deleted))
+            .register(&mut dispatch);
         let _ = broker.client_services.set(crate::processor::install(&broker, &mut dispatch)?);
         let _ = handler.0.set(Arc::new(dispatch));
         broker.start_persist_thread()?;

@@ -174,3 +174,67 @@ fn a_deletion_cut_short_by_a_crash_is_finished_at_start() {
     assert_eq!(store.get_messages("Again", 0, 0, 4).messages().len(), 2, "units past its deletion stay");
     store.shutdown();
 }
+
+fn bodies(b: &Broker, topic: &str) -> Vec<String> {
+    b.store()
+        .get_messages(topic, 0, 0, 32)
+        .messages()
+        .into_iter()
+        .map(|m| String::from_utf8(m.body).unwrap())
+        .collect()
+}
+
+/// A slave deletes what its master deleted (the master's topic answer carries its deletions).
+/// Before, the slave kept the deleted topic's queues, and when the master made the topic
+/// again, its new records (queue offsets from 0 again) fell behind the old queue's end and
+/// got no units on the slave: consumers reading from it never saw them.
+#[test]
+fn a_slave_deletes_what_its_master_deleted_and_queues_the_topic_made_again() {
+    let mdir = tempfile::tempdir().unwrap();
+    let m = Broker::start_master(common::broker_config(mdir.path(), "ASYNC_MASTER", &[])).unwrap();
+    let sdir = tempfile::tempdir().unwrap();
+    let master_addr = format!("127.0.0.1:{}", m.listen_port());
+    let s = common::slave_of(sdir.path(), &m, &[("masterAddress", &master_addr)]);
+    let put = |topic: &str, body: String| {
+        let r =
+            m.put_message_sync(&rmqha_core::Message::new(topic, body.into_bytes()).with_queue(0)).unwrap();
+        assert_eq!(r.status, rmqha_core::PutStatus::PutOk);
+    };
+    for t in ["Again", "Kept"] {
+        m.create_topic(t, 1).unwrap();
+    }
+    for i in 0..5 {
+        put("Again", format!("old{i}"));
+    }
+    for i in 0..2 {
+        put("Kept", format!("kept{i}"));
+    }
+    let caught_up = || s.store().max_offset() == m.store().max_offset() && s.store().wait_dispatched(TIMEOUT);
+    assert!(common::wait_until(TIMEOUT, caught_up));
+    assert_eq!(s.store().queue_max_offset("Again", 0), 5);
+
+    m.delete_topic("Again").unwrap();
+    m.create_topic("Again", 1).unwrap();
+    for i in 0..3 {
+        put("Again", format!("new{i}"));
+    }
+    let expected = ["new0", "new1", "new2"];
+    assert!(common::wait_until(TIMEOUT, || bodies(&m, "Again") == expected));
+    assert!(common::wait_until(TIMEOUT, caught_up));
+
+    s.sync_config_now().unwrap();
+    assert!(
+        common::wait_until(TIMEOUT, || s.store().wait_dispatched(TIMEOUT) && bodies(&s, "Again") == expected),
+        "the slave's queue of the topic made again holds {:?}",
+        bodies(&s, "Again")
+    );
+    assert_eq!(s.store().queue_max_offset("Again", 0), 3);
+    assert_eq!(bodies(&s, "Kept"), ["kept0", "kept1"]);
+    let deleted = std::fs::read_to_string(sdir.path().join("deletedTopics.json")).unwrap();
+    assert!(deleted.contains("\"Again\""), "{deleted}");
+    // Taken once: the next sync changes nothing.
+    s.sync_config_now().unwrap();
+    assert_eq!(bodies(&s, "Again"), expected);
+    s.shutdown();
+    m.shutdown();
+}

@@ -16,4 +16,4 @@ mod kv_table;
 mod processor;
 
 pub use kv_table::KvTable;
-pub use processor::{AdminProcessor, RuntimeInfoProvider};
+pub use processor::{AdminProcessor, DeletedTopicsProvider, RuntimeInfoProvider};

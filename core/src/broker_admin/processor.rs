@@ -14,6 +14,10 @@ use super::KvTable;
 /// the connection's thread for each request, so it should only read cheap snapshots.
 pub type RuntimeInfoProvider = Arc<dyn Fn() -> BTreeMap<String, String> + Send + Sync>;
 
+/// Supplies a master's deleted topics (topic → the CommitLog offset below which its records
+/// are gone), added to its GET_ALL_TOPIC_CONFIG answers for its slaves.
+pub type DeletedTopicsProvider = Arc<dyn Fn() -> BTreeMap<String, u64> + Send + Sync>;
+
 /// Answers the config-sync and runtime-info requests from a broker's [`ConfigTables`]
 /// (RocketMQ's `AdminBrokerProcessor`, the part a slave and `rmqha status` use):
 ///
@@ -39,6 +43,7 @@ pub type RuntimeInfoProvider = Arc<dyn Fn() -> BTreeMap<String, String> + Send +
 pub struct AdminProcessor {
     tables: Arc<ConfigTables>,
     runtime_info: RuntimeInfoProvider,
+    deleted_topics: Option<DeletedTopicsProvider>,
 }
 
 impl AdminProcessor {
@@ -53,7 +58,14 @@ impl AdminProcessor {
 
     /// A processor serving `tables`, with `runtime_info` for GET_BROKER_RUNTIME_INFO.
     pub fn new(tables: Arc<ConfigTables>, runtime_info: RuntimeInfoProvider) -> Self {
-        AdminProcessor { tables, runtime_info }
+        AdminProcessor { tables, runtime_info, deleted_topics: None }
+    }
+
+    /// Adds the deleted topics `provider` gives to GET_ALL_TOPIC_CONFIG answers
+    /// ([`DELETED_TOPICS_FIELD`](crate::metadata::DELETED_TOPICS_FIELD)).
+    pub fn with_deleted_topics(mut self, provider: DeletedTopicsProvider) -> Self {
+        self.deleted_topics = Some(provider);
+        self
     }
 
     /// The tables served.
@@ -75,7 +87,12 @@ impl AdminProcessor {
     /// (so a caller can try the next processor).
     pub fn process(&self, request: &RemotingCommand) -> Option<RemotingCommand> {
         let body = match request.code {
-            request_code::GET_ALL_TOPIC_CONFIG => self.tables.topics().encode(JsonStyle::Compact),
+            request_code::GET_ALL_TOPIC_CONFIG => {
+                self.tables.topics().encode(JsonStyle::Compact).map(|body| match &self.deleted_topics {
+                    Some(deleted) => crate::metadata::with_deleted_topics(body, &deleted()),
+                    None => body,
+                })
+            }
             request_code::GET_ALL_CONSUMER_OFFSET => {
                 self.tables.consumer_offsets().encode(JsonStyle::Compact)
             }

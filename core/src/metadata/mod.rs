@@ -58,4 +58,7 @@ pub use subscription::{SubscriptionGroupConfig, SubscriptionGroupTable, Subscrip
 pub use tables::{
     CONSUMER_OFFSET_FILE, ConfigTables, DELAY_OFFSET_FILE, SUBSCRIPTION_GROUP_FILE, TOPICS_FILE,
 };
-pub use topic::{TopicConfig, TopicConfigTable, TopicConfigWrapper, TopicFilterType, is_system_topic};
+pub use topic::{
+    DELETED_TOPICS_FIELD, TopicConfig, TopicConfigTable, TopicConfigWrapper, TopicFilterType,
+    deleted_topics_in, is_system_topic, with_deleted_topics,
+};

@@ -126,6 +126,45 @@ impl TopicConfigWrapper {
     }
 }
 
+/// The field rmqha adds to a master's GET_ALL_TOPIC_CONFIG answer: its deleted topics, each
+/// with the CommitLog offset below which its records are gone, for its slaves to delete them
+/// too (RocketMQ's answer has no such field; its slaves, fastjson, skip unknown ones).
+pub const DELETED_TOPICS_FIELD: &str = "rmqhaDeletedTopics";
+
+/// `body`, a compact GET_ALL_TOPIC_CONFIG answer (a JSON object), with
+/// [`DELETED_TOPICS_FIELD`] added when `deleted` has entries.
+pub fn with_deleted_topics(mut body: String, deleted: &BTreeMap<String, u64>) -> String {
+    if deleted.is_empty() || !body.ends_with('}') {
+        return body;
+    }
+    let Ok(field) = serde_json::to_string(deleted) else { return body };
+    body.pop();
+    let empty = body.trim_end().ends_with('{');
+    body.push_str(&format!("{}\"{DELETED_TOPICS_FIELD}\":{field}}}", if empty { "" } else { "," }));
+    body
+}
+
+/// The deleted topics a master's GET_ALL_TOPIC_CONFIG answer carries; none from a master
+/// that sends no such field (RocketMQ's).
+pub fn deleted_topics_in(body: &[u8]) -> Result<BTreeMap<String, u64>, String> {
+    #[derive(Deserialize)]
+    struct Deletions {
+        #[serde(rename = "rmqhaDeletedTopics", default)]
+        deleted: BTreeMap<String, u64>,
+    }
+    match serde_json::from_slice::<Deletions>(body) {
+        Ok(d) => Ok(d.deleted),
+        // fastjson's relaxed JSON (a RocketMQ master's) may not parse strictly; it carries
+        // no deletions either way. A field of ours that does not parse is an error.
+        Err(_) if !body.windows(DELETED_TOPICS_FIELD.len()).any(|w| w == DELETED_TOPICS_FIELD.as_bytes()) => {
+            Ok(BTreeMap::new())
+        }
+        Err(e) => {
+            Err(format!("{DELETED_TOPICS_FIELD} is not a JSON object of topic to CommitLog offset: {e}"))
+        }
+    }
+}
+
 impl Wrapper for TopicConfigWrapper {
     type Config = TopicConfig;
     const WHAT: &'static str = "topic config";
@@ -338,5 +377,25 @@ mod tests {
             TopicConfigWrapper::decode(br#"{"topicConfigTable":{"T":{"topicFilterType":"REGEX"}}}"#, "body")
                 .unwrap_err();
         assert!(matches!(err, MetadataError::Json { line: 1, .. }), "{err}");
+    }
+
+    #[test]
+    fn deleted_topics_ride_along_in_the_topic_answer() {
+        let deleted = BTreeMap::from([("Gone".to_string(), 4096u64)]);
+        let mut wrapper = TopicConfigWrapper::default();
+        wrapper.topic_config_table.insert("T".into(), TopicConfig::new("T"));
+        let table = wrapper.encode(JsonStyle::Compact).unwrap();
+        let body = with_deleted_topics(table.clone(), &deleted);
+        assert_eq!(deleted_topics_in(body.as_bytes()).unwrap(), deleted);
+        // The table itself reads as before.
+        assert_eq!(TopicConfigWrapper::decode(body.as_bytes(), "body").unwrap(), wrapper);
+        assert_eq!(with_deleted_topics(table.clone(), &BTreeMap::new()), table);
+        assert_eq!(deleted_topics_in(b"{}").unwrap(), BTreeMap::new());
+        assert_eq!(deleted_topics_in(br#"{"rmqhaDeletedTopics":{"A":1}}"#).unwrap()["A"], 1);
+        // A RocketMQ master's fastjson body (unquoted keys) carries none.
+        assert_eq!(deleted_topics_in(br#"{topicConfigTable:{}}"#).unwrap(), BTreeMap::new());
+        // Ours, damaged, is an error naming the field.
+        let err = deleted_topics_in(br#"{"rmqhaDeletedTopics":{"A":-1}}"#).unwrap_err();
+        assert!(err.contains(DELETED_TOPICS_FIELD), "{err}");
     }
 }

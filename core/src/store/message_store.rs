@@ -1,7 +1,7 @@
 //! `MessageStore`: the CommitLog, ConsumeQueues, index, dispatcher, flush and retention
 //! services of one store directory, opened, recovered, started and shut down together.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -704,6 +704,56 @@ impl MessageStore {
         drop_queues(&self.cqs, topic, &queues)?;
         tracing::info!(topic, queues = queues.len(), below, "topic deleted from the store");
         Ok(queues.len())
+    }
+
+    /// The deleted topics, each with the CommitLog offset below which its records are gone:
+    /// what a master tells its slaves (see `apply_master_deletions`).
+    pub fn deleted_topics(&self) -> BTreeMap<String, u64> {
+        self.dispatcher.deleted_topics().all()
+    }
+
+    /// Slave: takes the master's topic deletions (`deleted_topics` there). The log is the
+    /// master's byte for byte, so a deletion means the same records here: each one not yet
+    /// taken is recorded, the topic's queues go, and dispatch goes back to the deletion's
+    /// offset, where the records the topic got after it (queue offsets from 0 again) are
+    /// dispatched into new queues; every other record there is already queued and indexed,
+    /// and is skipped. Without this a slave kept a deleted topic's queues, and a topic made
+    /// again on the master got no units here (its queue offsets were behind the old queue's
+    /// end). Returns how many deletions were taken.
+    pub fn apply_master_deletions(&self, deletions: &BTreeMap<String, u64>) -> Result<usize> {
+        self.writable()?;
+        let deleted = self.dispatcher.deleted_topics();
+        let mut taken = 0;
+        for (topic, &below) in deletions {
+            let known = deleted.all().get(topic).is_some_and(|&b| b >= below);
+            // A queue holding a unit below the deletion: one a crash left behind after the
+            // deletion was recorded.
+            let left =
+                self.cqs.queue_ids(topic).into_iter().filter_map(|id| self.cqs.find(topic, id)).any(|q| {
+                    q.get(q.min_offset_in_queue()).is_some_and(|u| u.size > 0 && u.phy_offset < below as i64)
+                });
+            if known && !left {
+                continue;
+            }
+            let _no_dispatch = self.dispatcher.forget_topic(topic);
+            deleted.add(topic, below).map_err(|e| Error::Store(format!("deleting topic {topic:?}: {e}")))?;
+            let queues = self.cqs.remove_topic(topic);
+            drop_queues(&self.cqs, topic, &queues)?;
+            if self.dispatcher.reput_from() > below {
+                self.dispatcher.set_reput_from(below);
+            }
+            tracing::info!(
+                topic,
+                queues = queues.len(),
+                below,
+                "topic deleted on the master: deleted here too"
+            );
+            taken += 1;
+        }
+        if taken > 0 {
+            self.commit_log.appended().notify();
+        }
+        Ok(taken)
     }
 
     /// The queue offset of the first message stored at or after `timestamp` ms.

@@ -1,8 +1,9 @@
 //! [`SlaveSynchronizer`]: pulls the master's four tables into the slave's [`ConfigTables`],
 //! at once, every interval, and on demand.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
@@ -16,6 +17,10 @@ use super::config::SlaveSyncConfig;
 use super::error::{SyncError, TableError, TableFailure};
 use super::master::{MasterLink, failure, same_address};
 use super::report::{SkipReason, SyncAttempt, SyncReport, SyncStatus, SyncTable, TableOutcome};
+
+/// Takes the deleted topics a master's topic answer carries (topic → the CommitLog offset
+/// below which its records are gone) into the slave's store; returns how many were new.
+pub type DeletionHandler = Arc<dyn Fn(&BTreeMap<String, u64>) -> Result<usize, String> + Send + Sync>;
 
 /// Mirrors a master's topic configs, consumer offsets, delay offsets and subscription groups
 /// into a slave's [`ConfigTables`] (RocketMQ's `SlaveSynchronize`).
@@ -56,6 +61,8 @@ struct Inner {
     wakeup: Condvar,
     /// Set by shutdown; checked between tables so shutdown waits for one request at most.
     stopping: AtomicBool,
+    /// Where the master's topic deletions go (the broker's store).
+    deletions: OnceLock<DeletionHandler>,
 }
 
 #[derive(Default)]
@@ -90,6 +97,7 @@ impl SlaveSynchronizer {
             signal: Mutex::new(Signal::default()),
             wakeup: Condvar::new(),
             stopping: AtomicBool::new(false),
+            deletions: OnceLock::new(),
             config,
         };
         inner.replace_master(master_address);
@@ -98,6 +106,12 @@ impl SlaveSynchronizer {
             thread: Mutex::new(None),
             fork: crate::fork::ForkGuard::new(),
         }
+    }
+
+    /// Hands the deleted topics of each topic answer to `handler` (a slave's store deletes
+    /// them too); without one they are not looked at. Set once, before `start`.
+    pub fn set_deletion_handler(&self, handler: DeletionHandler) {
+        let _ = self.inner.deletions.set(handler);
     }
 
     /// The tables kept in sync.
@@ -389,9 +403,9 @@ impl Inner {
         require_table(&body, table.table_key(), &origin).map_err(fail)?;
         let t = &self.tables;
         let changed = match table {
-            SyncTable::Topics => {
-                TopicConfigWrapper::decode(&body, &origin).and_then(|w| t.topics().apply_from_master(w))
-            }
+            SyncTable::Topics => TopicConfigWrapper::decode(&body, &origin)
+                .and_then(|w| t.topics().apply_from_master(w))
+                .and_then(|changed| Ok(self.take_deletions(&body, &origin)? > 0 || changed)),
             SyncTable::ConsumerOffsets => ConsumerOffsetWrapper::decode(&body, &origin)
                 .and_then(|w| t.consumer_offsets().apply_from_master(&w)),
             SyncTable::DelayOffsets => std::str::from_utf8(&body)
@@ -412,6 +426,25 @@ impl Inner {
             self.persist_if_dirty(table).map_err(fail)?;
         }
         Ok((changed, from))
+    }
+
+    /// Takes the deleted topics of a topic answer into the store; returns how many were new.
+    fn take_deletions(&self, body: &[u8], origin: &str) -> Result<usize, MetadataError> {
+        let Some(handler) = self.deletions.get() else { return Ok(0) };
+        let deleted = crate::metadata::deleted_topics_in(body).map_err(|reason| MetadataError::Json {
+            origin: origin.to_string(),
+            line: 0,
+            column: 0,
+            reason,
+        })?;
+        if deleted.is_empty() {
+            return Ok(0);
+        }
+        handler(&deleted).map_err(|reason| MetadataError::Invalid {
+            what: "deleted topics",
+            key: crate::metadata::DELETED_TOPICS_FIELD.to_string(),
+            reason,
+        })
     }
 
     fn persist_if_dirty(&self, table: SyncTable) -> Result<bool, MetadataError> {
