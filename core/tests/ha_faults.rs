@@ -583,6 +583,10 @@ fn a_slave_cut_back_to_its_first_files_start_replicates_again() {
     {
         let store = rmqha_core::MessageStore::open(broker_config(sd.path(), "SLAVE", &[])).unwrap();
         store.start().unwrap();
+        // Past the end is refused (it claimed bytes past the last file's end as written).
+        let past = store.max_offset() as u64 + (64 << 20);
+        let err = store.truncate(past).unwrap_err().to_string();
+        assert!(err.contains("beyond the CommitLog's end"), "{err}");
         store.truncate(first as u64).unwrap();
         assert_eq!(store.max_offset(), first);
         store.shutdown();

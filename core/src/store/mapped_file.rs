@@ -286,8 +286,8 @@ impl MappedFile {
 
     /// Gives `f` the writable bytes `[pos, pos + len)` beyond the write position. The caller
     /// must be the file's only writer (hold the put lock) and publish with `set_wrote_position`.
-    pub fn write_region<R>(&self, pos: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        assert!(pos >= self.wrote_position() && pos + len <= self.size, "write outside the free region");
+    pub(crate) fn write_region<R>(&self, pos: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        assert!(pos >= self.wrote_position() && fits(pos, len, self.size), "write outside the free region");
         // SAFETY: the region is inside the mapping and at or beyond the published write
         // position, where no reader looks; the single writer is guaranteed by the caller's put
         // lock, so this is the only live reference to these bytes.
@@ -320,16 +320,16 @@ impl MappedFile {
 
     /// A 4-byte field that is rewritten in place while readers may look at it (index slots
     /// and header): accessed only through atomics, so readers never race a plain write.
-    pub fn atomic_u32(&self, pos: usize) -> &std::sync::atomic::AtomicU32 {
-        assert!(pos + 4 <= self.size && pos % 4 == 0, "atomic field out of bounds or unaligned");
+    pub(crate) fn atomic_u32(&self, pos: usize) -> &std::sync::atomic::AtomicU32 {
+        assert!(fits(pos, 4, self.size) && pos % 4 == 0, "atomic field out of bounds or unaligned");
         // SAFETY: in bounds and 4-aligned (the mapping is page-aligned); the bytes are only ever
         // accessed through this atomic view, never through the slice methods.
         unsafe { &*(self.map.as_mut_ptr().add(pos) as *const std::sync::atomic::AtomicU32) }
     }
 
     /// An 8-byte field rewritten in place (see `atomic_u32`).
-    pub fn atomic_u64(&self, pos: usize) -> &AtomicU64 {
-        assert!(pos + 8 <= self.size && pos % 8 == 0, "atomic field out of bounds or unaligned");
+    pub(crate) fn atomic_u64(&self, pos: usize) -> &AtomicU64 {
+        assert!(fits(pos, 8, self.size) && pos % 8 == 0, "atomic field out of bounds or unaligned");
         // SAFETY: in bounds and 8-aligned; only ever accessed through this atomic view.
         unsafe { &*(self.map.as_mut_ptr().add(pos) as *const AtomicU64) }
     }
@@ -338,10 +338,10 @@ impl MappedFile {
     /// Whole pages written this way enter the page cache without first being zeroed, which a
     /// store of replicated bytes (a slave) does not need; mapped readers see the same page
     /// cache. Same single-writer contract as `write_region`; publish with `set_wrote_position`.
-    pub fn pwrite_at(&self, pos: usize, data: &[u8]) -> io::Result<()> {
+    pub(crate) fn pwrite_at(&self, pos: usize, data: &[u8]) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         assert!(
-            pos >= self.wrote_position() && pos + data.len() <= self.size,
+            pos >= self.wrote_position() && fits(pos, data.len(), self.size),
             "write outside the free region"
         );
         self.with_file(|file| file.write_all_at(data, pos as u64))
@@ -370,8 +370,8 @@ impl MappedFile {
     }
 
     /// Publishes bytes written up to `pos`.
-    pub fn set_wrote_position(&self, pos: usize) {
-        debug_assert!(pos <= self.size);
+    pub(crate) fn set_wrote_position(&self, pos: usize) {
+        assert!(pos <= self.size, "write position {pos} past the end of {}", self.path.display());
         self.wrote.store(pos, Ordering::Release);
     }
 
@@ -409,6 +409,8 @@ impl MappedFile {
         }
         let from = flushed - flushed % OS_PAGE_SIZE;
         self.map.flush_range(from, end - from)?;
+        #[cfg(test)]
+        tests::mid_flush(&self.path);
         self.flushed.fetch_max(end, Ordering::AcqRel);
         Ok(self.flushed_position())
     }
@@ -416,7 +418,12 @@ impl MappedFile {
     /// Makes `[touched, end)` of a file no writer uses yet ready (`how`), in chunks, stopping
     /// early once `go_on` says so (a shutdown, or an appender that needs the file now, should
     /// not wait for a gigabyte to be faulted in).
-    pub fn pretouch_fresh(&self, end: usize, how: Populate, go_on: impl Fn() -> bool) -> io::Result<()> {
+    pub(crate) fn pretouch_fresh(
+        &self,
+        end: usize,
+        how: Populate,
+        go_on: impl Fn() -> bool,
+    ) -> io::Result<()> {
         const CHUNK: usize = 16 << 20;
         let (mut pos, end) = self.untouched_until(end);
         while pos < end && go_on() {
@@ -448,14 +455,14 @@ impl MappedFile {
     /// hold zeros already (a fresh file, or the zeroed tail of a truncated one): written
     /// through the page cache. The caller must be the file's only writer; `start_writeback`
     /// then sends the zeros to disk.
-    pub fn zero(&self, pos: usize, len: usize) -> io::Result<()> {
+    pub(crate) fn zero(&self, pos: usize, len: usize) -> io::Result<()> {
         self.pwrite_at(pos, &ZEROS[..len])?;
         self.touched.fetch_max(pos + len, Ordering::AcqRel);
         Ok(())
     }
 
     /// Starts writing `[pos, pos + len)` out without waiting for it (`sync_file_range`).
-    pub fn start_writeback(&self, pos: usize, len: usize) -> io::Result<()> {
+    pub(crate) fn start_writeback(&self, pos: usize, len: usize) -> io::Result<()> {
         #[cfg(target_os = "linux")]
         return self.with_file(|file| {
             // SAFETY: plain syscall on a descriptor we own.
@@ -484,7 +491,7 @@ impl MappedFile {
     /// Faults in the pages up to `end` ahead of a live writer, so that its appends do not pay
     /// a page fault per 4 KiB. Safe while the writer appends: it changes no byte. Where the
     /// kernel cannot do it without writing (before Linux 5.14) it does nothing.
-    pub fn pretouch_to(&self, end: usize) {
+    pub(crate) fn pretouch_to(&self, end: usize) {
         let (from, end) = self.untouched_until(end);
         if from < end && self.populate_write(from, end - from) {
             self.touched.fetch_max(end, Ordering::AcqRel);
@@ -524,6 +531,12 @@ impl MappedFile {
     /// not come back after a crash (RocketMQ issue 10666). The file is never shrunk while
     /// mapped. Callers guarantee no reader or writer uses the file beyond `pos`.
     pub(crate) fn zero_from(&self, pos: usize) -> io::Result<()> {
+        if pos > self.size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot truncate {} at {pos}: past its end at {}", self.path.display(), self.size),
+            ));
+        }
         if pos < self.size && !self.is_zero_from(pos) {
             // The partial page by hand; whole pages by FALLOC_FL_ZERO_RANGE, which keeps the
             // blocks allocated (so no later append can fault on a full disk) and does not
@@ -534,15 +547,25 @@ impl MappedFile {
             // SAFETY: in bounds; by the caller's guarantee nobody else accesses [pos, size).
             unsafe { std::ptr::write_bytes(self.map.as_mut_ptr().add(pos), 0, head_end - pos) };
             if aligned < self.size && !self.zero_range_fallocate(aligned) {
-                let mut p = aligned;
-                while p < self.size {
-                    let n = OS_PAGE_SIZE.min(self.size - p);
-                    // SAFETY: in bounds, and nobody else accesses it (caller's guarantee).
-                    let page = unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(p), n) };
-                    if page.iter().any(|&b| b != 0) {
-                        page.fill(0);
+                // Only where data is: reading a hole through the mapping makes tmpfs (which
+                // has no ZERO_RANGE) allocate it, a whole sparse ConsumeQueue file, and on a
+                // full tmpfs raises SIGBUS.
+                let regions = self
+                    .with_file(|file| Ok(data_regions(file, aligned, self.size)))
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| vec![(aligned, self.size)]);
+                for (from, to) in regions {
+                    let mut p = from - from % OS_PAGE_SIZE;
+                    while p < to {
+                        let n = OS_PAGE_SIZE.min(self.size - p);
+                        // SAFETY: in bounds, and nobody else accesses it (caller's guarantee).
+                        let page = unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(p), n) };
+                        if page.iter().any(|&b| b != 0) {
+                            page.fill(0);
+                        }
+                        p += n;
                     }
-                    p += n;
                 }
             }
             let from = pos - pos % OS_PAGE_SIZE;
@@ -719,6 +742,11 @@ thread_local! {
 
 /// The parts of `[from, to)` of `file` that hold data (`SEEK_DATA` / `SEEK_HOLE`; the rest
 /// are holes, which read as zeros); `None` where the filesystem cannot say.
+/// Whether `[pos, pos + len)` lies inside `size` bytes (without overflowing).
+fn fits(pos: usize, len: usize, size: usize) -> bool {
+    pos <= size && len <= size - pos
+}
+
 fn data_regions(file: &File, from: usize, to: usize) -> Option<Vec<(usize, usize)>> {
     let fd = file.as_raw_fd();
     let mut regions = Vec::new();
@@ -760,7 +788,7 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::cell::RefCell;
 
@@ -772,6 +800,21 @@ mod tests {
     thread_local! {
         /// The error a creation meets once its file is named, for tests.
         pub(super) static AFTER_LINK: RefCell<Option<io::Error>> = const { RefCell::new(None) };
+    }
+
+    /// Runs in a flush of the file at its path, between its sync and raising the flushed
+    /// position (any thread).
+    #[allow(clippy::type_complexity)]
+    pub(crate) static MID_FLUSH: std::sync::Mutex<Option<(PathBuf, Box<dyn Fn() + Send>)>> =
+        std::sync::Mutex::new(None);
+
+    pub(super) fn mid_flush(path: &Path) {
+        let hook = MID_FLUSH.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((p, f)) = hook.as_ref()
+            && p == path
+        {
+            f()
+        }
     }
 
     pub(super) fn after_link() -> io::Result<()> {

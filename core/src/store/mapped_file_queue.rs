@@ -244,6 +244,9 @@ pub struct MappedFileQueue {
     /// its current file without taking the lock or touching the file's reference count.
     generation: crossbeam_utils::CachePadded<AtomicU64>,
     flushed_where: AtomicU64,
+    /// Held by a flush and by a truncation: a flush raises the flushed positions to the end
+    /// it read before syncing, which a truncation in between would have lowered.
+    flush_lock: parking_lot::Mutex<()>,
     allocator: Option<Arc<Allocator>>,
     /// Whether its files keep their descriptors (`MappedFile::without_descriptor`).
     keep_descriptors: bool,
@@ -326,6 +329,7 @@ impl MappedFileQueue {
             files: RwLock::new(files),
             generation: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
             flushed_where: AtomicU64::new(0),
+            flush_lock: parking_lot::Mutex::new(()),
             allocator,
             keep_descriptors,
         })
@@ -433,6 +437,7 @@ impl MappedFileQueue {
 
     /// `flush`, each file only up to a multiple of `align` bytes (see `MappedFile::flush_aligned`).
     pub fn flush_aligned(&self, least_pages: usize, align: usize) -> io::Result<u64> {
+        let _no_truncation = self.flush_lock.lock();
         let mut where_ = self.flushed_where();
         // At or below the first file's start (a new queue, or files deleted under the flushed
         // position), the first file is next: `find` knows no file there, and the position
@@ -465,6 +470,7 @@ impl MappedFileQueue {
     /// is zeroed from there on and keeps its size. A file starting exactly at `offset` is kept
     /// empty. Nothing may read or write beyond `offset` meanwhile.
     pub fn truncate(&self, offset: u64) -> io::Result<()> {
+        let _no_flush = self.flush_lock.lock();
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         self.generation.fetch_add(1, Ordering::AcqRel);
         let mut removed = false;
@@ -560,6 +566,75 @@ mod flush_tests {
         assert_eq!(q.flushed_where(), 4096, "below the first file, which starts at 8192");
         assert_eq!(q.flush_all().unwrap(), 12288);
         assert_eq!(q.flushed_where(), 12288);
+    }
+
+    /// tmpfs has no FALLOC_FL_ZERO_RANGE, and truncation's fallback read every page of the
+    /// rest of the file through the mapping, which on tmpfs allocates the holes: a sparse
+    /// ConsumeQueue file (6 MB, 64 KiB reserved) cut by recovery took all 6 MB, and on a
+    /// full tmpfs the read raised SIGBUS. Found by an audit.
+    #[test]
+    fn truncating_a_sparse_file_on_tmpfs_leaves_its_holes() {
+        use std::os::unix::fs::MetadataExt;
+        let shm = Path::new("/dev/shm");
+        assert!(shm.is_dir(), "this test needs /dev/shm (tmpfs)");
+        let dir = tempfile::tempdir_in(shm).unwrap();
+        let q = MappedFileQueue::load_mapped_only(dir.path(), 6_000_000).unwrap();
+        let f = q.create_file(0).unwrap();
+        f.reserve_through(2000).unwrap();
+        f.write_region(0, 2000, |b| b.fill(7));
+        f.set_wrote_position(2000);
+        q.truncate(1000).unwrap();
+        let allocated = std::fs::metadata(f.path()).unwrap().blocks() * 512;
+        assert!(allocated <= 256 * 1024, "{allocated} bytes allocated");
+        let mut head = [0u8; 2000];
+        std::os::unix::fs::FileExt::read_exact_at(&std::fs::File::open(f.path()).unwrap(), &mut head, 0)
+            .unwrap();
+        assert!(head[..1000].iter().all(|&b| b == 7) && head[1000..].iter().all(|&b| b == 0));
+        assert_eq!(f.wrote_position(), 1000);
+        // Past the end is refused, not published as written.
+        assert!(f.zero_from(6_000_001).is_err());
+        assert_eq!(f.wrote_position(), 1000);
+    }
+
+    /// A truncation while a flush syncs: the flush raised the flushed position to the end it
+    /// read before the cut, above the new end, and bytes written there later counted as
+    /// flushed without a sync (a SYNC_FLUSH put acknowledged before it was on disk). Found
+    /// by an audit. The flush pauses after its sync for the truncation, which now waits for
+    /// the flush instead (the pause then ends at its timeout).
+    #[test]
+    fn a_truncation_during_a_flush_leaves_nothing_counted_as_flushed_past_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = Arc::new(MappedFileQueue::load(dir.path(), 1 << 20, None).unwrap());
+        let f = q.create_file(0).unwrap();
+        f.write_region(0, 64 << 10, |b| b.fill(7));
+        f.set_wrote_position(64 << 10);
+        let (synced_tx, synced_rx) = std::sync::mpsc::channel();
+        let (cut_tx, cut_rx) = std::sync::mpsc::channel::<()>();
+        let cut_rx = std::sync::Mutex::new(cut_rx);
+        *crate::store::mapped_file::tests::MID_FLUSH.lock().unwrap() = Some((
+            f.path().to_path_buf(),
+            Box::new(move || {
+                let _ = synced_tx.send(());
+                let _ = cut_rx.lock().unwrap().recv_timeout(std::time::Duration::from_millis(300));
+            }),
+        ));
+        let flusher = {
+            let q = q.clone();
+            std::thread::spawn(move || q.flush(0).unwrap())
+        };
+        synced_rx.recv().unwrap();
+        q.truncate(4096).unwrap();
+        let _ = cut_tx.send(());
+        flusher.join().unwrap();
+        *crate::store::mapped_file::tests::MID_FLUSH.lock().unwrap() = None;
+        assert!(
+            f.flushed_position() <= f.wrote_position() && q.flushed_where() <= q.max_offset(),
+            "flushed {} / {} past the end {} / {}",
+            f.flushed_position(),
+            q.flushed_where(),
+            f.wrote_position(),
+            q.max_offset()
+        );
     }
 }
 

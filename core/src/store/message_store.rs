@@ -1068,6 +1068,14 @@ impl MessageStore {
     /// middle of the records written next.
     pub fn truncate(&self, offset: u64) -> Result<()> {
         self.writable()?;
+        if offset > self.commit_log.max_offset() {
+            // Nothing to cut; the file holding `offset` would have claimed bytes past its
+            // end as written, and the next read of them faulted.
+            return Err(Error::Store(format!(
+                "cannot truncate to {offset}: beyond the CommitLog's end at {}",
+                self.commit_log.max_offset()
+            )));
+        }
         if self.commit_log.served_to_slaves() && offset < self.commit_log.max_offset() {
             return Err(Error::Store(format!(
                 "cannot truncate to {offset}: this master serves its CommitLog to slaves, which hold what \
