@@ -206,3 +206,9 @@ export interface StoredMessage {
   /** `host:port` */
   storeHost: string
 }
+
+/**
+ * The version of rmqha this addon was built from (the workspace's, which package.json
+ * carries too).
+ */
+export declare function version(): string

@@ -839,3 +839,4 @@ module.exports.Broker = nativeBinding.Broker
 module.exports.loadProperties = nativeBinding.loadProperties
 module.exports.startMaster = nativeBinding.startMaster
 module.exports.startSlave = nativeBinding.startSlave
+module.exports.version = nativeBinding.version

@@ -54,8 +54,10 @@ pub struct PutArgs {
 pub struct GetArgs {
     /// The broker's remoting address (a master, or a slave with slaveReadEnable).
     addr: String,
+    /// Topic to read.
     #[arg(long)]
     topic: String,
+    /// Queue id to read (a put with `--queue -1` prints the one the broker picked).
     #[arg(long)]
     queue: i32,
     /// Queue offset of the first message.

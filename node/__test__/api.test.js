@@ -289,3 +289,10 @@ test('a store is removed after its broker is closed, leaving nothing behind', as
   })
   assert.equal(fs.existsSync(dir), false, `${dir} was left behind`)
 })
+
+test('version() is the workspace version, and package.json carries the same', () => {
+  const cargo = fs.readFileSync(path.join(__dirname, '..', '..', 'Cargo.toml'), 'utf8')
+  const workspace = /\[workspace\.package\][^[]*?\nversion\s*=\s*"([^"]+)"/.exec(cargo)[1]
+  assert.equal(rmqha.version(), workspace)
+  assert.equal(require('../package.json').version, workspace)
+})

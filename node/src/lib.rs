@@ -51,3 +51,10 @@ pub fn start_slave(env: Env, config: Unknown) -> Result<AsyncTask<StartTask>> {
 pub fn load_properties(path: String) -> AsyncTask<LoadPropertiesTask> {
     AsyncTask::new(LoadPropertiesTask { path })
 }
+
+/// The version of rmqha this addon was built from (the workspace's, which package.json
+/// carries too).
+#[napi]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
