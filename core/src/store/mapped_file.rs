@@ -170,10 +170,7 @@ impl MappedFile {
                 &reopened
             }
         };
-        // SAFETY: plain syscall on a descriptor we own.
-        let rc = unsafe {
-            libc::posix_fallocate(file.as_raw_fd(), from as libc::off_t, (to - from) as libc::off_t)
-        };
+        let rc = posix_fallocate(file, from, to - from);
         match rc {
             // A file system that cannot reserve (EOPNOTSUPP) writes in place as it can.
             0 | libc::EOPNOTSUPP | libc::EINVAL => {
@@ -663,8 +660,7 @@ fn allocate(file: &File, size: usize) -> io::Result<()> {
     if size == 0 {
         return Ok(());
     }
-    // SAFETY: plain syscall on a descriptor we own.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
+    let rc = posix_fallocate(file, 0, size);
     match rc {
         0 => Ok(()),
         libc::EOPNOTSUPP | libc::EINVAL => {
@@ -742,6 +738,20 @@ thread_local! {
 
 /// The parts of `[from, to)` of `file` that hold data (`SEEK_DATA` / `SEEK_HOLE`; the rest
 /// are holes, which read as zeros); `None` where the filesystem cannot say.
+/// `posix_fallocate(3)`, again when a signal interrupted it (a large reservation takes long
+/// enough to meet one, and the host's signal handlers may lack SA_RESTART): returns its error
+/// number, 0 on success.
+fn posix_fallocate(file: &File, offset: usize, len: usize) -> libc::c_int {
+    loop {
+        // SAFETY: plain syscall on a descriptor the caller holds open.
+        let rc =
+            unsafe { libc::posix_fallocate(file.as_raw_fd(), offset as libc::off_t, len as libc::off_t) };
+        if rc != libc::EINTR {
+            return rc;
+        }
+    }
+}
+
 /// Whether `[pos, pos + len)` lies inside `size` bytes (without overflowing).
 fn fits(pos: usize, len: usize, size: usize) -> bool {
     pos <= size && len <= size - pos
