@@ -864,3 +864,58 @@ fn a_master_serving_slaves_refuses_to_truncate() {
     slave.shutdown();
     master.shutdown();
 }
+
+/// Split brain behind a file's end filler: masters A and B on copies of one store each write
+/// other records and then one that does not fit file 0, so both file 0s end in filler that
+/// starts more than 32 KiB before the boundary. A slave holding A's file 0 whole, switched to
+/// B, reports the boundary; the bytes B resent for it to compare were filler zeros on both
+/// sides, so the slave took B's file 1 onto A's file 0 and acked B's puts (found by a
+/// failover audit). The comparison now reaches back to the last bytes before the filler.
+#[test]
+fn a_divergence_hidden_behind_end_of_file_filler_is_found() {
+    let (ad, bd, sd) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let seed = Broker::start_master(broker_config(ad.path(), "SYNC_MASTER", &[])).unwrap();
+    for i in 0..5 {
+        seed.put_message_sync(&message("T", 0, i, 1000)).unwrap();
+    }
+    seed.shutdown();
+    drop(seed);
+    common::copy_dir(ad.path(), bd.path());
+    let a = Broker::start_master(broker_config(ad.path(), "SYNC_MASTER", &[])).unwrap();
+    let b =
+        Broker::start_master(broker_config(bd.path(), "SYNC_MASTER", &[("slaveTimeout", "1000")])).unwrap();
+    let s = slave_of(sd.path(), &a, &[]);
+    assert!(wait_until(Duration::from_secs(10), || transferring(&a) == 1));
+    for i in 0..3 {
+        assert_eq!(a.put_message_sync(&message("T", 0, 100 + i, 1000)).unwrap().status, PutStatus::PutOk);
+    }
+    let a_big = a.put_message_sync(&message("T", 0, 199, 60_000)).unwrap();
+    // B, without a slave: other records, stored all the same.
+    for i in 0..2 {
+        b.put_message_sync(&message("T", 0, 300 + i, 1500)).unwrap();
+    }
+    let b_big = b.put_message_sync(&message("T", 0, 399, 60_000)).unwrap();
+    assert_eq!((a_big.phy_offset, b_big.phy_offset), (65536, 65536), "both big records roll to file 1");
+    assert!(wait_until(Duration::from_secs(10), || s.max_offset() == a.max_offset()));
+    let a_file0 = commit_log_files(ad.path())["00000000000000000000"].clone();
+    assert_ne!(a_file0, commit_log_files(bd.path())["00000000000000000000"]);
+    // A dies after sending file 0 whole and before anything of file 1 reached the slave.
+    a.shutdown();
+    assert!(wait_until(Duration::from_secs(10), || s.offsets().connected == Some(false)));
+    s.store().truncate(65536).unwrap();
+    s.set_master_address(&ha_addr(&b).to_string()).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || ha_error_says(&s, "diverged")),
+        "the slave took B's log: {:?}, slave at {} of {}",
+        s.offsets().last_ha_error,
+        s.max_offset(),
+        b.max_offset()
+    );
+    let r = b.put_message_sync(&message("T", 0, 500, 500)).unwrap();
+    assert_ne!(r.status, PutStatus::PutOk);
+    assert_eq!(s.max_offset(), 65536, "nothing of B's appended");
+    assert_eq!(commit_log_files(sd.path())["00000000000000000000"], a_file0);
+    s.shutdown();
+    b.shutdown();
+}

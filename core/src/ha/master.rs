@@ -354,6 +354,14 @@ impl Shared {
     }
 }
 
+/// The offset of the last nonzero byte of the file at `file_start`, below `end`.
+fn last_written_before(cl: &CommitLog, file_start: u64, end: u64) -> Option<u64> {
+    let (file, pos) = cl.data_at(file_start)?;
+    let data = file.readable_from(pos);
+    let data = &data[..data.len().min((end - file_start) as usize)];
+    data.iter().rposition(|&b| b != 0).map(|p| file_start + p as u64)
+}
+
 fn accept_loop(listener: &TcpListener, shared: Arc<Shared>) {
     for stream in listener.incoming() {
         if shared.stopping.load(Ordering::Acquire) {
@@ -535,7 +543,18 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
     if shared.opts.verify_slave_tail && req > 0 && next > shared.cl.min_offset() {
         let fs = shared.cl.file_size() as u64;
         let file_start = (next - 1) / fs * fs;
-        next = next.saturating_sub(VERIFY_WINDOW).max(file_start).max(shared.cl.min_offset());
+        let mut from = next.saturating_sub(VERIFY_WINDOW).max(file_start);
+        if next % fs == 0 {
+            // At a file boundary the window may lie wholly in the previous file's end filler,
+            // zeros on any log: two logs that diverged before it compared equal, and the
+            // slave took this master's next file onto its own (found by a failover audit).
+            // Reach back to the last bytes written before the filler (its header, and the
+            // record before it). A filler is shorter than the record that did not fit.
+            if let Some(last) = last_written_before(&shared.cl, file_start, next) {
+                from = from.min(last.saturating_sub(VERIFY_WINDOW).max(file_start));
+            }
+        }
+        next = from.max(shared.cl.min_offset());
     }
     conn.transferring.store(true, Ordering::Release);
     tracing::info!("HA slave {} reported offset {req}; streaming from {next}", conn.peer);
