@@ -8,6 +8,7 @@ mod demo;
 mod ha_bench;
 mod remote_bench;
 mod status;
+mod truncate_cmd;
 
 use std::process::ExitCode;
 
@@ -32,6 +33,9 @@ enum Command {
     Put(client_cmd::PutArgs),
     /// Pull messages of one queue from a running broker over RocketMQ's protocol.
     Get(client_cmd::GetArgs),
+    /// Cut a stopped broker's store back to a record start (a slave whose log diverged from
+    /// its master's: the error names where).
+    Truncate(truncate_cmd::TruncateArgs),
     /// Benchmarks (results in BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -74,6 +78,10 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Store(a)) => {
             init_logging("warn");
             bench::store::run_store(&a)
+        }
+        Command::Truncate(a) => {
+            init_logging("warn");
+            truncate_cmd::run(a)
         }
         Command::Put(a) => {
             init_logging("warn");

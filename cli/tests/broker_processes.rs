@@ -344,3 +344,53 @@ fn overrides_fix_a_file_and_hang_up_or_a_closed_pipe_still_stop_cleanly() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(!store.join("abort").exists(), "a clean shutdown removes the abort file");
 }
+
+/// `rmqha truncate` cuts a stopped store at a record start (what a divergence message
+/// names), refuses a cut inside a record naming the record's start, and refuses a store a
+/// broker is using.
+#[test]
+fn truncate_cuts_a_stopped_store_at_a_record_start() {
+    let d = tempfile::tempdir().unwrap();
+    let store_dir = d.path().join("store");
+    let conf = examples().join("broker-a.properties").display().to_string();
+    let set = |kv: String| ["--set".to_string(), kv];
+    let mut cfg = BrokerConfig::read_properties_file(examples().join("broker-a.properties")).unwrap();
+    cfg.set("storePathRootDir", store_dir.to_str().unwrap()).unwrap();
+    cfg.set("brokerRole", "ASYNC_MASTER").unwrap();
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    store.start().unwrap();
+    let mut ends = Vec::new();
+    for i in 0..5 {
+        let r =
+            store.put_message_sync(&Message::new("T", format!("m{i}").into_bytes()).with_queue(0)).unwrap();
+        ends.push(r.phy_offset + r.size as i64);
+    }
+    store.shutdown();
+    drop(store);
+    let truncate = |offset: i64| {
+        let mut args = vec!["truncate".to_string(), "-c".into(), conf.clone()];
+        args.extend(set(format!("storePathRootDir={}", store_dir.display())));
+        args.extend(["--offset".to_string(), offset.to_string()]);
+        Command::new(RMQHA).args(&args).env("RMQHA_LOG", "error").stdin(Stdio::null()).output().unwrap()
+    };
+    let inside = truncate(ends[2] + 5);
+    assert!(!inside.status.success());
+    let err = String::from_utf8_lossy(&inside.stderr);
+    assert!(err.contains("not where a record starts") && err.contains(&ends[2].to_string()), "{err}");
+    let cut = truncate(ends[2]);
+    assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
+    assert!(String::from_utf8_lossy(&cut.stdout).contains(&format!("cut at {}", ends[2])));
+    let store = MessageStore::open(cfg).unwrap();
+    store.start().unwrap();
+    assert_eq!(store.max_offset(), ends[2]);
+    assert_eq!(store.queue_max_offset("T", 0), 3);
+    // In use: the lock names it.
+    let busy = truncate(ends[1]);
+    assert!(!busy.status.success());
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("lock"),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+    store.shutdown();
+}

@@ -919,3 +919,66 @@ fn a_divergence_hidden_behind_end_of_file_filler_is_found() {
     s.shutdown();
     b.shutdown();
 }
+
+/// Manual failover, then the old master rejoins as a slave of the new one with a tail the new
+/// master never got (ASYNC_MASTER puts made while its slave was away). The slave's error says
+/// where to cut (found by a failover audit: it named an offset inside a record, which
+/// `truncate` took, and the master then refused the slave as "not a record boundary"); a
+/// cut inside a record is refused; a cut where the error says lets it follow.
+#[test]
+fn an_old_master_with_a_lost_tail_is_told_where_to_cut_and_then_follows() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let m = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    let s = slave_of(sd.path(), &m, &[]);
+    for i in 0..100 {
+        m.put_message_sync(&message("T", 0, i, 300)).unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(10), || s.max_offset() == m.max_offset()));
+    let common_end = s.max_offset();
+    s.shutdown();
+    drop(s);
+    // The tail only the old master has.
+    for i in 100..120 {
+        m.put_message_sync(&message("T", 0, i, 300)).unwrap();
+    }
+    m.shutdown();
+    drop(m);
+    // The slave's store becomes the master and takes other puts.
+    let n = Broker::start_master(broker_config(sd.path(), "ASYNC_MASTER", &[])).unwrap();
+    for i in 500..540 {
+        n.put_message_sync(&message("T", 0, i, 300)).unwrap();
+    }
+    let old = slave_of(md.path(), &n, &[]);
+    assert!(wait_until(Duration::from_secs(10), || ha_error_says(&old, "diverged")), "{:?}", old.offsets());
+    let err = old.offsets().last_ha_error.unwrap();
+    let cut: u64 = err
+        .split("this slave's record at ")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no cut point in {err:?}"));
+    assert_eq!(cut, common_end as u64, "{err}");
+    assert!(err.contains("rmqha truncate"), "{err}");
+    old.shutdown();
+    drop(old);
+    {
+        let store = rmqha_core::MessageStore::open(broker_config(md.path(), "SLAVE", &[])).unwrap();
+        store.start().unwrap();
+        let inside = store.truncate(cut + 8).unwrap_err().to_string();
+        assert!(
+            inside.contains("not where a record starts") && inside.contains(&cut.to_string()),
+            "{inside}"
+        );
+        store.truncate(cut).unwrap();
+        store.shutdown();
+    }
+    let old = slave_of(md.path(), &n, &[]);
+    assert!(
+        wait_until(Duration::from_secs(10), || old.max_offset() == n.max_offset()),
+        "{:?}",
+        old.offsets().last_ha_error
+    );
+    old.shutdown();
+    n.shutdown();
+    assert_eq!(commit_log_files(md.path()), commit_log_files(sd.path()));
+}

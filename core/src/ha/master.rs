@@ -349,7 +349,10 @@ impl Shared {
         if ok {
             Ok(req as u64)
         } else {
-            Err(format!("offset {req} is not a record boundary in this master's log"))
+            Err(format!(
+                "offset {req} is not a record boundary in this master's log: the slave's log diverged from this \
+                 master's (its records end elsewhere)"
+            ))
         }
     }
 }

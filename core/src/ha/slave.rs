@@ -407,7 +407,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                                     "HA: the partial record at this slave's tail ({resume_from}..{local}) differs \
                                      from the master's bytes at {differs_at}; dropping it from there"
                                 );
-                                if let Err(e) = store.truncate(differs_at as u64) {
+                                if let Err(e) = store.cut(differs_at as u64) {
                                     return format!("cannot drop the partial record from {differs_at}: {e}");
                                 }
                                 body = &body[(differs_at - offset) as usize..];
@@ -415,9 +415,19 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                                 local = differs_at;
                             }
                             Some(differs_at) => {
+                                let cl = store.commit_log();
+                                let fs = cl.file_size() as i64;
+                                let record = cl.record_start_at_or_before(
+                                    (differs_at - differs_at % fs) as u64,
+                                    differs_at as u64,
+                                );
                                 return format!(
                                     "master resent bytes at {differs_at} that differ from this slave's: the logs \
-                                     diverged"
+                                     diverged, at or before this slave's record at {record}. This store cannot follow \
+                                     this master as it is: start it empty (a new store directory) to copy the \
+                                     master's log, or cut it back with `rmqha truncate --offset {record}` (the \
+                                     records past the cut are lost; if the logs diverged earlier still, the next \
+                                     connection says where)"
                                 );
                             }
                         }

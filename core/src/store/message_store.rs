@@ -1066,7 +1066,29 @@ impl MessageStore {
     /// while an HA master serves the log: its slaves would keep what was cut (and acked puts
     /// ending there), and its writers would go on sending from their old positions, in the
     /// middle of the records written next.
+    ///
+    /// `offset` must be where a record starts (or a file's start, or the end): a cut inside a
+    /// record leaves a partial one that no master serves from (an operator cutting where a
+    /// divergence message points, say); the error names the record start below it.
     pub fn truncate(&self, offset: u64) -> Result<()> {
+        self.writable()?;
+        let max = self.commit_log.max_offset();
+        if offset < max {
+            let fs = self.commit_log.file_size() as u64;
+            let start = self.commit_log.record_start_at_or_before(offset - offset % fs, offset);
+            if start != offset {
+                return Err(Error::Store(format!(
+                    "cannot truncate to {offset}: not where a record starts in this CommitLog (the record \
+                     holding it starts at or before {start})"
+                )));
+            }
+        }
+        self.cut(offset)
+    }
+
+    /// `truncate` anywhere, a record's middle too: a slave dropping the partial record at its
+    /// tail from where it differs from its master's bytes.
+    pub(crate) fn cut(&self, offset: u64) -> Result<()> {
         self.writable()?;
         if offset > self.commit_log.max_offset() {
             // Nothing to cut; the file holding `offset` would have claimed bytes past its

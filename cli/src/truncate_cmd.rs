@@ -1,0 +1,46 @@
+//! `rmqha truncate -c FILE --offset N`: cuts a stopped broker's store back to a record start.
+//!
+//! For an operator whose slave refuses its master with "the logs diverged" (typically an old
+//! master rejoining as a slave of the one that replaced it, with a tail that never reached
+//! it): the message names a record start at or before the divergence, and cutting there lets
+//! the slave follow the master again. What lies past the cut is lost from this store.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use rmqha_core::{BrokerConfig, MessageStore};
+
+#[derive(Args)]
+pub struct TruncateArgs {
+    /// The store's broker.properties (storePathRootDir, mappedFileSizeCommitLog, ...); the
+    /// broker must be stopped.
+    #[arg(short = 'c', long = "config")]
+    config: PathBuf,
+    /// Override a property (repeatable), e.g. --set storePathRootDir=/data/rmqha.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// The CommitLog offset to cut at: where a record starts (a divergence message names
+    /// one), a file's start, or the log's end.
+    #[arg(long)]
+    offset: u64,
+}
+
+pub fn run(args: TruncateArgs) -> Result<(), String> {
+    let mut config = BrokerConfig::read_properties_file(&args.config).map_err(|e| e.to_string())?;
+    crate::broker_cmd::apply_overrides(&mut config, &args.set)?;
+    config.validate().map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let root = config.store_root().to_path_buf();
+    let store = MessageStore::open(config).map_err(|e| e.to_string())?;
+    store.start().map_err(|e| e.to_string())?;
+    let before = store.max_offset();
+    let cut = store.truncate(args.offset);
+    store.shutdown();
+    cut.map_err(|e| format!("{}: {e}", root.display()))?;
+    println!(
+        "{}: CommitLog cut at {} (it ended at {before}; {} bytes dropped)",
+        root.display(),
+        args.offset,
+        (before as u64).saturating_sub(args.offset)
+    );
+    Ok(())
+}
