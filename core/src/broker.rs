@@ -617,12 +617,23 @@ impl Broker {
         }
     }
 
-    /// Slave: the master's remoting address for config sync, changeable at runtime.
+    /// Slave: the master's remoting address (`masterAddress`, or what
+    /// `set_config_master_address` set since), which config sync, the registration and the
+    /// routes use; empty if none, and on a master.
+    pub fn config_master_address(&self) -> String {
+        self.synchronizer.as_ref().and_then(|s| s.master_address()).unwrap_or_default()
+    }
+
+    /// Slave: the master's remoting address for config sync, the registration and the
+    /// routes, changeable at runtime.
     pub fn set_config_master_address(&self, addr: &str) -> Result<()> {
         self.store.writable()?;
         match &self.synchronizer {
             Some(s) => {
                 s.set_master_address(Some(addr).filter(|a| !a.is_empty()));
+                if let Some(c) = self.client_services.get() {
+                    c.master_address_changed();
+                }
                 Ok(())
             }
             None => Err(Error::NotSlave("set_config_master_address applies to a SLAVE".into())),

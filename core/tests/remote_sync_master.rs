@@ -271,3 +271,43 @@ fn a_client_that_never_reads_its_answers_holds_up_no_one_else() {
     s.shutdown();
     m.shutdown();
 }
+
+/// A slave re-pointed at a new master at runtime (`set_master_address`,
+/// `set_config_master_address`; here the master restarted elsewhere from a copy of its store)
+/// registers with the new master and names it in its own routes. Before, both kept the
+/// address the slave started with, so clients never found the slave through its new master
+/// (found by a failover audit).
+#[test]
+fn a_re_pointed_slave_registers_with_its_new_master() {
+    let dir = tempfile::tempdir().unwrap();
+    let m1 = sync_master(&dir.path().join("m1"), &[]);
+    let s = slave(&dir.path().join("s"), &m1, ha_addr(&m1), &[]);
+    wait_slave_connected(&m1);
+    let saddr = s.remoting_addrs()[0].to_string();
+    let cm1 = client(m1.remoting_addrs()[0]);
+    assert!(common::wait_until(TIMEOUT, || route(&cm1, "T")["brokerDatas"][0]["brokerAddrs"]["1"]
+        == saddr.as_str()));
+    m1.shutdown();
+    drop(m1);
+    common::copy_dir(&dir.path().join("m1"), &dir.path().join("m2"));
+    let m2 = Broker::start_master(common::broker_config(&dir.path().join("m2"), "SYNC_MASTER", &[])).unwrap();
+    let m2addr = m2.remoting_addrs()[0].to_string();
+    s.set_master_address(&ha_addr(&m2).to_string()).unwrap();
+    s.set_config_master_address(&m2addr).unwrap();
+    assert_eq!(s.config_master_address(), m2addr);
+    wait_slave_connected(&m2);
+    let cm2 = client(m2.remoting_addrs()[0]);
+    assert!(
+        common::wait_until(TIMEOUT, || route(&cm2, "T")["brokerDatas"][0]["brokerAddrs"]["1"]
+            == saddr.as_str()),
+        "the new master's route never named the slave: {}",
+        route(&cm2, "T")
+    );
+    let cs = client(s.remoting_addrs()[0]);
+    assert_eq!(route(&cs, "T")["brokerDatas"][0]["brokerAddrs"]["0"], m2addr.as_str());
+    s.shutdown();
+    drop(s);
+    // It unregistered from the master it was registered with last.
+    assert!(route(&cm2, "T")["brokerDatas"][0]["brokerAddrs"].get("1").is_none());
+    m2.shutdown();
+}

@@ -120,6 +120,12 @@ pub struct ClientServices {
 }
 
 impl ClientServices {
+    /// The slave's master address changed (`set_config_master_address`): the registration
+    /// moves to the new master at once rather than at its next round.
+    pub(crate) fn master_address_changed(&self) {
+        self.shared.stop.notify_only();
+    }
+
     /// Stops the threads and joins them (a held pull is dropped; its connection is about to
     /// close). A slave tells its master it is leaving. Idempotent.
     ///
@@ -194,7 +200,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
         .spawn(move || long_poll::run(&pull, &store))
         .map_err(|e| Error::Store(format!("cannot start thread rmqha-long-poll: {e}")))?;
     services.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
-    if broker.role() == BrokerRole::Slave && !broker.config().master_address.is_empty() {
+    if broker.role() == BrokerRole::Slave {
         let t = registrar::start(shared)?;
         services.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
     }

@@ -29,48 +29,62 @@ pub(crate) fn start(shared: Arc<Shared>) -> Result<JoinHandle<()>> {
 }
 
 fn run(shared: &Shared) {
-    let Some(master) = shared.broker().map(|b| b.config().master_address.clone()) else { return };
-    let client = Arc::new(RemotingClient::new(
-        master.clone(),
-        ClientConfig { connect_timeout: CALL_TIMEOUT, ..ClientConfig::default() },
-    ));
-    *shared.register_client.lock().unwrap_or_else(|e| e.into_inner()) = Some(client.clone());
-    if shared.stop.is_stopped() {
-        return; // stopped before the client could be aborted
-    }
+    // The master to register with: `masterAddress`, or the one `set_config_master_address`
+    // named since (a slave re-pointed after a failover registers with its new master).
+    let current = || shared.broker().map(|b| b.config_master_address());
+    let mut client: Option<Arc<RemotingClient>> = None;
     let mut failing = false;
     loop {
-        let Some(request) = shared.broker().map(|b| register_request(&b)) else { return };
-        match client.invoke_sync(request, CALL_TIMEOUT) {
-            Ok(resp) if resp.code == response_code::SUCCESS => {
-                if failing {
-                    tracing::info!(%master, "registered with the master again");
-                }
-                failing = false;
+        let Some(master) = current() else { return };
+        if client.as_ref().map(|c| c.addr()) != Some(master.as_str()) {
+            client = (!master.is_empty()).then(|| {
+                Arc::new(RemotingClient::new(
+                    master.clone(),
+                    ClientConfig { connect_timeout: CALL_TIMEOUT, ..ClientConfig::default() },
+                ))
+            });
+            *shared.register_client.lock().unwrap_or_else(|e| e.into_inner()) = client.clone();
+            if shared.stop.is_stopped() {
+                return; // stopped before the client could be aborted
             }
-            Ok(resp) => {
-                if !failing {
-                    tracing::warn!(%master, code = resp.code, remark = ?resp.remark,
-                        "the master refused this slave's registration; clients will not find this slave through it");
+            failing = false;
+        }
+        if let Some(client) = &client {
+            let Some(request) = shared.broker().map(|b| register_request(&b)) else { return };
+            match client.invoke_sync(request, CALL_TIMEOUT) {
+                Ok(resp) if resp.code == response_code::SUCCESS => {
+                    if failing {
+                        tracing::info!(%master, "registered with the master again");
+                    }
+                    failing = false;
                 }
-                failing = true;
-            }
-            // Cut short by the stop (`abort`): says nothing about the master.
-            Err(_) if shared.stop.is_stopped() => break,
-            Err(e) => {
-                if !failing {
-                    tracing::info!(%master, error = %e, "cannot register with the master; retrying every 10 s");
+                Ok(resp) => {
+                    if !failing {
+                        tracing::warn!(%master, code = resp.code, remark = ?resp.remark,
+                            "the master refused this slave's registration; clients will not find this slave through it");
+                    }
+                    failing = true;
                 }
-                failing = true;
+                // Cut short by the stop (`abort`): says nothing about the master.
+                Err(_) if shared.stop.is_stopped() => break,
+                Err(e) => {
+                    if !failing {
+                        tracing::info!(%master, error = %e, "cannot register with the master; retrying every 10 s");
+                    }
+                    failing = true;
+                }
             }
         }
-        if !shared.stop.sleep(REGISTER_INTERVAL) {
+        // Woken early by a new address, to register with it at once.
+        let changed = || current().is_some_and(|now| now != master);
+        if shared.stop.sleep_until(REGISTER_INTERVAL, changed) == crate::store::flush::Woke::Stopped {
             break;
         }
     }
     // Not to a master that has not been answering. On a client of its own: the registration's
     // was aborted by the stop, and this one is short (500 ms, connecting included).
-    if let Some(b) = shared.broker().filter(|_| !failing) {
+    if let (Some(b), Some(registered)) = (shared.broker().filter(|_| !failing), client) {
+        let master = registered.addr().to_string();
         let unregister = Duration::from_millis(500);
         let client = RemotingClient::new(
             master.clone(),

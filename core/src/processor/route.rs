@@ -71,8 +71,9 @@ impl GroupTable {
         let config = b.config();
         if b.role() == BrokerRole::Slave {
             let connected = b.ha_slave().is_some_and(|s| s.status().connected);
-            if connected && !config.master_address.is_empty() {
-                addrs.insert(MASTER_ID, config.master_address.clone());
+            let master = b.config_master_address();
+            if connected && !master.is_empty() {
+                addrs.insert(MASTER_ID, master);
             }
             addrs.insert(config.effective_broker_id(), broker_addr(b));
             return addrs;
