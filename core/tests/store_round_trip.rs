@@ -45,6 +45,12 @@ fn put_read_reopen_across_many_files() {
         assert_eq!(m.queue_offset, r.queue_offset);
         assert!(m.body.starts_with(format!("msg-{i}-").as_bytes()));
         assert_eq!(store.message_by_id(&r.msg_id()).unwrap().phy_offset, r.phy_offset);
+        assert_eq!(store.message_by_id(&r.msg_id().to_lowercase()).unwrap().phy_offset, r.phy_offset);
+        // The same offset under another broker's address (the id of a message another store
+        // held there, lost in a failover): not this message (found by a failover audit).
+        let id = r.msg_id();
+        let other = format!("{}{:08X}{}", &id[..8], 1234, &id[16..]);
+        assert!(store.message_by_id(&other).is_none(), "{other} answered with {id}");
     }
     // Reads through every queue give back every message in order.
     let mut seen = 0;

@@ -966,7 +966,9 @@ impl MessageStore {
     /// The message with RocketMQ offset message id `msg_id`.
     pub fn message_by_id(&self, msg_id: &str) -> Option<StoredMessage> {
         let (_, phy) = decode_offset_msg_id(msg_id)?;
-        self.message_at(phy)
+        // Only the message whose id this is: the offset alone also finds whatever record
+        // another log put there (the id of a message an old master lost in a failover).
+        self.message_at(phy).filter(|m| m.msg_id.eq_ignore_ascii_case(msg_id))
     }
 
     /// Messages of `topic` whose KEYS or UNIQ_KEY contain `key`, stored within
