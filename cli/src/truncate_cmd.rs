@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use rmqha_core::metadata::ConfigTables;
 use rmqha_core::{BrokerConfig, MessageStore};
 
 #[derive(Args)]
@@ -33,11 +34,19 @@ pub fn run(args: TruncateArgs) -> Result<(), String> {
     let store = MessageStore::open(config).map_err(|e| e.to_string())?;
     store.start().map_err(|e| e.to_string())?;
     let before = store.max_offset();
-    let cut = store.truncate(args.offset);
+    let cut = store.truncate(args.offset).and_then(|()| {
+        // Consumer offsets past the cut name positions the next master fills with other
+        // messages: they go back to their queue's end.
+        let tables = ConfigTables::open(&root).map_err(rmqha_core::Error::from)?;
+        let moved = tables.consumer_offsets().cap_at(|topic, queue| store.queue_max_offset(topic, queue));
+        tables.consumer_offsets().persist().map_err(rmqha_core::Error::from)?;
+        Ok(moved)
+    });
     store.shutdown();
-    cut.map_err(|e| format!("{}: {e}", root.display()))?;
+    let moved = cut.map_err(|e| format!("{}: {e}", root.display()))?;
     println!(
-        "{}: CommitLog cut at {} (it ended at {before}; {} bytes dropped)",
+        "{}: CommitLog cut at {} (it ended at {before}; {} bytes dropped); {moved} consumer offsets past \
+         the cut moved back to their queue's end",
         root.display(),
         args.offset,
         (before as u64).saturating_sub(args.offset)

@@ -367,6 +367,12 @@ fn truncate_cuts_a_stopped_store_at_a_record_start() {
     }
     store.shutdown();
     drop(store);
+    {
+        let tables = rmqha_core::metadata::ConfigTables::open(&store_dir).unwrap();
+        tables.consumer_offsets().commit("g", "T", 0, 5);
+        tables.consumer_offsets().commit("h", "T", 0, 2);
+        tables.consumer_offsets().persist().unwrap();
+    }
     let truncate = |offset: i64| {
         let mut args = vec!["truncate".to_string(), "-c".into(), conf.clone()];
         args.extend(set(format!("storePathRootDir={}", store_dir.display())));
@@ -384,6 +390,10 @@ fn truncate_cuts_a_stopped_store_at_a_record_start() {
     store.start().unwrap();
     assert_eq!(store.max_offset(), ends[2]);
     assert_eq!(store.queue_max_offset("T", 0), 3);
+    // A consumer offset past the cut goes back to the queue's end; one before it stays.
+    let tables = rmqha_core::metadata::ConfigTables::open(&store_dir).unwrap();
+    assert_eq!(tables.consumer_offsets().query("g", "T", 0), Some(3));
+    assert_eq!(tables.consumer_offsets().query("h", "T", 0), Some(2));
     // In use: the lock names it.
     let busy = truncate(ends[1]);
     assert!(!busy.status.success());

@@ -132,6 +132,31 @@ impl ConsumerOffsetTable {
         self.remove_keys(|t, _| t == topic)
     }
 
+    /// Lowers every offset above its queue's end, `end(topic, queue_id)`, to that end; returns
+    /// how many moved. After a store is cut back (`rmqha truncate`, an old master rejoining as
+    /// a slave), offsets past the cut named positions its new master fills with other
+    /// messages, and the slave's sync keeps the larger of its own and the master's offsets:
+    /// were it promoted again, its consumers would skip those messages.
+    pub fn cap_at(&self, end: impl Fn(&str, i32) -> i64) -> usize {
+        let mut state = self.write();
+        let mut moved = 0;
+        for (key, queues) in state.table.iter_mut() {
+            let Some((topic, _)) = key.rsplit_once(TOPIC_GROUP_SEPARATOR) else { continue };
+            for (&queue_id, offset) in queues.iter_mut() {
+                let end = end(topic, queue_id);
+                if *offset > end {
+                    *offset = end;
+                    moved += 1;
+                }
+            }
+        }
+        if moved > 0 {
+            state.version.next_version();
+            self.store.mark_dirty();
+        }
+        moved
+    }
+
     /// Forgets the `topic@group` keys `hit(topic, group)` picks; returns how many went.
     fn remove_keys(&self, hit: impl Fn(&str, &str) -> bool) -> usize {
         let mut state = self.write();
