@@ -311,3 +311,33 @@ fn a_re_pointed_slave_registers_with_its_new_master() {
     assert!(route(&cm2, "T")["brokerDatas"][0]["brokerAddrs"].get("1").is_none());
     m2.shutdown();
 }
+
+/// A slave with some 100,000 topics (retry topics count) registers all the same: its
+/// registration carried its whole topic table, which neither its master nor a name server
+/// reads from a slave, and past the master's 16 MiB frame limit the slave fell out of its
+/// routes (found by a scale audit).
+#[test]
+fn a_slave_with_many_topics_still_registers() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = sync_master(&dir.path().join("m"), &[]);
+    let sdir = dir.path().join("s");
+    {
+        let tables = rmqha_core::metadata::ConfigTables::open(&sdir).unwrap();
+        let many =
+            (0..100_000).map(|i| rmqha_core::metadata::TopicConfig::new(format!("%RETRY%group-{i:06}")));
+        tables.topics().create_all_if_absent(many).unwrap();
+        assert!(std::fs::metadata(tables.topics().path()).unwrap().len() > 16 << 20);
+    }
+    let s = slave(&sdir, &m, ha_addr(&m), &[]);
+    wait_slave_connected(&m);
+    let saddr = s.remoting_addrs()[0].to_string();
+    let cm = client(m.remoting_addrs()[0]);
+    assert!(
+        common::wait_until(TIMEOUT, || route(&cm, "T")["brokerDatas"][0]["brokerAddrs"]["1"]
+            == saddr.as_str()),
+        "the master's route never named the slave: {}",
+        route(&cm, "T")
+    );
+    s.shutdown();
+    m.shutdown();
+}

@@ -103,7 +103,14 @@ fn run(shared: &Shared) {
 
 fn register_request(b: &crate::broker::Broker) -> RemotingCommand {
     let c = b.config();
-    let topics = b.tables().topics().encode(JsonStyle::Compact).unwrap_or_else(|_| "{}".into());
+    // No topics: the master reads none from a registration, and a name server takes topics
+    // only from a master's (brokerId 0). With all of them, a slave of some 95,000 topics
+    // (retry topics count) passed the master's 16 MiB frame limit and fell out of its routes
+    // (found by a scale audit).
+    let version = b.tables().topics().data_version();
+    let topics = crate::metadata::TopicConfigWrapper { data_version: version, ..Default::default() }
+        .encode(JsonStyle::Compact)
+        .unwrap_or_else(|_| "{}".into());
     let body = format!("{{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{topics}}}").into_bytes();
     RemotingCommand::request(request_code::REGISTER_BROKER)
         .with_ext("brokerName", &c.broker_name)
