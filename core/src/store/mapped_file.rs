@@ -196,7 +196,7 @@ impl MappedFile {
     }
 
     fn map(path: PathBuf, file: File, start_offset: u64, size: usize, pos: usize) -> io::Result<Self> {
-        let map = MmapOptions::new().len(size).map_raw(&file)?;
+        let map = MmapOptions::new().len(size).map_raw(&file).map_err(|e| map_error(&path, size, e))?;
         Ok(MappedFile {
             path,
             file: Some(file),
@@ -738,6 +738,26 @@ thread_local! {
 
 /// The parts of `[from, to)` of `file` that hold data (`SEEK_DATA` / `SEEK_HOLE`; the rest
 /// are holes, which read as zeros); `None` where the filesystem cannot say.
+/// A failed `mmap` of `path`, explained: ENOMEM there is mostly the kernel's limit on a
+/// process's mappings (`vm.max_map_count`, 65530 by default), which a store reaches with
+/// tens of thousands of ConsumeQueues (one mapping per file), not a lack of memory.
+fn map_error(path: &Path, size: usize, e: io::Error) -> io::Error {
+    let why = if e.raw_os_error() == Some(libc::ENOMEM) {
+        let limit = std::fs::read_to_string("/proc/sys/vm/max_map_count").map(|s| s.trim().to_string());
+        let used = std::fs::read_to_string("/proc/self/maps").map(|m| m.lines().count());
+        format!(
+            ": the process has {} mappings and vm.max_map_count is {} (each CommitLog, ConsumeQueue and \
+             index file takes one); raise it (RocketMQ recommends `sysctl -w vm.max_map_count=655360`) or \
+             free address space",
+            used.map_or_else(|_| "?".to_string(), |n| n.to_string()),
+            limit.unwrap_or_else(|_| "?".to_string())
+        )
+    } else {
+        String::new()
+    };
+    io::Error::new(e.kind(), format!("cannot map {} ({size} bytes): {e}{why}", path.display()))
+}
+
 /// `posix_fallocate(3)`, again when a signal interrupted it (a large reservation takes long
 /// enough to meet one, and the host's signal handlers may lack SA_RESTART): returns its error
 /// number, 0 on success.
@@ -810,6 +830,17 @@ pub(crate) mod tests {
     thread_local! {
         /// The error a creation meets once its file is named, for tests.
         pub(super) static AFTER_LINK: RefCell<Option<io::Error>> = const { RefCell::new(None) };
+    }
+
+    /// A mapping refused for want of mappings names the limit and how to raise it (the
+    /// dispatcher stopped, and a restart failed, blaming the file size key; scale audit).
+    #[test]
+    fn a_refused_mapping_names_vm_max_map_count() {
+        let e = map_error(Path::new("/s/cq/T/0/0"), 6_000_000, io::Error::from_raw_os_error(libc::ENOMEM));
+        let msg = e.to_string();
+        assert!(msg.contains("/s/cq/T/0/0") && msg.contains("vm.max_map_count is"), "{msg}");
+        let other = map_error(Path::new("/x"), 1, io::Error::from_raw_os_error(libc::EACCES)).to_string();
+        assert!(other.contains("/x") && !other.contains("max_map_count"), "{other}");
     }
 
     /// Runs in a flush of the file at its path, between its sync and raising the flushed

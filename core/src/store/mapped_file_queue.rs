@@ -315,11 +315,12 @@ impl MappedFileQueue {
                     ));
                 }
             }
-            let file = MappedFile::open(&path, off, file_size).map_err(|e| {
-                io::Error::new(
+            let file = MappedFile::open(&path, off, file_size).map_err(|e| match e.kind() {
+                io::ErrorKind::InvalidData => io::Error::new(
                     e.kind(),
                     format!("{e} (is the file size key set as when the store was written?)"),
-                )
+                ),
+                _ => e,
             })?;
             files.push(Arc::new(if keep_descriptors { file } else { file.without_descriptor() }));
         }
