@@ -617,6 +617,13 @@ impl Broker {
         }
     }
 
+    /// How many times long polling looked at a parked pull's queue so far: a test's view of
+    /// what its rounds cost.
+    #[doc(hidden)]
+    pub fn long_poll_queue_checks(&self) -> u64 {
+        self.client_services.get().map_or(0, |c| c.long_poll_queue_checks())
+    }
+
     /// Slave: the master's remoting address (`masterAddress`, or what
     /// `set_config_master_address` set since), which config sync, the registration and the
     /// routes use; empty if none, and on a master.

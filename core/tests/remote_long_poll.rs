@@ -263,3 +263,48 @@ fn a_held_pull_with_a_tag_wakes_when_its_scan_window_is_full() {
     assert_eq!(ext_i64(&resp, "nextBeginOffset"), 50);
     b.shutdown();
 }
+
+/// Many pulls parked on idle queues while messages flow to another topic: each dispatch
+/// round looked at every queue a pull waited on (a ConsumeQueue lookup each), so 20,000
+/// parked pulls kept a core busy and answered late (found by a scale audit). Now a round
+/// looks only at the queues the dispatcher put units into, and every queue once a second.
+#[test]
+fn parked_pulls_on_idle_queues_cost_nothing_per_dispatch_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    b.create_topic("Idle", 16).unwrap();
+    b.create_topic("Busy", 1).unwrap();
+    const PARKED: usize = 2000;
+    let mut conns: Vec<Raw> = (0..2).map(|_| Raw::connect(b.remoting_addrs()[0])).collect();
+    for i in 0..PARKED {
+        let (group, queue) = (format!("cg{}", i / 16), (i % 16) as i32);
+        let req = pull_req(&group, "Idle", queue, 0, 32, FLAG_SUBSCRIPTION | FLAG_SUSPEND, 60_000, "*");
+        conns[i % 2].send(req, i as i32);
+    }
+    for raw in &mut conns {
+        raw.send(
+            RemotingCommand::request(request_code::GET_MAX_OFFSET)
+                .with_ext("topic", "T")
+                .with_ext("queueId", 0),
+            999_999,
+        );
+        assert_eq!(raw.recv().opaque, 999_999, "a pull was answered instead of held");
+    }
+    let started = Instant::now();
+    let before = b.long_poll_queue_checks();
+    // Each put dispatched before the next: one dispatch round per message at least.
+    const PUTS: usize = 300;
+    for i in 0..PUTS {
+        b.put_message_sync(&Message::new("Busy", format!("m{i}").into_bytes()).with_queue(0)).unwrap();
+        assert!(b.store().wait_dispatched(TIMEOUT));
+    }
+    let checks = b.long_poll_queue_checks() - before;
+    // The 16 parked queues once a second, and the rounds right after parking; before, 16
+    // per round: at least 16 × 300.
+    let seconds = started.elapsed().as_secs() + 2;
+    assert!(checks <= 16 * seconds + 64, "{checks} queue checks in {seconds} s for {PUTS} rounds");
+    // A message to a parked queue still wakes its pulls at once.
+    b.put_message_sync(&Message::new("Idle", b"wake".to_vec()).with_queue(3)).unwrap();
+    let resp = conns[1].recv();
+    assert_eq!(resp.code, code::SUCCESS, "{resp:?}");
+}

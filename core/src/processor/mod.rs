@@ -120,6 +120,11 @@ pub struct ClientServices {
 }
 
 impl ClientServices {
+    /// How many times long polling looked at a parked pull's queue so far (tests).
+    pub(crate) fn long_poll_queue_checks(&self) -> u64 {
+        self.shared.long_poll.queue_checks()
+    }
+
     /// The slave's master address changed (`set_config_master_address`): the registration
     /// moves to the new master at once rather than at its next round.
     pub(crate) fn master_address_changed(&self) {

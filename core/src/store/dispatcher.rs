@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::commit_log::CommitLog;
 use super::consume_queue::{ConsumeQueue, ConsumeQueueStore, CqUnit};
@@ -45,6 +45,17 @@ pub struct Dispatcher {
     /// `mappedFileSizeCommitLog` differs); dispatch stops there and the HA client stops acking.
     /// Set once; read without a lock on the HA client's every round.
     layout_fault: std::sync::OnceLock<String>,
+    /// Which queues got units, for long polling (see `want_arrivals`).
+    arrivals: Arrivals,
+}
+
+/// The queues that got units since long polling last asked, recorded only while it wants
+/// them (pulls are parked): it then checks those queues, not every queue a pull waits on.
+/// With 20,000 parked pulls, checking them all after every dispatch round took a core.
+#[derive(Default)]
+struct Arrivals {
+    wanted: AtomicBool,
+    queues: parking_lot::Mutex<FxHashMap<String, FxHashSet<i32>>>,
 }
 
 /// The ConsumeQueues the dispatcher has written to, by topic and queue id, each with its last
@@ -55,6 +66,8 @@ pub struct Dispatcher {
 struct QueueCache {
     queues: FxHashMap<String, FxHashMap<i32, KeptQueue>>,
     swept: Instant,
+    /// The queues this round put units into, while long polling wants them.
+    arrived: FxHashMap<String, FxHashSet<i32>>,
 }
 
 type KeptQueue = (Arc<ConsumeQueue>, Option<(u64, Arc<MappedFile>)>);
@@ -64,7 +77,18 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl QueueCache {
     fn new() -> Self {
-        QueueCache { queues: FxHashMap::default(), swept: Instant::now() }
+        QueueCache { queues: FxHashMap::default(), swept: Instant::now(), arrived: FxHashMap::default() }
+    }
+
+    fn arrived(&mut self, topic: &str, queue_id: i32) {
+        match self.arrived.get_mut(topic) {
+            Some(ids) => {
+                ids.insert(queue_id);
+            }
+            None => {
+                self.arrived.entry(topic.to_owned()).or_default().insert(queue_id);
+            }
+        }
     }
 
     /// Drops the kept last files that retention, truncation or `destroy` took out of their
@@ -104,7 +128,20 @@ impl Dispatcher {
             reported_bad: AtomicU64::new(u64::MAX),
             round: parking_lot::Mutex::new(QueueCache::new()),
             layout_fault: std::sync::OnceLock::new(),
+            arrivals: Arrivals::default(),
         }
+    }
+
+    /// Long polling: whether to record the queues that get units (while pulls are parked).
+    /// A record dispatched before this is set is not recorded: whoever sets it checks the
+    /// queues it cares about once after setting it.
+    pub(crate) fn want_arrivals(&self, on: bool) {
+        self.arrivals.wanted.store(on, Ordering::SeqCst);
+    }
+
+    /// The queues that got units since the last call (while wanted), by topic.
+    pub(crate) fn take_arrivals(&self) -> FxHashMap<String, FxHashSet<i32>> {
+        std::mem::take(&mut *self.arrivals.queues.lock())
     }
 
     pub fn reput_from(&self) -> u64 {
@@ -281,6 +318,12 @@ impl Dispatcher {
             self.publish(reput, count);
         }
         self.publish(reput, count);
+        if !queues.arrived.is_empty() {
+            let mut shared = self.arrivals.queues.lock();
+            for (topic, ids) in queues.arrived.drain() {
+                shared.entry(topic).or_default().extend(ids);
+            }
+        }
         if count > 0 {
             self.last_dispatched_ts.store(last.1, Ordering::Release);
             cl.note_dispatched(last.0, last.1);
@@ -317,7 +360,11 @@ impl Dispatcher {
             }
             .and_then(|(cq, last_file)| cq.put(last_file, unit, req.consume_queue_offset));
             match queued {
-                Ok(()) => {}
+                Ok(()) => {
+                    if self.arrivals.wanted.load(Ordering::SeqCst) {
+                        queues.arrived(req.topic, req.queue_id);
+                    }
+                }
                 // A topic that is not one directory name, or a queue offset no queue can hold
                 // (never from a put here, but a replicated record or a damaged header may
                 // carry one): the record stays in the log without a unit, and dispatch goes on.
