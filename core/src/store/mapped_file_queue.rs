@@ -411,17 +411,20 @@ impl MappedFileQueue {
                 f
             }
             None if self.keep_descriptors => Arc::new(MappedFile::create(&self.dir, start, self.file_size)?),
-            // Mapped-only files (ConsumeQueues) reserve their blocks as they fill.
-            None => Arc::new(
-                MappedFile::create_reserving(
+            // Mapped-only files (ConsumeQueues) reserve their blocks as they fill, and are
+            // faulted in page by page (`advise_random`).
+            None => {
+                let f = MappedFile::create_reserving(
                     &self.dir,
                     &super::mapped_file::file_name(start),
                     start,
                     self.file_size,
                     super::mapped_file::RESERVE_CHUNK,
                 )?
-                .without_descriptor(),
-            ),
+                .without_descriptor();
+                f.advise_random();
+                Arc::new(f)
+            }
         };
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         files.push(file.clone());
@@ -567,6 +570,22 @@ mod flush_tests {
         assert_eq!(q.flushed_where(), 4096, "below the first file, which starts at 8192");
         assert_eq!(q.flush_all().unwrap(), 12288);
         assert_eq!(q.flushed_where(), 12288);
+    }
+
+    /// A new ConsumeQueue file is mapped for random access (`VmFlags: rr` in smaps): its first
+    /// unit's write fault otherwise read around it, zeroing up to `read_ahead_kb` of holes
+    /// (measured on this VM: 4.9-7.2 ms per new queue on the dispatcher's thread, against
+    /// 0.3-1.2 ms with the advice; scale audit).
+    #[test]
+    fn new_consume_queue_files_are_mapped_for_random_access() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load_mapped_only(dir.path(), 6_000_000).unwrap();
+        let f = q.create_file(0).unwrap();
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let start = format!("{:x}-", f.map_addr());
+        let at = smaps.find(&start).unwrap_or_else(|| panic!("no mapping at {start}"));
+        let flags = smaps[at..].lines().find(|l| l.starts_with("VmFlags:")).unwrap();
+        assert!(flags.split_whitespace().any(|w| w == "rr"), "{flags}");
     }
 
     /// tmpfs has no FALLOC_FL_ZERO_RANGE, and truncation's fallback read every page of the
