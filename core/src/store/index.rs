@@ -59,8 +59,9 @@ impl IndexFile {
             MappedFile::create_reserving(dir, name, 0, size, entries_start + RESERVE_CHUNK)?
                 .without_descriptor(),
         );
-        // Slots are written anywhere: fault them in one page at a time.
-        file.advise_random();
+        // The header and slots are written anywhere: fault them in one page at a time. (The
+        // entries, written in order, keep the read-around.)
+        file.advise_random_head(entries_start);
         let idx = IndexFile { file, slot_num, index_num };
         idx.file.reset_positions(idx.entries_start() + INDEX_ENTRY_SIZE);
         idx.set_i64(16, begin_phy);

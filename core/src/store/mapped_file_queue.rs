@@ -422,7 +422,7 @@ impl MappedFileQueue {
                     super::mapped_file::RESERVE_CHUNK,
                 )?
                 .without_descriptor();
-                f.advise_random();
+                f.advise_random_while_cold();
                 Arc::new(f)
             }
         };
@@ -583,9 +583,15 @@ mod flush_tests {
         let f = q.create_file(0).unwrap();
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let start = format!("{:x}-", f.map_addr());
-        let at = smaps.find(&start).unwrap_or_else(|| panic!("no mapping at {start}"));
-        let flags = smaps[at..].lines().find(|l| l.starts_with("VmFlags:")).unwrap();
-        assert!(flags.split_whitespace().any(|w| w == "rr"), "{flags}");
+        let flags = |smaps: &str| {
+            let at = smaps.find(&start).unwrap_or_else(|| panic!("no mapping at {start}"));
+            smaps[at..].lines().find(|l| l.starts_with("VmFlags:")).unwrap().to_string()
+        };
+        assert!(flags(&smaps).split_whitespace().any(|w| w == "rr"), "{}", flags(&smaps));
+        // A busy queue's file, past its first reserved chunk, is read around again.
+        f.reserve_through(super::super::mapped_file::RESERVE_CHUNK + 1).unwrap();
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        assert!(!flags(&smaps).split_whitespace().any(|w| w == "rr"), "{}", flags(&smaps));
     }
 
     /// tmpfs has no FALLOC_FL_ZERO_RANGE, and truncation's fallback read every page of the
