@@ -49,6 +49,8 @@ enum BenchCommand {
     Ha(ha_bench::HaBenchArgs),
     /// Remote produce over the remoting protocol vs embedded puts, 64 threads, 128-byte bodies.
     Remote(remote_bench::RemoteBenchArgs),
+    /// Many queues: the first unit of each of N new queues, then a crash and the reopen.
+    Queues(bench::queues::QueuesBenchArgs),
 }
 
 fn init_logging(default: &str) {
@@ -94,6 +96,10 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Remote(a)) => {
             init_logging("warn");
             remote_bench::run(a)
+        }
+        Command::Bench(BenchCommand::Queues(a)) => {
+            init_logging("warn");
+            bench::queues::run(&a)
         }
         Command::Bench(BenchCommand::Ha(a)) => {
             init_logging("warn");

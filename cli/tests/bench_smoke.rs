@@ -76,3 +76,10 @@ fn bench_ha_prints_catch_up_sync_and_async_and_the_cost_of_slaves() {
         ],
     );
 }
+
+#[test]
+fn bench_queues_prints_dispatch_and_reopen_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run("bench queues --queues 40", dir.path());
+    assert_prints(&out, &["40 new queues: dispatched in", "ms per queue); reopened after a crash in"]);
+}

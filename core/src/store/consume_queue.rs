@@ -502,6 +502,33 @@ mod tests {
         CqUnit { phy_offset: i * 100, size: 100, tags_code: i }
     }
 
+    /// A new queue's first file is named without a directory sync on the dispatcher's
+    /// thread (one per new queue held every queue's dispatch up; scale audit): the queue
+    /// hands its directory, and the topic directory and root it made, to the flusher, once.
+    #[test]
+    fn a_new_queue_leaves_its_directory_syncs_to_the_flusher() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ConsumeQueueStore::load(dir.path(), 20 * 100).unwrap();
+        let q = store.find_or_create("T", 3).unwrap();
+        let mut last = None;
+        q.put(&mut last, unit(0), 0).unwrap();
+        let mut dirs = std::collections::BTreeSet::new();
+        q.files().take_unsynced_dirs(&mut dirs);
+        let root = dir.path().to_path_buf();
+        let want: std::collections::BTreeSet<_> =
+            [root.clone(), root.join("T"), root.join("T").join("3")].into();
+        assert_eq!(dirs, want);
+        let mut again = std::collections::BTreeSet::new();
+        q.files().take_unsynced_dirs(&mut again);
+        assert!(again.is_empty(), "{again:?}");
+        // A queue loaded from an existing directory has nothing new until it makes a file.
+        drop((q, last, store));
+        let store = ConsumeQueueStore::load(dir.path(), 20 * 100).unwrap();
+        let q = store.find("T", 3).unwrap();
+        q.files().take_unsynced_dirs(&mut again);
+        assert!(again.is_empty(), "{again:?}");
+    }
+
     /// A kept last file is dropped as soon as the file list changes: units go where their
     /// queue offset says across file rolls, a truncation, and the queue's destruction.
     #[test]

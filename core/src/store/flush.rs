@@ -234,7 +234,23 @@ pub fn flush_logics(
         failed += 1;
         first = Some("(injected): Input/output error".to_string());
     }
-    for q in cqs.all() {
+    // Names of queue files and directories made since the last round, before the units in
+    // them count as flushed (the dispatcher leaves these syncs to this thread).
+    let queues = cqs.all();
+    let mut dirs = std::collections::BTreeSet::new();
+    for q in &queues {
+        q.files().take_unsynced_dirs(&mut dirs);
+    }
+    for dir in &dirs {
+        if let Err(e) = super::mapped_file::sync_dir(dir) {
+            failed += 1;
+            first.get_or_insert_with(|| format!("{}: {e}", dir.display()));
+            for q in queues.iter().filter(|q| q.files().dir() == dir.as_path()) {
+                q.files().restore_unsynced();
+            }
+        }
+    }
+    for q in queues {
         // A thorough flush, after which the checkpoint claims every unit dispatched so far,
         // covers all of a queue's files: one file per call (RocketMQ's) left the units of a
         // queue that had moved into its next file in the page cache.

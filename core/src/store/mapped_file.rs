@@ -115,6 +115,21 @@ impl MappedFile {
         size: usize,
         reserve: usize,
     ) -> io::Result<Self> {
+        Self::create_reserving_with(dir, name, start_offset, size, reserve, true)
+    }
+
+    /// `create_reserving`, leaving the directory unsynced when `sync_dir_now` is false: the
+    /// caller syncs it before anything counts on the file's name surviving a crash (a
+    /// ConsumeQueue's, before the checkpoint claims its units; a directory sync per new queue
+    /// on the dispatcher's thread held every queue's dispatch up).
+    pub(crate) fn create_reserving_with(
+        dir: &Path,
+        name: &str,
+        start_offset: u64,
+        size: usize,
+        reserve: usize,
+        sync_dir_now: bool,
+    ) -> io::Result<Self> {
         let path = dir.join(name);
         let reserve = reserve.min(size);
         let file = match create_unnamed(dir, &path, size, reserve)? {
@@ -127,7 +142,9 @@ impl MappedFile {
         let named = (|| {
             #[cfg(test)]
             tests::after_link()?;
-            sync_dir(dir)?;
+            if sync_dir_now {
+                sync_dir(dir)?;
+            }
             Self::map(path.clone(), file, start_offset, size, 0)
         })();
         let f = match named {
@@ -781,6 +798,8 @@ fn create_renamed(dir: &Path, name: &str, path: &Path, size: usize, reserve: usi
 thread_local! {
     /// The files this thread synced whole (`sync_all_pages`), for tests.
     pub(crate) static SYNCED_WHOLE: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Directories whose file systems `sync_file_systems` synced, for tests.
+    pub(crate) static SYNCED_FS: std::cell::RefCell<Vec<PathBuf>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The parts of `[from, to)` of `file` that hold data (`SEEK_DATA` / `SEEK_HOLE`; the rest
@@ -803,6 +822,45 @@ fn map_error(path: &Path, size: usize, e: io::Error) -> io::Error {
         String::new()
     };
     io::Error::new(e.kind(), format!("cannot map {} ({size} bytes): {e}{why}", path.display()))
+}
+
+/// Syncs the file systems holding `dirs`, each once (`syncfs(2)`): everything written to them
+/// reaches the disk, whatever file it is in. `Ok(false)` where that cannot be done (not
+/// Linux, or a kernel without it): the caller syncs file by file.
+pub(crate) fn sync_file_systems(dirs: &[PathBuf]) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let mut done = Vec::new();
+        for dir in dirs {
+            let d =
+                File::open(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+            let dev = d.metadata()?.dev();
+            if done.contains(&dev) {
+                continue;
+            }
+            // SAFETY: plain syscall on a descriptor we hold.
+            if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::ENOSYS) {
+                    return Ok(false);
+                }
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("syncing the file system of {}: {e}", dir.display()),
+                ));
+            }
+            #[cfg(test)]
+            SYNCED_FS.with(|s| s.borrow_mut().push(dir.clone()));
+            done.push(dev);
+        }
+        Ok(true)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dirs;
+        Ok(false)
+    }
 }
 
 /// `posix_fallocate(3)`, again when a signal interrupted it (a large reservation takes long

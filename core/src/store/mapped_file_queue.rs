@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::mapped_file::{MappedFile, Populate, file_name, sync_dir};
@@ -247,6 +247,10 @@ pub struct MappedFileQueue {
     /// Held by a flush and by a truncation: a flush raises the flushed positions to the end
     /// it read before syncing, which a truncation in between would have lowered.
     flush_lock: parking_lot::Mutex<()>,
+    /// Mapped-only queues (ConsumeQueues): a file was named in `dir` since its last sync, and
+    /// whether `dir` itself was made (so its parents hold new names too). See `take_unsynced_dirs`.
+    dir_unsynced: AtomicBool,
+    dir_new: AtomicBool,
     allocator: Option<Arc<Allocator>>,
     /// Whether its files keep their descriptors (`MappedFile::without_descriptor`).
     keep_descriptors: bool,
@@ -271,6 +275,7 @@ impl MappedFileQueue {
         allocator: Option<Arc<Allocator>>,
         keep_descriptors: bool,
     ) -> io::Result<Self> {
+        let dir_new = !dir.exists();
         std::fs::create_dir_all(dir)?;
         let mut names: Vec<(u64, PathBuf)> = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -331,9 +336,29 @@ impl MappedFileQueue {
             generation: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
             flushed_where: AtomicU64::new(0),
             flush_lock: parking_lot::Mutex::new(()),
+            dir_unsynced: AtomicBool::new(false),
+            dir_new: AtomicBool::new(dir_new && !keep_descriptors),
             allocator,
             keep_descriptors,
         })
+    }
+
+    /// Mapped-only queues: the directories whose new names are not yet synced (this queue's
+    /// directory after a file was made in it; its parent and grandparent, a ConsumeQueue's
+    /// topic directory and root, after the directory itself was made), which the caller syncs
+    /// before counting on those names. Each is given once; `restore_unsynced` after a failed sync.
+    pub(crate) fn take_unsynced_dirs(&self, out: &mut std::collections::BTreeSet<PathBuf>) {
+        if self.dir_unsynced.swap(false, Ordering::AcqRel) {
+            out.insert(self.dir.clone());
+        }
+        if self.dir_new.swap(false, Ordering::AcqRel) {
+            out.extend(self.dir.ancestors().skip(1).take(2).map(Path::to_path_buf));
+        }
+    }
+
+    /// After a failed directory sync: the names are still unsynced.
+    pub(crate) fn restore_unsynced(&self) {
+        self.dir_unsynced.store(true, Ordering::Release);
     }
 
     pub fn dir(&self) -> &Path {
@@ -414,14 +439,16 @@ impl MappedFileQueue {
             // Mapped-only files (ConsumeQueues) reserve their blocks as they fill, and are
             // faulted in page by page (`advise_random`).
             None => {
-                let f = MappedFile::create_reserving(
+                let f = MappedFile::create_reserving_with(
                     &self.dir,
                     &super::mapped_file::file_name(start),
                     start,
                     self.file_size,
                     super::mapped_file::RESERVE_CHUNK,
+                    false,
                 )?
                 .without_descriptor();
+                self.dir_unsynced.store(true, Ordering::Release);
                 f.advise_random_while_cold();
                 Arc::new(f)
             }

@@ -1421,13 +1421,19 @@ fn recover(
         for f in cl.queue().files().iter().filter(|f| f.end_offset() > scan_from) {
             f.sync_all_pages().map_err(|e| store_err("commit log", e))?;
         }
-        for q in cqs.all() {
-            for f in q.files().files() {
-                f.sync_all_pages().map_err(|e| store_err("consume queue", e))?;
+        // The queues and the index with one `syncfs` of their file system(s): one sync per
+        // queue file took 34 s for 20,000 queues (scale audit).
+        let mut dirs = vec![cqs.root().to_path_buf()];
+        dirs.extend(index.map(|i| i.dir().to_path_buf()));
+        if !super::mapped_file::sync_file_systems(&dirs).map_err(|e| store_err("consume queue", e))? {
+            for q in cqs.all() {
+                for f in q.files().files() {
+                    f.sync_all_pages().map_err(|e| store_err("consume queue", e))?;
+                }
             }
-        }
-        if let Some(i) = index {
-            i.sync_all_pages().map_err(|e| store_err("index", e))?;
+            if let Some(i) = index {
+                i.sync_all_pages().map_err(|e| store_err("index", e))?;
+            }
         }
     }
     let min = cl.min_offset();
@@ -1700,6 +1706,23 @@ mod tests {
         assert_eq!(max, flushed);
     }
 
+    /// The directory syncs a new queue leaves to the flusher are done by it: after a stop
+    /// (a thorough flush) none is left.
+    #[test]
+    fn the_flusher_syncs_the_directories_of_new_queues() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            MessageStore::open(config(dir.path(), &[("mappedFileSizeConsumeQueue", "2000")])).unwrap();
+        store.start().unwrap();
+        store.put_message_sync(&Message::new("Fresh", b"x".to_vec()).with_queue(2)).unwrap();
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+        let q = store.cqs.find("Fresh", 2).unwrap();
+        store.shutdown();
+        let mut left = std::collections::BTreeSet::new();
+        q.files().take_unsynced_dirs(&mut left);
+        assert!(left.is_empty(), "not synced: {left:?}");
+    }
+
     /// After a crash, recovery counts what the page cache kept as flushed: it must have synced
     /// it first, or a power loss could leave a hole below later acknowledged puts.
     #[test]
@@ -1726,6 +1749,7 @@ mod tests {
         store.crash();
         drop(store);
         SYNCED_WHOLE.with(|s| s.borrow_mut().clear());
+        crate::store::mapped_file::SYNCED_FS.with(|s| s.borrow_mut().clear());
         let store = MessageStore::open(cfg.clone()).unwrap();
         assert!(!store.recovery().last_exit_ok);
         store.start().unwrap();
@@ -1735,18 +1759,27 @@ mod tests {
         for f in &cl_files {
             assert!(synced.contains(&f.path().to_path_buf()), "{} not synced", f.path().display());
         }
+        // The queues' file system as a whole (`syncfs`), or else each file.
+        let whole_fs = crate::store::mapped_file::SYNCED_FS
+            .with(|s| s.borrow().contains(&store.cqs.root().to_path_buf()));
         for q in store.cqs.all() {
             for f in q.files().files() {
-                assert!(synced.contains(&f.path().to_path_buf()), "{} not synced", f.path().display());
+                assert!(
+                    whole_fs || synced.contains(&f.path().to_path_buf()),
+                    "{} not synced",
+                    f.path().display()
+                );
             }
         }
         store.shutdown();
         drop(store);
         // A clean stop flushed everything: the next (normal) recovery syncs nothing.
         SYNCED_WHOLE.with(|s| s.borrow_mut().clear());
+        crate::store::mapped_file::SYNCED_FS.with(|s| s.borrow_mut().clear());
         let store = MessageStore::open(cfg).unwrap();
         assert!(store.recovery().last_exit_ok);
         assert!(SYNCED_WHOLE.with(|s| s.borrow().is_empty()));
+        assert!(crate::store::mapped_file::SYNCED_FS.with(|s| s.borrow().is_empty()));
         store.shutdown();
     }
 }
