@@ -739,7 +739,9 @@ impl MessageStore {
             deleted.add(topic, below).map_err(|e| Error::Store(format!("deleting topic {topic:?}: {e}")))?;
             let queues = self.cqs.remove_topic(topic);
             drop_queues(&self.cqs, topic, &queues)?;
-            if self.dispatcher.reput_from() > below {
+            // Without queues here nothing of the topic was dispatched past the deletion, and
+            // a fresh slave need not walk its log again.
+            if !queues.is_empty() && self.dispatcher.reput_from() > below {
                 self.dispatcher.set_reput_from(below);
             }
             tracing::info!(
