@@ -10,19 +10,25 @@ use std::path::{Path, PathBuf};
 /// Across processes it is a POSIX record lock (`fcntl(F_SETLK)`), which a forked child does
 /// not inherit: with `flock`, a child forked while the store was open (Python's
 /// multiprocessing, a shell-out) would keep the store locked after the broker closed. Within
-/// this process, where record locks do not conflict, a registry of held paths refuses a second
-/// open.
+/// this process, where record locks do not conflict, a registry of held lock files refuses a
+/// second open. It knows them by device and inode, not by path: two paths to one directory
+/// (a symlink, a bind mount) meet the same entry.
 pub struct StoreLock {
     /// Taken (closed) by `Drop` under the registry's mutex.
     file: Option<File>,
     path: PathBuf,
-    key: PathBuf,
+    key: (u64, u64),
 }
 
-fn held() -> &'static std::sync::Mutex<std::collections::BTreeSet<PathBuf>> {
-    static HELD: std::sync::OnceLock<std::sync::Mutex<std::collections::BTreeSet<PathBuf>>> =
+fn held() -> &'static std::sync::Mutex<std::collections::BTreeSet<(u64, u64)>> {
+    static HELD: std::sync::OnceLock<std::sync::Mutex<std::collections::BTreeSet<(u64, u64)>>> =
         std::sync::OnceLock::new();
     HELD.get_or_init(Default::default)
+}
+
+fn file_key(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
 }
 
 fn locked(path: &Path) -> io::Error {
@@ -37,14 +43,18 @@ impl StoreLock {
     /// holds it.
     pub fn acquire(path: &Path) -> io::Result<Self> {
         // The registry is checked before the file is opened: closing any descriptor of the
-        // file would release this process's record lock, which the holder relies on.
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let key = std::fs::canonicalize(dir)?.join(path.file_name().unwrap_or_default());
+        // file would release this process's record lock, which the holder relies on. A file
+        // that does not exist yet is held by no one here (the registry's mutex keeps another
+        // thread from making it meanwhile).
         let mut registry = held().lock().unwrap_or_else(|e| e.into_inner());
-        if registry.contains(&key) {
-            return Err(locked(path));
+        match std::fs::metadata(path) {
+            Ok(meta) if registry.contains(&file_key(&meta)) => return Err(locked(path)),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
         let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let key = file_key(&file.metadata()?);
         // SAFETY: a zeroed flock struct describes the whole file; fcntl on a descriptor we own.
         let rc = unsafe {
             let mut fl: libc::flock = std::mem::zeroed();
@@ -61,7 +71,7 @@ impl StoreLock {
         }
         file.set_len(0)?;
         file.write_all(b"lock")?;
-        registry.insert(key.clone());
+        registry.insert(key);
         Ok(StoreLock { file: Some(file), path: path.to_path_buf(), key })
     }
 
@@ -185,6 +195,22 @@ mod tests {
             assert_eq!(libc::fcntl(probe.as_raw_fd(), libc::F_OFD_GETLK, &mut fl), 0);
             i32::from(fl.l_type) != libc::F_UNLCK
         }
+    }
+
+    /// Two paths to one lock file (here a hard link; a bind mount of the store directory
+    /// does the same, and a symlink too): the registry knew held locks by canonical path,
+    /// and record locks never conflict within a process, so a second store opened on the
+    /// same files through the other path.
+    #[test]
+    fn another_path_to_a_held_lock_file_is_refused() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir_in(std::env::temp_dir()).unwrap());
+        let first = StoreLock::acquire(&a.path().join("lock")).unwrap();
+        let other = b.path().join("lock");
+        std::fs::hard_link(a.path().join("lock"), &other).unwrap();
+        let err = StoreLock::acquire(&other).map(|_| ()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock, "{err}");
+        drop(first);
+        StoreLock::acquire(&other).unwrap();
     }
 
     #[cfg(target_os = "linux")]
