@@ -152,17 +152,15 @@ pub fn deleted_topics_in(body: &[u8]) -> Result<BTreeMap<String, u64>, String> {
         #[serde(rename = "rmqhaDeletedTopics", default)]
         deleted: BTreeMap<String, u64>,
     }
-    match serde_json::from_slice::<Deletions>(body) {
-        Ok(d) => Ok(d.deleted),
-        // fastjson's relaxed JSON (a RocketMQ master's) may not parse strictly; it carries
-        // no deletions either way. A field of ours that does not parse is an error.
-        Err(_) if !body.windows(DELETED_TOPICS_FIELD.len()).any(|w| w == DELETED_TOPICS_FIELD.as_bytes()) => {
-            Ok(BTreeMap::new())
-        }
-        Err(e) => {
-            Err(format!("{DELETED_TOPICS_FIELD} is not a JSON object of topic to CommitLog offset: {e}"))
-        }
+    // Most answers carry none (a RocketMQ master's never, and its fastjson need not parse as
+    // strict JSON): those are not parsed a second time. A field of ours that does not parse
+    // is an error.
+    if !body.windows(DELETED_TOPICS_FIELD.len()).any(|w| w == DELETED_TOPICS_FIELD.as_bytes()) {
+        return Ok(BTreeMap::new());
     }
+    serde_json::from_slice::<Deletions>(body)
+        .map(|d| d.deleted)
+        .map_err(|e| format!("{DELETED_TOPICS_FIELD} is not a JSON object of topic to CommitLog offset: {e}"))
 }
 
 impl Wrapper for TopicConfigWrapper {

@@ -459,6 +459,16 @@ impl ConsumeQueueStore {
     }
 
     /// The queue ids of a topic.
+    /// The queues of `topic`.
+    pub fn queues_of(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(topic)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
     pub fn queue_ids(&self, topic: &str) -> Vec<i32> {
         let mut ids: Vec<i32> = self
             .queues

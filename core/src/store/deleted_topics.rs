@@ -60,6 +60,11 @@ impl DeletedTopics {
         self.any.load(Ordering::Acquire) && self.table.read().get(topic).is_some_and(|&below| offset < below)
     }
 
+    /// The offset below which `topic`'s records are deleted, if it was deleted.
+    pub fn below(&self, topic: &str) -> Option<u64> {
+        self.table.read().get(topic).copied()
+    }
+
     /// Records that `topic`'s records below `below` are deleted; returns once that is on disk.
     pub fn add(&self, topic: &str, below: u64) -> Result<(), MetadataError> {
         self.change(|t| {

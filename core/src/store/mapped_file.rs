@@ -661,23 +661,20 @@ impl MappedFile {
     /// into a hole otherwise reads around it, as far as the disk's `read_ahead_kb` (8 MiB on
     /// some disks), and the kernel zeroes that many pages of holes: 6 ms of CPU, and 8 MiB of
     /// page cache, for each new queue's first unit on the dispatcher's thread (scale audit).
-    pub(crate) fn advise_random(&self) {
-        self.advise(libc::MADV_RANDOM, self.size);
-    }
-
-    /// `advise_random` for the first `len` bytes only (an index file's hash slots, written
-    /// anywhere; its entries are written in order).
+    ///
+    /// For the first `len` bytes only: an index file's hash slots, written anywhere (its
+    /// entries are written in order).
     pub(crate) fn advise_random_head(&self, len: usize) {
         self.advise(libc::MADV_RANDOM, len);
     }
 
-    /// `advise_random` until the file's reservation grows past its first `RESERVE_CHUNK`
-    /// (a ConsumeQueue past some 3,000 units): then a busy queue's sequential writes get the
+    /// `advise_random_head` of the whole file until its reservation grows past its first
+    /// `RESERVE_CHUNK` (a ConsumeQueue past some 3,000 units): then a busy queue's sequential writes get the
     /// read-around back, a little faster than a fault per page (5-10% of dispatch into a few
     /// hot queues), while the many quiet queues keep the advice.
     pub(crate) fn advise_random_while_cold(&self) {
         self.random_while_cold.store(true, Ordering::Release);
-        self.advise_random();
+        self.advise(libc::MADV_RANDOM, self.size);
     }
 
     fn advise(&self, advice: libc::c_int, len: usize) {

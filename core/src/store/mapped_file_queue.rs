@@ -437,7 +437,7 @@ impl MappedFileQueue {
             }
             None if self.keep_descriptors => Arc::new(MappedFile::create(&self.dir, start, self.file_size)?),
             // Mapped-only files (ConsumeQueues) reserve their blocks as they fill, and are
-            // faulted in page by page (`advise_random`).
+            // faulted in page by page while few (`advise_random_while_cold`).
             None => {
                 let f = MappedFile::create_reserving_with(
                     &self.dir,

@@ -725,13 +725,12 @@ impl MessageStore {
         let deleted = self.dispatcher.deleted_topics();
         let mut taken = 0;
         for (topic, &below) in deletions {
-            let known = deleted.all().get(topic).is_some_and(|&b| b >= below);
+            let known = deleted.below(topic).is_some_and(|b| b >= below);
             // A queue holding a unit below the deletion: one a crash left behind after the
             // deletion was recorded.
-            let left =
-                self.cqs.queue_ids(topic).into_iter().filter_map(|id| self.cqs.find(topic, id)).any(|q| {
-                    q.get(q.min_offset_in_queue()).is_some_and(|u| u.size > 0 && u.phy_offset < below as i64)
-                });
+            let left = self.cqs.queues_of(topic).iter().any(|q| {
+                q.get(q.min_offset_in_queue()).is_some_and(|u| u.size > 0 && u.phy_offset < below as i64)
+            });
             if known && !left {
                 continue;
             }
@@ -1517,7 +1516,7 @@ fn drop_queues(cqs: &ConsumeQueueStore, topic: &str, queues: &[Arc<ConsumeQueue>
 /// once the queues are recovered: before, none knows where its units end.
 fn drop_deleted_leftovers(cqs: &ConsumeQueueStore, deleted: &DeletedTopics) -> Result<()> {
     for (topic, below) in deleted.all() {
-        let left: Vec<_> = cqs.queue_ids(&topic).into_iter().filter_map(|id| cqs.find(&topic, id)).collect();
+        let left = cqs.queues_of(&topic);
         if !left.is_empty() && left.iter().all(|q| q.max_physic_offset() <= below as i64) {
             tracing::warn!(topic, "finishing the deletion of topic {topic:?}: removing its ConsumeQueues");
             let queues = cqs.remove_topic(&topic);
