@@ -8,7 +8,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Proxy, broker_config, commit_log_files, message, slave_of, wait_until};
+use common::{
+    Proxy, assert_same_commit_logs, broker_config, commit_log_files, message, slave_of, wait_until,
+};
 use rmqha_core::{Broker, Error, PutStatus};
 
 fn ha_addr(b: &Broker) -> std::net::SocketAddr {
@@ -53,9 +55,8 @@ fn two_slaves_both_byte_identical() {
         s.shutdown();
     }
     master.shutdown();
-    let m = commit_log_files(dirs[0].path());
     for d in &dirs[1..] {
-        assert_eq!(commit_log_files(d.path()), m);
+        assert_same_commit_logs(dirs[0].path(), d.path());
     }
 }
 
@@ -147,7 +148,7 @@ fn cut_and_stalled_link_through_a_proxy() {
         == PutStatus::PutOk));
     slave.shutdown();
     master.shutdown();
-    assert_eq!(commit_log_files(md.path()), commit_log_files(sd.path()));
+    assert_same_commit_logs(md.path(), sd.path());
 }
 
 #[test]
@@ -503,7 +504,7 @@ fn a_slave_vanishing_mid_stream_raises_no_sigpipe() {
             .unwrap();
     let end = master.max_offset();
     assert!(wait_until(Duration::from_secs(20), || slave.max_offset() == end));
-    assert_eq!(commit_log_files(md.path()), commit_log_files(sd.path()));
+    assert_same_commit_logs(md.path(), sd.path());
     slave.shutdown();
     master.shutdown();
 }
@@ -980,5 +981,5 @@ fn an_old_master_with_a_lost_tail_is_told_where_to_cut_and_then_follows() {
     );
     old.shutdown();
     n.shutdown();
-    assert_eq!(commit_log_files(md.path()), commit_log_files(sd.path()));
+    assert_same_commit_logs(md.path(), sd.path());
 }
