@@ -45,7 +45,9 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
         println!("FULL     {reason}");
     }
     if get("brokerRole") == "SLAVE" {
-        println!("master   {} (connected: {})", get("masterAddress"), get("connected"));
+        let remoting = get("masterAddress");
+        let remoting = if remoting.is_empty() { "none" } else { &remoting };
+        println!("master   {remoting} (HA {}, connected: {})", get("haMasterAddress"), get("connected"));
         if let Some(e) = table.get("lastHaError") {
             println!("last HA error: {e}");
         }

@@ -50,6 +50,11 @@ fn two_broker_processes_replicate_and_stop_cleanly() {
     );
     let st = status(&sport);
     assert!(st.contains("SLAVE") && st.contains("connected: true"), "{st}");
+    // The slave names its master's remoting address (config sync) and its HA address.
+    assert!(
+        st.contains(&format!("master   127.0.0.1:{mport} (HA 127.0.0.1:{mha}, connected: true)")),
+        "{st}"
+    );
     let mst = status(&mport);
     assert!(mst.contains("SYNC_MASTER"), "{mst}");
     // The disk line is df's Use% of the store's file system (other writers may move it by one).

@@ -135,6 +135,7 @@ impl Broker {
                 "a SLAVE needs haMasterAddress (the master's HA host:port)",
             )));
         }
+        config.warn_about_role();
         let bind_ip: IpAddr = config.bind_address.parse().map_err(|_| {
             Error::Config(ConfigError::new(format!(
                 "bindAddress {:?} is not an IP address",
@@ -499,7 +500,8 @@ impl Broker {
                 );
             }
         } else {
-            put("masterAddress", o.master_address.unwrap_or_default());
+            put("masterAddress", self.config_master_address());
+            put("haMasterAddress", o.master_address.unwrap_or_default());
             put("connected", o.connected.unwrap_or(false).to_string());
             if let Some(e) = o.last_ha_error {
                 put("lastHaError", e);

@@ -222,6 +222,10 @@ fn a_promoted_slave_continues_and_the_old_master_follows_it() {
         let r = master.put_message_sync(&message("Fail", (i % 3) as i32, i, 200)).unwrap();
         assert_eq!(r.status, PutStatus::PutOk);
     }
+    // The slave's runtime info names both of its master's addresses.
+    let info = slave.runtime_info();
+    assert_eq!(info["masterAddress"], remoting);
+    assert_eq!(info["haMasterAddress"], format!("127.0.0.1:{}", master.ha_port()));
     master.commit_consumer_offset("group-a", "Fail", 1, 150).unwrap();
     slave.sync_config_now().unwrap();
     assert_eq!(slave.consumer_offset("group-a", "Fail", 1), 150);
@@ -230,8 +234,17 @@ fn a_promoted_slave_continues_and_the_old_master_follows_it() {
     master.shutdown();
     drop((slave, master));
 
-    // The slave's store as the new master.
-    let promoted = Broker::start_master(broker_config(sd.path(), "SYNC_MASTER", &[])).unwrap();
+    // The slave's store as the new master, from the slave's config with only the role
+    // changed: the master addresses left in it are ignored, with a warning naming each.
+    let stale = [("haMasterAddress", "127.0.0.1:1"), ("masterAddress", remoting.as_str())];
+    let promoted = Broker::start_master(broker_config(sd.path(), "SYNC_MASTER", &stale)).unwrap();
+    for key in ["haMasterAddress=127.0.0.1:1 is ignored", &format!("masterAddress={remoting} is ignored")] {
+        assert!(
+            promoted.config().warnings.iter().any(|w| w.contains(key)),
+            "{:?}",
+            promoted.config().warnings
+        );
+    }
     let follower = slave_of(md.path(), &promoted, &[]);
     assert!(wait_until(Duration::from_secs(10), || promoted.offsets().slaves.iter().any(|s| s.transferring)));
     assert_eq!(promoted.consumer_offset("group-a", "Fail", 1), 150, "the mirrored consumer offset survived");

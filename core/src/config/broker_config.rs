@@ -566,6 +566,27 @@ impl BrokerConfig {
         }
     }
 
+    /// Warns (logged and in `warnings`) about keys the role ignores: a master replicates from
+    /// no one, so `haMasterAddress` or `masterAddress` on one is most often a slave's file
+    /// promoted by hand with only `brokerRole` changed.
+    pub fn warn_about_role(&mut self) {
+        if !self.broker_role.is_master() {
+            return;
+        }
+        for (key, value) in [
+            ("haMasterAddress", self.ha_master_address.clone()),
+            ("masterAddress", self.master_address.clone()),
+        ] {
+            if !value.is_empty() {
+                self.warn(format!(
+                    "{key}={value} is ignored: brokerRole is {}, and a master replicates from no one \
+                     (remove the key, or set brokerRole=SLAVE to follow {value})",
+                    self.broker_role
+                ));
+            }
+        }
+    }
+
     /// Logs a warning and records it in `warnings`, once: a key set twice warns once.
     fn warn(&mut self, msg: String) {
         if !self.warnings.contains(&msg) {
