@@ -330,7 +330,9 @@ const char *rmqha_version(void);
 // Starts a master (`brokerRole` ASYNC_MASTER or SYNC_MASTER) from `cfg` and stores its handle
 // in `*out`. The store, the HA listener and the remoting server are running when it returns;
 // with `listenPort`/`haListenPort` 0 the bound ports are given by `rmqha_listen_port` and
-// `rmqha_ha_port`.
+// `rmqha_ha_port`. From the first start of a master or slave on, what the brokers' threads
+// log goes to stderr: warnings and errors, or the level the `RMQHA_LOG` environment variable
+// names (`off` for nothing).
 //
 // Returns `RMQHA_STATUS_WRONG_ROLE` for a SLAVE config, `RMQHA_STATUS_CONFIG` for invalid
 // settings, `RMQHA_STATUS_STORE`/`RMQHA_STATUS_IO` when the store or a port cannot be opened

@@ -135,7 +135,14 @@ impl Broker {
                 "a SLAVE needs haMasterAddress (the master's HA host:port)",
             )));
         }
-        config.warn_about_role();
+        // Logged here, not by the config module: the bindings pass that module's warnings to
+        // the host their own way before the start, and show only these on standard error.
+        for w in config.role_warnings() {
+            tracing::warn!("{w}");
+            if !config.warnings.contains(&w) {
+                config.warnings.push(w);
+            }
+        }
         let bind_ip: IpAddr = config.bind_address.parse().map_err(|_| {
             Error::Config(ConfigError::new(format!(
                 "bindAddress {:?} is not an IP address",

@@ -18,6 +18,7 @@ pub mod config;
 pub mod error;
 pub mod fork;
 pub mod ha;
+pub mod logging;
 pub mod message;
 pub mod metadata;
 pub mod net;

@@ -61,6 +61,8 @@ fn start(
     want_master: bool,
     function: &str,
 ) -> rmqha_status {
+    // What the broker's threads log goes to stderr (level from RMQHA_LOG, warn by default).
+    rmqha_core::logging::init_for_bindings();
     guard(|| {
         args::out(out, "out")?;
         // SAFETY: the caller passes a config from rmqha_config_new.
@@ -82,7 +84,9 @@ fn start(
 /// Starts a master (`brokerRole` ASYNC_MASTER or SYNC_MASTER) from `cfg` and stores its handle
 /// in `*out`. The store, the HA listener and the remoting server are running when it returns;
 /// with `listenPort`/`haListenPort` 0 the bound ports are given by `rmqha_listen_port` and
-/// `rmqha_ha_port`.
+/// `rmqha_ha_port`. From the first start of a master or slave on, what the brokers' threads
+/// log goes to stderr: warnings and errors, or the level the `RMQHA_LOG` environment variable
+/// names (`off` for nothing).
 ///
 /// Returns `RMQHA_STATUS_WRONG_ROLE` for a SLAVE config, `RMQHA_STATUS_CONFIG` for invalid
 /// settings, `RMQHA_STATUS_STORE`/`RMQHA_STATUS_IO` when the store or a port cannot be opened

@@ -166,6 +166,24 @@ fn c_threads_static() {
     assert!(out.contains("all PUT_OK"), "{out}");
 }
 
+/// What the library logs goes to the program's stderr (warnings by default), and
+/// `RMQHA_LOG=off` silences it.
+#[test]
+fn c_logging() {
+    let warning = "haMasterAddress=127.0.0.1:1 is ignored";
+    let dir = scratch();
+    let bin = compile(dir.path(), &c_test("logging.c"), Link::Shared);
+    let out =
+        run(dir.path(), &["env", "-u", "RMQHA_LOG", "-u", "RUST_LOG"], &bin, &[], Duration::from_secs(30));
+    let stderr = std::fs::read_to_string(dir.path().join("stderr.txt")).unwrap();
+    assert!(out.contains("done"), "{out}");
+    let line = stderr.lines().find(|l| l.contains(warning)).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("WARN"), "{line}");
+    run(dir.path(), &["env", "RMQHA_LOG=off"], &bin, &[], Duration::from_secs(30));
+    let stderr = std::fs::read_to_string(dir.path().join("stderr.txt")).unwrap();
+    assert!(!stderr.contains(warning), "{stderr}");
+}
+
 /// The example in `examples/c/` builds and runs.
 #[test]
 fn c_example() {

@@ -47,6 +47,8 @@ impl Task for StartTask {
     type JsValue = Broker;
 
     fn compute(&mut self) -> Result<Self::Output> {
+        // What the broker's threads log goes to stderr (level from RMQHA_LOG, warn by default).
+        rmqha_core::logging::init_for_bindings();
         guarded(|| {
             Ok(config::build(&self.pairs).and_then(|mut cfg| {
                 let warnings = std::mem::take(&mut cfg.warnings);

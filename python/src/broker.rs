@@ -34,6 +34,8 @@ pub struct PyBroker {
 impl PyBroker {
     /// Starts a broker (a master if `master`, else a slave) with the GIL released.
     pub fn start(py: Python<'_>, config: BrokerConfig, master: bool) -> PyResult<Self> {
+        // What the broker's threads log goes to stderr (level from RMQHA_LOG, warn by default).
+        rmqha_core::logging::init_for_bindings();
         let started =
             py.detach(|| if master { Broker::start_master(config) } else { Broker::start_slave(config) });
         let broker = started.map_err(|e| errors::to_py(py, e))?;

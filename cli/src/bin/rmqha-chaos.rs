@@ -136,11 +136,7 @@ fn main() {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RMQHA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Colours only on a terminal: a log redirected to a file gets plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    rmqha_core::logging::init_stderr(rmqha_core::logging::env_filter("warn"));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -566,25 +566,25 @@ impl BrokerConfig {
         }
     }
 
-    /// Warns (logged and in `warnings`) about keys the role ignores: a master replicates from
-    /// no one, so `haMasterAddress` or `masterAddress` on one is most often a slave's file
-    /// promoted by hand with only `brokerRole` changed.
-    pub fn warn_about_role(&mut self) {
+    /// Keys the role ignores, as warnings: a master replicates from no one, so
+    /// `haMasterAddress` or `masterAddress` on one is most often a slave's file promoted by
+    /// hand with only `brokerRole` changed. [`crate::Broker::start`] logs them and adds them
+    /// to `warnings`.
+    pub fn role_warnings(&self) -> Vec<String> {
         if !self.broker_role.is_master() {
-            return;
+            return Vec::new();
         }
-        for (key, value) in [
-            ("haMasterAddress", self.ha_master_address.clone()),
-            ("masterAddress", self.master_address.clone()),
-        ] {
-            if !value.is_empty() {
-                self.warn(format!(
+        [("haMasterAddress", &self.ha_master_address), ("masterAddress", &self.master_address)]
+            .into_iter()
+            .filter(|(_, value)| !value.is_empty())
+            .map(|(key, value)| {
+                format!(
                     "{key}={value} is ignored: brokerRole is {}, and a master replicates from no one \
                      (remove the key, or set brokerRole=SLAVE to follow {value})",
                     self.broker_role
-                ));
-            }
-        }
+                )
+            })
+            .collect()
     }
 
     /// Logs a warning and records it in `warnings`, once: a key set twice warns once.
