@@ -1151,7 +1151,6 @@ fn retention_options(c: &BrokerConfig) -> RetentionOptions {
 /// How far ahead of a master's writer pages are faulted in.
 const WARM_WINDOW: u64 = 16 << 20;
 
-/// Bytes the allocator pre-touches at the start of each new CommitLog file.
 /// Raises the process's soft limit on open files to its hard limit, as the JVM does for
 /// RocketMQ (`-XX:+MaxFDLimit`, on by default). Every CommitLog file the store keeps holds a
 /// descriptor (for `pwrite`, `sendfile` to slaves and syncs), as do connections: under the
@@ -1186,6 +1185,7 @@ fn raise_open_file_limit() {
     });
 }
 
+/// Bytes the allocator pre-touches at the start of each new CommitLog file.
 fn pretouch_bytes(config: &BrokerConfig, role: BrokerRole) -> usize {
     if role == BrokerRole::Slave {
         0 // replicated bytes are written with pwrite, which needs no pre-touched pages
