@@ -51,7 +51,13 @@ pub fn run(args: BrokerArgs) -> Result<(), String> {
         broker.config().store_root().display()
     ));
     if let Some(sig) = signals.forever().next() {
-        tracing::info!("signal {sig}: shutting down");
+        let name = match sig {
+            SIGINT => "SIGINT",
+            SIGTERM => "SIGTERM",
+            SIGHUP => "SIGHUP",
+            _ => "a signal",
+        };
+        tracing::info!("{name}: shutting down");
     }
     broker.shutdown();
     say("rmqha broker stopped");

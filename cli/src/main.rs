@@ -57,8 +57,19 @@ fn init_logging(default: &str) {
     rmqha_core::logging::init_stderr(rmqha_core::logging::env_filter(default));
 }
 
+/// For the commands that print to a pipe (`rmqha status | head`): a closed pipe ends the
+/// process quietly, as it does `cat`, instead of Rust's default (the signal ignored, and a
+/// panic at the next `println!`). Their sockets send with MSG_NOSIGNAL.
+fn die_on_closed_stdout() {
+    // SAFETY: sets this process's SIGPIPE disposition before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Status(_) | Command::Get(_) | Command::Put(_) | Command::Truncate(_)) {
+        die_on_closed_stdout();
+    }
     let result = match cli.command {
         Command::Broker(a) => {
             init_logging("info");

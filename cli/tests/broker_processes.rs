@@ -57,6 +57,18 @@ fn two_broker_processes_replicate_and_stop_cleanly() {
     );
     let mst = status(&mport);
     assert!(mst.contains("SYNC_MASTER"), "{mst}");
+    // Into a pipe nobody reads (`rmqha status | head -1`): ended by SIGPIPE, not a panic.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(RMQHA)
+        .args(["status", &format!("127.0.0.1:{mport}")])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&out.status), Some(libc::SIGPIPE), "{err}");
     // The disk line is df's Use% of the store's file system (other writers may move it by one).
     let df = Command::new("df").arg("--output=pcent").arg(md.path()).output().unwrap();
     let df_pct: i64 = String::from_utf8_lossy(&df.stdout)

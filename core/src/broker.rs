@@ -263,12 +263,33 @@ impl Broker {
         if let Some(s) = &broker.synchronizer {
             s.start()?;
         }
+        let r = broker.store.recovery();
+        if r.last_exit_ok {
+            tracing::info!("recovery: the last stop was clean; the CommitLog ends at {}", r.recovered_offset);
+        } else {
+            tracing::warn!(
+                "recovery: the last run did not stop cleanly (abort file found); CommitLog valid to {}{}, \
+                 dispatch resumed from {}",
+                r.recovered_offset,
+                if r.torn_tail { ", a torn tail after it cut" } else { "" },
+                r.dispatch_from
+            );
+        }
+        let replicating = if config.broker_role.is_master() {
+            format!("HA port {ha_port}")
+        } else {
+            let remoting = broker.config_master_address();
+            format!(
+                "replicating from {}, config from {}",
+                config.ha_master_address,
+                if remoting.is_empty() { "nowhere (no masterAddress)" } else { &remoting }
+            )
+        };
         tracing::info!(
-            "broker {} started as {} on port {} (HA port {}), store {}",
+            "broker {} started as {} on port {} ({replicating}), store {}",
             config.broker_name,
             config.broker_role,
             listen_port,
-            ha_port,
             config.store_root().display()
         );
         Ok(broker)

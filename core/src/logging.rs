@@ -10,11 +10,38 @@ use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 /// The level filter: `RMQHA_LOG` if set and valid, else `RUST_LOG`, else `default` (a
-/// `tracing` filter such as `warn` or `info,rmqha_core::ha=debug`).
+/// `tracing` filter such as `warn` or `info,rmqha_core::ha=debug`). `warning` is read as
+/// `warn`. A bare word that is neither a level nor one of rmqha's targets is refused on
+/// stderr, and the default used: `tracing` would read `RMQHA_LOG=verbose` as "everything from
+/// a target named verbose", which logs nothing, errors included.
 pub fn env_filter(default: &str) -> EnvFilter {
-    EnvFilter::try_from_env("RMQHA_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new(default))
+    for var in ["RMQHA_LOG", "RUST_LOG"] {
+        let Ok(spec) = std::env::var(var) else { continue };
+        match checked_spec(&spec).and_then(|s| EnvFilter::try_new(&s).map_err(|e| e.to_string())) {
+            Ok(filter) => return filter,
+            Err(why) => {
+                eprintln!("rmqha: {var}={spec:?} ignored: {why}; logging at {default:?}");
+                break;
+            }
+        }
+    }
+    EnvFilter::new(default)
+}
+
+/// `spec` with `warning` spelled `warn`, or why a bare word in it is no level.
+fn checked_spec(spec: &str) -> Result<String, String> {
+    let mut out = Vec::new();
+    for d in spec.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let is_level = |w: &str| w.parse::<tracing_subscriber::filter::LevelFilter>().is_ok();
+        if d.eq_ignore_ascii_case("warning") {
+            out.push("warn".to_string());
+        } else if d.contains(['=', '[', ':']) || is_level(d) || d.starts_with("rmqha") {
+            out.push(d.to_string());
+        } else {
+            return Err(format!("{d:?} is not a level (off, error, warn, info, debug, trace)"));
+        }
+    }
+    Ok(out.join(","))
 }
 
 /// Installs a global subscriber that writes events passing `filter` to standard error (with
@@ -42,4 +69,107 @@ pub fn init_for_bindings() {
         }
         init_stderr(filter);
     });
+}
+
+/// Keeps a repeating event from flooding the log while its first occurrence shows at once:
+/// an event is logged when it is new (its key differs from the last one logged), and the same
+/// key again at most every `every`, with how many times it recurred in between.
+#[derive(Debug)]
+pub struct Repeats {
+    every: std::time::Duration,
+    last: Option<(String, std::time::Instant)>,
+    since_logged: u64,
+    total: u64,
+}
+
+impl Repeats {
+    pub const fn new(every: std::time::Duration) -> Self {
+        Repeats { every, last: None, since_logged: 0, total: 0 }
+    }
+
+    /// Notes one occurrence of `key`. `Some(n)` means log it now, and that it recurred `n`
+    /// times since it was last logged (0 when new).
+    pub fn note(&mut self, key: &str) -> Option<u64> {
+        self.note_at(key, std::time::Instant::now())
+    }
+
+    fn note_at(&mut self, key: &str, now: std::time::Instant) -> Option<u64> {
+        self.total += 1;
+        match &self.last {
+            Some((k, at)) if k == key && now.duration_since(*at) < self.every => {
+                self.since_logged += 1;
+                None
+            }
+            _ => {
+                let n = if self.last.as_ref().is_some_and(|(k, _)| k == key) { self.since_logged } else { 0 };
+                self.last = Some((key.to_string(), now));
+                self.since_logged = 0;
+                Some(n)
+            }
+        }
+    }
+
+    /// How many times the event occurred since it began (0: it is not happening).
+    pub fn occurrences(&self) -> u64 {
+        self.total
+    }
+
+    /// The event stopped: how many times it occurred in all since it began (0 if it never
+    /// did), and forgets it, so that its next occurrence is logged as new.
+    pub fn clear(&mut self) -> u64 {
+        let total = self.total;
+        *self = Repeats::new(self.every);
+        total
+    }
+}
+
+/// [`Repeats`] for a place many threads pass: one per call site, in a `static`.
+#[derive(Debug)]
+pub struct Throttle(std::sync::Mutex<Repeats>);
+
+impl Throttle {
+    pub const fn new(every: std::time::Duration) -> Self {
+        Throttle(std::sync::Mutex::new(Repeats::new(every)))
+    }
+
+    /// [`Repeats::note`].
+    pub fn note(&self, key: &str) -> Option<u64> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).note(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_word_that_is_no_level_is_refused_and_warning_means_warn() {
+        assert_eq!(checked_spec("warning").unwrap(), "warn");
+        assert_eq!(checked_spec("WARNING, rmqha_core::ha=debug").unwrap(), "warn,rmqha_core::ha=debug");
+        for ok in ["info", "DEBUG", "off", "rmqha_core", "rmqha_core::ha", "info,rmqha_core[x]=trace", "3"] {
+            assert!(checked_spec(ok).is_ok(), "{ok}");
+        }
+        let why = checked_spec("verbose").unwrap_err();
+        assert!(why.contains("\"verbose\" is not a level"), "{why}");
+    }
+
+    #[test]
+    fn a_repeat_is_logged_once_per_interval_with_its_count_and_a_new_key_at_once() {
+        let mut r = Repeats::new(Duration::from_secs(60));
+        let t0 = std::time::Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(r.note_at("refused", at(0)), Some(0));
+        assert_eq!(r.note_at("refused", at(1)), None);
+        assert_eq!(r.note_at("refused", at(59)), None);
+        assert_eq!(r.note_at("timed out", at(59)), Some(0), "a new cause shows at once");
+        assert_eq!(r.note_at("timed out", at(100)), None);
+        assert_eq!(r.note_at("timed out", at(119)), Some(1), "after the interval, with the count in between");
+        assert_eq!(r.note_at("timed out", at(120)), None);
+        assert_eq!(r.clear(), 7);
+        assert_eq!(r.note_at("timed out", at(121)), Some(0), "after a clear it is new again");
+        let t = Throttle::new(Duration::from_secs(60));
+        assert_eq!(t.note("x"), Some(0));
+        assert_eq!(t.note("x"), None);
+    }
 }

@@ -125,6 +125,11 @@ impl Shared {
 fn run(shared: &Shared) {
     const FIRST_BACKOFF: Duration = Duration::from_millis(100);
     let mut backoff = FIRST_BACKOFF;
+    // A master that cannot be reached (logged again when the reason changes), or that ends
+    // every session at once (it refuses this slave), is logged when that starts, then every
+    // 5 minutes with a count: the retries come every few seconds for as long as it lasts.
+    let mut unreachable = crate::logging::Repeats::new(Duration::from_secs(300));
+    let mut ended = crate::logging::Repeats::new(Duration::from_secs(300));
     // Waits out `d` unless stopped or the master address changes from `addr` (a new master
     // is tried at once, with the backoff reset).
     let pause = |d: Duration, addr: &str, backoff: &mut Duration| {
@@ -151,7 +156,11 @@ fn run(shared: &Shared) {
             Ok(s) => s,
             Err(e) => {
                 let msg = format!("cannot connect to master {addr}: {e}");
-                tracing::debug!("{msg}");
+                match unreachable.note(&msg) {
+                    Some(0) => tracing::warn!("{msg}; retrying until it answers"),
+                    Some(n) => tracing::warn!("{msg} (still, {n} more attempts since the last report)"),
+                    None => tracing::debug!("{msg}"),
+                }
                 shared.set_error(msg);
                 pause(backoff, &addr, &mut backoff);
                 continue;
@@ -164,19 +173,31 @@ fn run(shared: &Shared) {
             continue;
         }
         shared.connected.store(true, Ordering::Release);
-        tracing::info!("HA connected to master {addr}");
+        match unreachable.clear() {
+            0 if ended.occurrences() > 0 => tracing::debug!("HA connected to master {addr}"),
+            0 => tracing::info!("HA connected to master {addr}"),
+            n => tracing::info!("HA connected to master {addr} after {n} failed attempts"),
+        }
         let started = Instant::now();
         let why = session(shared, stream);
         shared.connected.store(false, Ordering::Release);
         *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        if !shared.stop.is_stopped() {
-            tracing::warn!("HA connection to master {addr} ended: {why}");
-        }
-        shared.set_error(why);
+        // A session that lasted resets the backoff; a master that refuses us at once does not.
         // A session that lasted resets the backoff; a master that refuses us at once does not.
         if started.elapsed() > Duration::from_secs(5) {
             backoff = FIRST_BACKOFF;
+            ended.clear();
         }
+        if !shared.stop.is_stopped() {
+            let msg = format!("HA connection to master {addr} ended: {why}");
+            // Keyed by the master alone: one refusal ends as a reset or as a close by timing.
+            match ended.note(&addr) {
+                Some(0) => tracing::warn!("{msg}"),
+                Some(n) => tracing::warn!("{msg} (again; {n} more times since the last report)"),
+                None => tracing::debug!("{msg}"),
+            }
+        }
+        shared.set_error(why);
         pause(backoff, &addr, &mut backoff);
     }
 }
@@ -327,7 +348,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                     "the master closed the connection before sending anything after this slave reported offset \
                      {resume_from}: a master refuses an offset it does not have (ahead of it, below its first \
                      file, not a record boundary) and names the reason in its refused slaves (offsets(), \
-                     `rmqha status`)"
+                     `rmqha status`); if it lists none, haMasterAddress may not be its haListenPort"
                 );
             }
             Ok(0) => return "the master closed the connection".into(),

@@ -34,6 +34,8 @@ fn run(shared: &Shared) {
     let current = || shared.broker().map(|b| b.config_master_address());
     let mut client: Option<Arc<RemotingClient>> = None;
     let mut failing = false;
+    // The masters this slave has registered with (one, unless re-pointed).
+    let mut registered = std::collections::HashSet::new();
     loop {
         let Some(master) = current() else { return };
         if client.as_ref().map(|c| c.addr()) != Some(master.as_str()) {
@@ -54,8 +56,10 @@ fn run(shared: &Shared) {
             match client.invoke_sync(request, CALL_TIMEOUT) {
                 Ok(resp) if resp.code == response_code::SUCCESS => {
                     if failing {
-                        tracing::info!(%master, "registered with the master again");
+                        let again = if registered.contains(&master) { " again" } else { "" };
+                        tracing::info!(%master, "registered with the master{again}");
                     }
+                    registered.insert(master.clone());
                     failing = false;
                 }
                 Ok(resp) => {

@@ -1,0 +1,96 @@
+//! What an operator reads in the log when a pair is unhealthy: every failure shows once when
+//! it starts, and a failure that repeats (a slave retrying every few seconds, a peer sending
+//! the same bad request thousands of times a second) does not flood the log.
+
+mod common;
+mod peer_common;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{broker_config, wait_until};
+use peer_common::{logged_lines_with, logs};
+use rmqha_core::Broker;
+
+/// A slave whose master cannot be reached says so at once (it logged nothing at the default
+/// level), once while it keeps retrying, and again when it connects. A "master" that takes
+/// the connection and closes it every time is reported once, not at every retry.
+#[test]
+fn a_slave_reports_an_unreachable_or_refusing_master_once() {
+    logs();
+    // A "master" that accepts and closes at once, counting the slave's attempts.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let closer = std::thread::spawn(move || {
+        for s in listener.incoming() {
+            drop(s);
+            if counter.fetch_add(1, Ordering::SeqCst) + 1 >= 4 {
+                return; // the listener closes with the thread
+            }
+        }
+    });
+    let sd = tempfile::tempdir().unwrap();
+    let slave =
+        Broker::start_slave(broker_config(sd.path(), "SLAVE", &[("haMasterAddress", &addr.to_string())]))
+            .unwrap();
+    assert!(wait_until(Duration::from_secs(20), || accepted.load(Ordering::SeqCst) >= 4));
+    closer.join().unwrap();
+    let ended = logged_lines_with(&["WARN", &format!("HA connection to master {addr} ended")]);
+    assert_eq!(ended.len(), 1, "one line for four sessions ended the same way: {ended:#?}");
+
+    // Now nothing listens there: refused connections.
+    assert!(wait_until(Duration::from_secs(20), || {
+        slave.offsets().last_ha_error.is_some_and(|e| e.contains("cannot connect"))
+    }));
+    let unreachable = logged_lines_with(&["WARN", &format!("cannot connect to master {addr}")]);
+    assert_eq!(unreachable.len(), 1, "{unreachable:#?}");
+
+    // A master comes up at that address: the slave connects and says after how many tries.
+    let md = tempfile::tempdir().unwrap();
+    let master = Broker::start_master(broker_config(
+        md.path(),
+        "ASYNC_MASTER",
+        &[("haListenPort", &addr.port().to_string())],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(20), || slave.offsets().connected == Some(true)));
+    let back = logged_lines_with(&["INFO", &format!("HA connected to master {addr} after")]);
+    assert_eq!(back.len(), 1, "{back:#?}");
+    let unreachable = logged_lines_with(&["WARN", &format!("cannot connect to master {addr}")]);
+    assert_eq!(unreachable.len(), 1, "retries within 5 minutes are not logged again: {unreachable:#?}");
+    slave.shutdown();
+    master.shutdown();
+}
+
+/// A start after a crash says so, with where the log was recovered to and where dispatch
+/// resumed; the recovery report had it, and only the chaos harness read it.
+#[test]
+fn a_start_after_a_crash_says_what_recovery_did() {
+    logs();
+    let dir = tempfile::tempdir().unwrap();
+    let store = rmqha_core::MessageStore::open(common::store_config(dir.path(), &[])).unwrap();
+    store.start().unwrap();
+    for i in 0..10 {
+        store.put_message(&common::message("Crash", 0, i, 100)).unwrap();
+    }
+    let end = store.max_offset();
+    store.crash();
+    drop(store);
+    let broker = Broker::start_master(broker_config(dir.path(), "ASYNC_MASTER", &[])).unwrap();
+    let lines = logged_lines_with(&["WARN", "recovery: the last run did not stop cleanly"]);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains(&format!("CommitLog valid to {end}")), "{}", lines[0]);
+    broker.shutdown();
+    drop(broker);
+    let broker = Broker::start_master(broker_config(dir.path(), "ASYNC_MASTER", &[])).unwrap();
+    let clean = logged_lines_with(&[
+        "INFO",
+        &format!("recovery: the last stop was clean; the CommitLog ends at {end}"),
+    ]);
+    assert_eq!(clean.len(), 1, "{clean:#?}");
+    broker.shutdown();
+}
