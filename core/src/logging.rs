@@ -109,6 +109,11 @@ impl Repeats {
         }
     }
 
+    /// Whether it was last logged less than `every` before `now`.
+    fn logged_within(&self, now: std::time::Instant) -> bool {
+        self.last.as_ref().is_some_and(|(_, at)| now.duration_since(*at) < self.every)
+    }
+
     /// How many times the event occurred since it began (0: it is not happening).
     pub fn occurrences(&self) -> u64 {
         self.total
@@ -123,18 +128,43 @@ impl Repeats {
     }
 }
 
-/// [`Repeats`] for a place many threads pass: one per call site, in a `static`.
+/// [`Repeats`] per key for a place many threads pass, one per call site in a `static`: each key
+/// (a topic, a peer's address) is logged when new, then at most every `every`. Up to 64 keys
+/// are tracked; past that, keys not logged within `every` are forgotten, and if all are
+/// recent, new keys share one more slot, so a peer inventing keys cannot flood the log either.
 #[derive(Debug)]
-pub struct Throttle(std::sync::Mutex<Repeats>);
+pub struct Throttle {
+    every: std::time::Duration,
+    keys: std::sync::Mutex<Vec<(String, Repeats)>>,
+}
 
 impl Throttle {
+    const MAX_KEYS: usize = 64;
+    const OVERFLOW: &str = "\u{0}overflow";
+
     pub const fn new(every: std::time::Duration) -> Self {
-        Throttle(std::sync::Mutex::new(Repeats::new(every)))
+        Throttle { every, keys: std::sync::Mutex::new(Vec::new()) }
     }
 
-    /// [`Repeats::note`].
+    /// [`Repeats::note`] for `key`.
     pub fn note(&self, key: &str) -> Option<u64> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).note(key)
+        let now = std::time::Instant::now();
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let mut key = key;
+        if !keys.iter().any(|(k, _)| k == key) && keys.len() >= Self::MAX_KEYS {
+            keys.retain(|(_, r)| r.logged_within(now));
+            if keys.len() >= Self::MAX_KEYS {
+                key = Self::OVERFLOW;
+            }
+        }
+        let i = match keys.iter().position(|(k, _)| k == key) {
+            Some(i) => i,
+            None => {
+                keys.push((key.to_string(), Repeats::new(self.every)));
+                keys.len() - 1
+            }
+        };
+        keys[i].1.note_at(key, now)
     }
 }
 
@@ -171,5 +201,10 @@ mod tests {
         let t = Throttle::new(Duration::from_secs(60));
         assert_eq!(t.note("x"), Some(0));
         assert_eq!(t.note("x"), None);
+        assert_eq!(t.note("y"), Some(0), "each key on its own");
+        assert_eq!(t.note("x"), None);
+        // A peer inventing keys: 64 are tracked, then new ones share one slot.
+        let logged = (0..1000).filter(|i| t.note(&format!("k{i}")).is_some()).count();
+        assert_eq!(logged, 64 - 2 + 1);
     }
 }

@@ -4,6 +4,7 @@
 
 mod common;
 mod peer_common;
+mod remote_common;
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -93,4 +94,61 @@ fn a_start_after_a_crash_says_what_recovery_did() {
     ]);
     assert_eq!(clean.len(), 1, "{clean:#?}");
     broker.shutdown();
+}
+
+/// Peers repeating the same mistake thousands of times a second got a log line each: a
+/// producer sending to a missing topic (16,000 INFO lines a second in the audit), garbage on
+/// the remoting port, a remoting client on the HA port (reported as a slave whose log
+/// "diverged", which sends an operator to wipe a store). Each is one line now, the HA case
+/// named for what it is.
+#[test]
+fn repeated_bad_requests_are_logged_once_and_a_remoting_client_on_the_ha_port_is_named() {
+    use std::io::{Read, Write};
+    logs();
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(broker_config(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[("autoCreateTopicEnable", "false")],
+    ))
+    .unwrap();
+    let c = remote_common::client(b.remoting_addrs()[0]);
+    for _ in 0..50 {
+        let r =
+            remote_common::call(&c, remote_common::send_v2(&remote_common::Msg::new("NoSuchTopic", b"x")));
+        assert_eq!(r.code, remote_common::code::TOPIC_NOT_EXIST, "{r:?}");
+    }
+    let missing = logged_lines_with(&["send to a topic that does not exist", "NoSuchTopic"]);
+    assert_eq!(missing.len(), 1, "{missing:#?}");
+
+    let remoting = b.remoting_addrs()[0];
+    for _ in 0..30 {
+        let mut s = std::net::TcpStream::connect(remoting).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        assert!(peer_common::closed_by_server(&mut s, Duration::from_secs(10)));
+    }
+    let bad = logged_lines_with(&["closing connection after a bad frame", &format!("local={remoting}")]);
+    assert_eq!(bad.len(), 1, "{bad:#?}");
+
+    // A remoting request (as `rmqha status` sends it) on the HA port, 20 times.
+    let ha = std::net::SocketAddr::from(([127, 0, 0, 1], b.ha_port()));
+    let request = rmqha_core::remoting::RemotingCommand::request(28).encode().unwrap();
+    for _ in 0..20 {
+        let mut s = std::net::TcpStream::connect(ha).unwrap();
+        s.write_all(&request).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.read(&mut [0u8; 64]); // closed by the master
+    }
+    assert!(wait_until(Duration::from_secs(10), || b.offsets().refused_slaves.len() >= 16));
+    let refused = b.offsets().refused_slaves;
+    assert!(
+        refused.iter().all(|r| r.reason.contains("not an HA slave") && r.reason.contains("remoting")),
+        "{refused:?}"
+    );
+    assert!(!refused.iter().any(|r| r.reason.contains("diverged")), "{refused:?}");
+    let lines = logged_lines_with(&["refusing HA slave"]);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(logged_lines_with(&["HA slave connected"]).is_empty());
+    assert!(logged_lines_with(&["INFO", "HA connection from slave"]).is_empty());
+    b.shutdown();
 }

@@ -566,13 +566,30 @@ impl BrokerConfig {
         }
     }
 
-    /// Keys the role ignores, as warnings: a master replicates from no one, so
-    /// `haMasterAddress` or `masterAddress` on one is most often a slave's file promoted by
-    /// hand with only `brokerRole` changed. [`crate::Broker::start`] logs them and adds them
+    /// The role's master addresses that look wrong, as warnings: a master replicates from no
+    /// one, so `haMasterAddress` or `masterAddress` on one is most often a slave's file
+    /// promoted by hand with only `brokerRole` changed; a slave without `masterAddress` syncs
+    /// no config and is not in its master's routes, and one whose two addresses are the same
+    /// points one of them at the wrong port. [`crate::Broker::start`] logs them and adds them
     /// to `warnings`.
     pub fn role_warnings(&self) -> Vec<String> {
         if !self.broker_role.is_master() {
-            return Vec::new();
+            let (ha, remoting) = (&self.ha_master_address, &self.master_address);
+            return if remoting.is_empty() {
+                vec![
+                    "no masterAddress: this slave mirrors none of its master's topics, consumer offsets, delay \
+                     offsets or subscription groups, and clients do not find it through its master (set it to \
+                     the master's listenPort address)"
+                        .to_string(),
+                ]
+            } else if ha == remoting {
+                vec![format!(
+                    "haMasterAddress and masterAddress are both {ha}: one is the master's HA port (haListenPort, \
+                     listenPort + 1 by default), the other its remoting port (listenPort)"
+                )]
+            } else {
+                Vec::new()
+            };
         }
         [("haMasterAddress", &self.ha_master_address), ("masterAddress", &self.master_address)]
             .into_iter()

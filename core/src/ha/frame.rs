@@ -68,7 +68,17 @@ pub struct ReportReader {
 
 impl ReportReader {
     /// Feeds bytes; returns the newest complete report in them, if any.
-    pub fn feed(&mut self, mut data: &[u8]) -> Option<i64> {
+    pub fn feed(&mut self, data: &[u8]) -> Option<i64> {
+        self.feed_keeping(data, false)
+    }
+
+    /// Feeds bytes; returns the oldest complete report in them, if any: for a connection's
+    /// first report, which says where the slave starts, whatever came after it in one read.
+    pub fn feed_oldest(&mut self, data: &[u8]) -> Option<i64> {
+        self.feed_keeping(data, true)
+    }
+
+    fn feed_keeping(&mut self, mut data: &[u8], oldest: bool) -> Option<i64> {
         let mut last = None;
         while !data.is_empty() {
             let n = (REPORT_SIZE - self.have).min(data.len());
@@ -76,7 +86,9 @@ impl ReportReader {
             self.have += n;
             data = &data[n..];
             if self.have == REPORT_SIZE {
-                last = Some(i64::from_be_bytes(self.partial));
+                if !(oldest && last.is_some()) {
+                    last = Some(i64::from_be_bytes(self.partial));
+                }
                 self.have = 0;
             }
         }
@@ -118,5 +130,10 @@ mod tests {
         assert_eq!(r.feed(&stream[5..13]), Some(1)); // completes #1, #2 still partial
         assert_eq!(r.feed(&stream[13..]), Some(300));
         assert_eq!(r.feed(&[]), None);
+        // The oldest, for a first report; alignment kept as well.
+        let mut r = ReportReader::default();
+        assert_eq!(r.feed_oldest(&stream[..3]), None);
+        assert_eq!(r.feed_oldest(&stream[3..20]), Some(1));
+        assert_eq!(r.feed(&stream[20..]), Some(300));
     }
 }

@@ -93,7 +93,12 @@ struct Conn {
 impl Conn {
     fn close(&self, why: &str) {
         if !self.closed.swap(true, Ordering::AcqRel) {
-            tracing::info!("HA connection from slave {} closed: {why}", self.peer);
+            if self.request_offset.load(Ordering::Acquire) < 0 || why.starts_with("refused") {
+                // It never reported (a probe, garbage), or its refusal was logged already.
+                tracing::debug!("HA connection from {} closed: {why}", self.peer);
+            } else {
+                tracing::info!("HA connection from slave {} closed: {why}", self.peer);
+            }
             let _ = self.stream.shutdown(Shutdown::Both);
             self.wake.notify();
         }
@@ -296,7 +301,21 @@ impl Shared {
     }
 
     fn refuse(&self, conn: &Conn, requested: i64, reason: String) {
-        tracing::warn!("refusing HA slave {} asking for offset {requested}: {reason}", conn.peer);
+        // A refused slave retries every few seconds, and anything may connect to this port.
+        static REFUSALS: crate::logging::Throttle = crate::logging::Throttle::new(Duration::from_secs(300));
+        match REFUSALS.note(&conn.peer.ip().to_string()) {
+            Some(0) => {
+                tracing::warn!("refusing HA slave {} asking for offset {requested}: {reason}", conn.peer)
+            }
+            Some(n) => tracing::warn!(
+                "refusing HA slave {} asking for offset {requested}: {reason} ({n} more refusals of this host \
+                 since the last report)",
+                conn.peer
+            ),
+            None => {
+                tracing::debug!("refusing HA slave {} asking for offset {requested}: {reason}", conn.peer)
+            }
+        }
         let mut r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         if r.len() >= 16 {
             r.pop_front();
@@ -323,6 +342,13 @@ impl Shared {
             return Ok(if self.opts.sync_from_last_file { (max - max % fs) as u64 } else { cl.min_offset() });
         }
         if req > max {
+            if let Some((len, header)) = remoting_header(req) {
+                return Err(format!(
+                    "not an HA slave: its first bytes read as a RocketMQ remoting request (frame of {len} bytes, \
+                     header of {header}): a remoting client, or a slave's masterAddress, pointed at this HA \
+                     port; remoting belongs on the broker's listenPort"
+                ));
+            }
             return Err(format!(
                 "the slave is ahead of this master (slave ends at {req}, master at {max}): its log diverged"
             ));
@@ -436,7 +462,8 @@ fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         }
         conns.push(conn.clone());
     }
-    tracing::info!("HA slave connected from {peer}");
+    // Logged once it reports (a port probe is no slave).
+    tracing::debug!("HA connection from {peer}");
     let (s1, c1) = (shared.clone(), conn.clone());
     let reader = std::thread::Builder::new().name(format!("rmqha-ha-read-{}", conn.id)).spawn(move || {
         let why = read_loop(&s1, &c1, stream);
@@ -485,7 +512,10 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
             Err(e) => return format!("read error: {e}"),
         };
         last_read = Instant::now();
-        let Some(offset) = reports.feed(&buf[..n]) else { continue };
+        // The first report is the first 8 bytes: what a peer that is no slave sent first.
+        let first = conn.request_offset.load(Ordering::Acquire) < 0;
+        let report = if first { reports.feed_oldest(&buf[..n]) } else { reports.feed(&buf[..n]) };
+        let Some(offset) = report else { continue };
         let max = (shared.cl.max_offset() as i64).max(conn.sent.load(Ordering::Acquire));
         if offset < 0 {
             let why = format!("a negative offset {offset} is not a slave's report");
@@ -620,6 +650,19 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
             shared.opts.heartbeat_interval.saturating_sub(last_write.elapsed()).max(Duration::from_millis(1));
         cl.replicate_signal().wait(seen, wait.min(Duration::from_secs(1)));
     }
+}
+
+/// The frame and header lengths, if a slave's first report is the start of a RocketMQ
+/// remoting frame instead: a length (at most remoting's 16 MiB), a serialize type (0 JSON, 1
+/// ROCKETMQ) and a header length that fits the frame. A real slave's offset reads so only far
+/// above 20 GiB, with odds of about one in a billion, and only ever one ahead of the master.
+fn remoting_header(report: i64) -> Option<(i32, u32)> {
+    let b = report.to_be_bytes();
+    let len = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let header = u32::from_be_bytes([0, b[5], b[6], b[7]]);
+    let plausible =
+        (5..=16 << 20).contains(&len) && b[4] <= 1 && header > 0 && header as i64 <= len as i64 - 4;
+    plausible.then_some((len, header))
 }
 
 /// Keeps a write to a socket the slave closed from raising SIGPIPE, whose default action

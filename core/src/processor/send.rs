@@ -343,7 +343,12 @@ impl SendProcessor {
                     (true, true) => 2,
                     (true, false) => 1,
                 };
-                tracing::info!(topic = %h.topic, %peer, "send to a topic that does not exist");
+                // A producer repeats it with every send: each topic once a minute, with a count.
+                static MISSING: crate::logging::Throttle =
+                    crate::logging::Throttle::new(std::time::Duration::from_secs(60));
+                if let Some(n) = MISSING.note(&h.topic) {
+                    tracing::info!(topic = %h.topic, %peer, repeated = n, "send to a topic that does not exist");
+                }
                 create_in_send(broker, &h.topic, &h.default_topic, h.default_topic_queue_nums, sys_flag)
                     .or_else(|| retry.then(|| create_retry_topic(broker, &h.topic, 1, sys_flag)).flatten())
                     .ok_or_else(|| {

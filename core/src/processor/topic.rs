@@ -183,10 +183,18 @@ pub(crate) fn find_subscription_groups(
         if !crate::message::codec::group_is_valid(group) {
             // Persisted and synced to slaves for good: never for a name no RocketMQ client
             // sends (a 9 MiB name pushed the config-sync answers past the slave's frame limit).
-            tracing::warn!(
-                group_len = group.len(),
-                "not creating a subscription group whose name is not 1 to 255 characters from a-z A-Z 0-9 % | _ -"
-            );
+            // A client repeats it with every pull: logged once a minute, with a count.
+            static INVALID: crate::logging::Throttle =
+                crate::logging::Throttle::new(std::time::Duration::from_secs(60));
+            let shown: String = group.chars().take(64).collect();
+            if let Some(n) = INVALID.note("invalid group") {
+                tracing::warn!(
+                    group = ?shown,
+                    group_len = group.len(),
+                    repeated = n,
+                    "not creating a subscription group whose name is not 1 to 255 characters from a-z A-Z 0-9 % | _ -"
+                );
+            }
             continue;
         }
         if broker.role() == BrokerRole::Slave {

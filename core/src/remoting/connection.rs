@@ -377,7 +377,15 @@ impl Connection {
         } else if let FrameError::Io(io) = e {
             tracing::debug!(%peer, %local, error = %io, "connection failed");
         } else {
-            tracing::warn!(%peer, %local, reason = %e, "closing connection after a bad frame");
+            // Anything may connect and send garbage, again and again: each host once a minute
+            // per listening port.
+            static BAD: crate::logging::Throttle = crate::logging::Throttle::new(Duration::from_secs(60));
+            match BAD.note(&format!("{} {local}", peer.ip())) {
+                Some(n) => {
+                    tracing::warn!(%peer, %local, reason = %e, repeated = n, "closing connection after a bad frame")
+                }
+                None => tracing::debug!(%peer, %local, reason = %e, "closing connection after a bad frame"),
+            }
         }
     }
 
