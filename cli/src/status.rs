@@ -52,7 +52,13 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
             println!("last HA error: {e}");
         }
     } else {
-        println!("slaves   {}", get("slaveCount"));
+        let confirm = match (get("brokerRole").as_str(), get("slaveOk").as_str()) {
+            ("SYNC_MASTER", "false") => {
+                "  (SYNC puts are answered SLAVE_NOT_AVAILABLE: no slave close enough)"
+            }
+            _ => "",
+        };
+        println!("slaves   {}{confirm}", get("slaveCount"));
         for s in get("slaves").split("; ").filter(|s| !s.is_empty()) {
             println!("  {s}");
         }

@@ -152,3 +152,85 @@ fn repeated_bad_requests_are_logged_once_and_a_remoting_client_on_the_ha_port_is
     assert!(logged_lines_with(&["INFO", "HA connection from slave"]).is_empty());
     b.shutdown();
 }
+
+/// A SYNC_MASTER whose puts go unconfirmed said nothing: 357,580 SLAVE_NOT_AVAILABLE answers
+/// without a line in the audit. Each state is a WARN when it begins (once a minute after),
+/// and its end an INFO.
+#[test]
+fn a_sync_master_says_when_its_puts_go_unconfirmed_and_when_they_are_confirmed_again() {
+    logs();
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master =
+        Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[("slaveTimeout", "300")])).unwrap();
+    for i in 0..200 {
+        let r = master.put_message_sync(&common::message("Sync", 0, i, 100)).unwrap();
+        assert_eq!(r.status, rmqha_core::PutStatus::SlaveNotAvailable);
+    }
+    let lines = logged_lines_with(&["WARN", "SLAVE_NOT_AVAILABLE: no slave is streaming from this master"]);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(master.runtime_info()["slaveOk"], "false");
+
+    // A slave through a proxy: confirmed again, said once.
+    let proxy = common::Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], master.ha_port())));
+    let slave = Broker::start_slave(broker_config(
+        sd.path(),
+        "SLAVE",
+        &[("haMasterAddress", &proxy.addr.to_string())],
+    ))
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || master.offsets().slaves.iter().any(|s| s.transferring)));
+    assert_eq!(
+        master.put_message_sync(&common::message("Sync", 0, 200, 100)).unwrap().status,
+        rmqha_core::PutStatus::PutOk
+    );
+    assert_eq!(master.runtime_info()["slaveOk"], "true");
+    let again = logged_lines_with(&["INFO", "a slave can confirm SYNC_MASTER puts again (200 were answered"]);
+    assert_eq!(again.len(), 1, "{again:#?}");
+
+    // Its acks stall: timeouts, said once; the acks return: said once.
+    proxy.stall_up(true);
+    for i in 201..204 {
+        let r = master.put_message_sync(&common::message("Sync", 0, i, 100)).unwrap();
+        assert_eq!(r.status, rmqha_core::PutStatus::FlushSlaveTimeout);
+    }
+    assert!(wait_until(Duration::from_secs(5), || !logged_lines_with(&["FLUSH_SLAVE_TIMEOUT"]).is_empty()));
+    let timeouts = logged_lines_with(&[
+        "WARN",
+        "answered FLUSH_SLAVE_TIMEOUT: no slave acked them within slaveTimeout (300 ms)",
+    ]);
+    assert_eq!(timeouts.len(), 1, "{timeouts:#?}");
+    proxy.stall_up(false);
+    assert!(wait_until(Duration::from_secs(10), || {
+        master.put_message_sync(&common::message("Sync", 0, 300, 100)).unwrap().status
+            == rmqha_core::PutStatus::PutOk
+    }));
+    // Logged by the HA reader after the ack completed the put: possibly after it returned.
+    let back = || logged_lines_with(&["INFO", "slave acks confirm SYNC_MASTER puts again"]);
+    assert!(wait_until(Duration::from_secs(5), || !back().is_empty()));
+    assert_eq!(back().len(), 1, "{:#?}", back());
+    slave.shutdown();
+    master.shutdown();
+}
+
+/// A disk slower than `syncFlushTimeout` answered SYNC_FLUSH puts FLUSH_DISK_TIMEOUT without a
+/// line in the log; now the first round says so, and later ones only once a minute.
+#[test]
+fn flush_timeouts_are_logged_once() {
+    logs();
+    let dir = tempfile::tempdir().unwrap();
+    let store = rmqha_core::MessageStore::open(common::store_config(
+        dir.path(),
+        &[("flushDiskType", "SYNC_FLUSH"), ("syncFlushTimeout", "100")],
+    ))
+    .unwrap();
+    store.start().unwrap();
+    store.commit_log().inject_flush_delay(1000);
+    for i in 0..2 {
+        let r = store.put_message_sync(&common::message("Slow", 0, i, 100)).unwrap();
+        assert_eq!(r.status, rmqha_core::PutStatus::FlushDiskTimeout);
+    }
+    let lines = || logged_lines_with(&["WARN", "answered FLUSH_DISK_TIMEOUT: not flushed to", "(100 ms)"]);
+    assert!(wait_until(Duration::from_secs(5), || !lines().is_empty()));
+    assert_eq!(lines().len(), 1, "{:#?}", lines());
+    store.shutdown();
+}

@@ -116,6 +116,123 @@ struct Shared {
     stopping: AtomicBool,
     next_id: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    health: SyncHealth,
+}
+
+/// Whether SYNC_MASTER puts get confirmed, for the log: a put answered SLAVE_NOT_AVAILABLE or
+/// FLUSH_SLAVE_TIMEOUT was silent, so a master without a working slave looked healthy while
+/// every put went unconfirmed. Each state is logged (WARN) when it begins or its cause changes,
+/// and its end (INFO), each at most once a minute, with counts: a slave on the edge, confirming
+/// some puts and not others, does not flood the log either.
+#[derive(Default)]
+struct SyncHealth {
+    not_available: Mutex<Unconfirmed>,
+    timing_out: Mutex<Unconfirmed>,
+    /// Either state is on: the put path's check is one load.
+    degraded: AtomicBool,
+}
+
+/// One way puts go unconfirmed.
+struct Unconfirmed {
+    active: bool,
+    /// Puts (or batches of timeouts) since the state began.
+    count: u64,
+    begins: crate::logging::Repeats,
+    ends: crate::logging::Repeats,
+}
+
+impl Default for Unconfirmed {
+    fn default() -> Self {
+        Unconfirmed {
+            active: false,
+            count: 0,
+            begins: crate::logging::Repeats::new(SyncHealth::EVERY),
+            ends: crate::logging::Repeats::new(SyncHealth::EVERY),
+        }
+    }
+}
+
+impl Unconfirmed {
+    /// One more; `Some(n)` if the state's WARN is due, `n` the occurrences since the last.
+    fn note(&mut self, key: &str) -> Option<u64> {
+        self.active = true;
+        self.count += 1;
+        self.begins.note(key)
+    }
+
+    /// The state ended; `Some(count)` if its INFO is due.
+    fn end(&mut self) -> Option<u64> {
+        if !std::mem::take(&mut self.active) {
+            return None;
+        }
+        let count = std::mem::take(&mut self.count);
+        self.ends.note("ended").map(|_| count)
+    }
+}
+
+impl SyncHealth {
+    const EVERY: Duration = Duration::from_secs(60);
+
+    fn lock(m: &Mutex<Unconfirmed>) -> std::sync::MutexGuard<'_, Unconfirmed> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A put answered SLAVE_NOT_AVAILABLE; `why` gives a key for the cause and its words.
+    fn unavailable(&self, why: impl FnOnce() -> (&'static str, String)) {
+        self.degraded.store(true, Ordering::Relaxed);
+        let (key, words) = why();
+        match Self::lock(&self.not_available).note(key) {
+            Some(0) => tracing::warn!("SYNC_MASTER puts are answered SLAVE_NOT_AVAILABLE: {words}"),
+            Some(n) => tracing::warn!(
+                "SYNC_MASTER puts are answered SLAVE_NOT_AVAILABLE: {words} ({n} more such puts since the last report)"
+            ),
+            None => {}
+        }
+    }
+
+    /// `n` puts timed out waiting for an ack.
+    fn unconfirmed(&self, n: usize, timeout_ms: u128) {
+        self.degraded.store(true, Ordering::Relaxed);
+        if let Some(more) = Self::lock(&self.timing_out).note("timeout") {
+            let since = if more > 0 {
+                format!(" ({more} more rounds of timeouts since the last report)")
+            } else {
+                String::new()
+            };
+            tracing::warn!(
+                "{n} SYNC_MASTER put(s) answered FLUSH_SLAVE_TIMEOUT: no slave acked them within slaveTimeout \
+                 ({timeout_ms} ms){since}"
+            );
+        }
+    }
+
+    /// A put found a slave able to confirm it.
+    fn available(&self) {
+        if self.degraded.load(Ordering::Relaxed) {
+            if let Some(n) = Self::lock(&self.not_available).end() {
+                tracing::info!(
+                    "a slave can confirm SYNC_MASTER puts again ({n} were answered SLAVE_NOT_AVAILABLE)"
+                );
+            }
+            self.settle();
+        }
+    }
+
+    /// A slave's ack confirmed puts.
+    fn confirmed(&self) {
+        if self.degraded.load(Ordering::Relaxed) {
+            if let Some(n) = Self::lock(&self.timing_out).end() {
+                tracing::info!("slave acks confirm SYNC_MASTER puts again (after {n} rounds of timeouts)");
+            }
+            self.settle();
+        }
+    }
+
+    fn settle(&self) {
+        if !Self::lock(&self.not_available).active && !Self::lock(&self.timing_out).active {
+            self.degraded.store(false, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The master's HA service.
@@ -137,6 +254,7 @@ impl HaMaster {
         let local_addr = listener.local_addr()?;
         cl.set_served_to_slaves(true);
         let waiters = OffsetWaiters::new(WaitPart::Replica, PutStatus::FlushSlaveTimeout, -1);
+        let timeout_ms = opts.slave_timeout.as_millis();
         let shared = Arc::new(Shared {
             cl,
             opts,
@@ -147,6 +265,13 @@ impl HaMaster {
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             threads: Mutex::new(Vec::new()),
+            health: SyncHealth::default(),
+        });
+        let weak = Arc::downgrade(&shared);
+        waiters.set_on_expired(move |n| {
+            if let Some(s) = weak.upgrade() {
+                s.health.unconfirmed(n, timeout_ms);
+            }
         });
         let (s, l) = (shared.clone(), listener.clone());
         let acceptor =
@@ -191,10 +316,35 @@ impl HaMaster {
     pub fn wait_for_replica(&self, end: i64, ticket: &PutTicket) {
         if !self.is_slave_ok(end) {
             ticket.complete_part(WaitPart::Replica, PutStatus::SlaveNotAvailable);
+            self.shared.health.unavailable(|| self.why_not_ok(end));
             return;
         }
+        self.shared.health.available();
         let deadline = Instant::now() + self.shared.opts.slave_timeout;
-        self.shared.waiters.register(end, deadline, ticket);
+        if self.shared.waiters.register(end, deadline, ticket) {
+            self.shared.health.confirmed(); // its ack came before the put registered
+        }
+    }
+
+    /// Why `is_slave_ok(end)` is false, for the log.
+    fn why_not_ok(&self, end: i64) -> (&'static str, String) {
+        let acks = self.shared.distinct_acks(false);
+        let k = self.shared.opts.sync_slave_count.max(1);
+        match acks.get(k - 1) {
+            None if acks.is_empty() => ("none", "no slave is streaming from this master".into()),
+            None => (
+                "few",
+                format!("{} slave host(s) stream from this master, haSyncSlaveCount is {k}", acks.len()),
+            ),
+            Some(&a) => (
+                "behind",
+                format!(
+                    "the slaves are {} bytes behind, haSlaveFallbehindMax is {}",
+                    end - a,
+                    self.shared.opts.slave_fallbehind_max
+                ),
+            ),
+        }
     }
 
     /// The watermark SYNC_MASTER puts wait on (the K-th highest ack over distinct slaves).
@@ -295,8 +445,10 @@ impl Shared {
         self.push_to_slave_max.fetch_max(ack, Ordering::AcqRel);
         let k = self.opts.sync_slave_count.max(1);
         let acks = self.distinct_acks(true);
-        if let Some(&w) = acks.get(k - 1) {
-            self.waiters.advance(w);
+        if let Some(&w) = acks.get(k - 1)
+            && self.waiters.advance(w) > 0
+        {
+            self.health.confirmed();
         }
     }
 

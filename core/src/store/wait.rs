@@ -362,6 +362,8 @@ pub struct OffsetWaiters {
     state: Mutex<WaitersState>,
     /// Wakes the deadline thread when an earlier deadline arrives or on close.
     cv: Condvar,
+    /// Told how many puts each pass of the deadline thread timed out (for the log).
+    on_expired: std::sync::OnceLock<Box<dyn Fn(usize) + Send + Sync>>,
 }
 
 impl OffsetWaiters {
@@ -378,7 +380,14 @@ impl OffsetWaiters {
                 closed: false,
             }),
             cv: Condvar::new(),
+            on_expired: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Calls `f` with the number of puts each pass of the deadline thread timed out (off every
+    /// lock). Set once; later calls are ignored.
+    pub fn set_on_expired(&self, f: impl Fn(usize) + Send + Sync + 'static) {
+        let _ = self.on_expired.set(Box::new(f));
     }
 
     /// The watermark.
@@ -393,19 +402,20 @@ impl OffsetWaiters {
 
     /// Waits for the watermark to reach `target`, at the latest until `deadline`. The ticket
     /// must have had a part added for this wait.
-    pub fn register(&self, target: i64, deadline: Instant, ticket: &PutTicket) {
+    /// Returns whether the watermark covered `target` already (the part completed PUT_OK).
+    pub fn register(&self, target: i64, deadline: Instant, ticket: &PutTicket) -> bool {
         let mut s = lock(&self.state);
         if s.closed {
             // The record is in the log already (only appended puts register), so the answer
             // must say stored: the part's timeout status, never a not-stored one.
             drop(s);
             ticket.complete_part(self.part, self.timeout_status);
-            return;
+            return false;
         }
         if s.value >= target {
             drop(s);
             ticket.complete_part(self.part, PutStatus::PutOk);
-            return;
+            return true;
         }
         s.seq += 1;
         let seq = s.seq;
@@ -415,18 +425,20 @@ impl OffsetWaiters {
         if earliest.is_none_or(|e| deadline < e) {
             self.cv.notify_all();
         }
+        false
     }
 
-    /// Raises the watermark (never lowers it) and completes every put it now covers.
-    pub fn advance(&self, value: i64) {
+    /// Raises the watermark (never lowers it) and completes every put it now covers; returns
+    /// how many that was.
+    pub fn advance(&self, value: i64) -> usize {
         let done = {
             let mut s = lock(&self.state);
             if value <= s.value {
-                return;
+                return 0;
             }
             s.value = value;
             if s.by_target.is_empty() {
-                return;
+                return 0;
             }
             let rest = s.by_target.split_off(&(value + 1, 0));
             let done = std::mem::replace(&mut s.by_target, rest);
@@ -435,7 +447,9 @@ impl OffsetWaiters {
             }
             done
         };
+        let n = done.len();
         complete_batch(done.into_values().map(|w| w.ticket), self.part, PutStatus::PutOk);
+        n
     }
 
     /// Lowers the watermark (a truncated log, a slave that went away) without completing
@@ -482,7 +496,11 @@ impl OffsetWaiters {
             }
             if !expired.is_empty() {
                 drop(s);
+                let n = expired.len();
                 complete_batch(expired, self.part, self.timeout_status);
+                if let Some(f) = self.on_expired.get() {
+                    f(n);
+                }
                 s = lock(&self.state);
                 continue;
             }
