@@ -512,7 +512,7 @@ impl Broker {
             // Whether a SYNC put now would wait for an ack (RocketMQ's isSlaveOK) rather than
             // be answered SLAVE_NOT_AVAILABLE at once.
             if let Some(ha) = &self.ha_master {
-                put("slaveOk", ha.is_slave_ok(self.store.max_offset() as i64).to_string());
+                put("slaveOk", ha.is_slave_ok(self.store.max_offset()).to_string());
             }
             let slaves: Vec<String> = o
                 .slaves
