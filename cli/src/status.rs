@@ -44,6 +44,9 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
     if let Some(reason) = table.get("diskFull") {
         println!("FULL     {reason}");
     }
+    if let Some(reason) = table.get("dispatchError") {
+        println!("DISPATCH STALLED (consumers get no new messages): {reason}");
+    }
     if get("brokerRole") == "SLAVE" {
         let remoting = get("masterAddress");
         let remoting = if remoting.is_empty() { "none" } else { &remoting };

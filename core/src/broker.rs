@@ -507,6 +507,10 @@ impl Broker {
         if guard.is_full() {
             put("diskFull", guard.reason());
         }
+        if let Some((why, since)) = self.store.dispatcher().failure() {
+            let ago = (crate::store::commit_log::now_ms() - since).max(0) / 1000;
+            put("dispatchError", format!("{why} (for {ago} s)"));
+        }
         if self.role().is_master() {
             put("slaveCount", o.slaves.len().to_string());
             // Whether a SYNC put now would wait for an ack (RocketMQ's isSlaveOK) rather than

@@ -234,3 +234,67 @@ fn flush_timeouts_are_logged_once() {
     assert_eq!(lines().len(), 1, "{:#?}", lines());
     store.shutdown();
 }
+
+/// Puts failing because the next CommitLog file cannot be made (a full disk below the disk
+/// guard's level, a directory gone) were answered CREATE_MAPPED_FILE_FAILED without a line in
+/// the log. The first is an ERROR naming the file and the cause; the next ones within a minute
+/// are counted, not logged.
+#[test]
+fn puts_that_cannot_make_the_next_file_are_logged_once() {
+    logs();
+    let dir = tempfile::tempdir().unwrap();
+    let store = rmqha_core::MessageStore::open(common::store_config(dir.path(), &[])).unwrap();
+    store.start().unwrap();
+    store.put_message_sync(&common::message("Full", 0, 0, 1000)).unwrap();
+    // The CommitLog directory replaced by a file: the files made so far stay mapped, and no
+    // new one can be made (ENOTDIR).
+    std::fs::rename(dir.path().join("commitlog"), dir.path().join("commitlog.moved")).unwrap();
+    std::fs::write(dir.path().join("commitlog"), b"not a directory").unwrap();
+    let mut failed = 0;
+    for i in 1..2000 {
+        match store.put_message_sync(&common::message("Full", 0, i, 1000)) {
+            Ok(_) => assert_eq!(failed, 0, "a put succeeded after one failed"),
+            Err(rmqha_core::Error::PutFailed { status, .. }) => {
+                assert_eq!(status, rmqha_core::PutStatus::CreateMappedFileFailed);
+                failed += 1;
+                if failed == 20 {
+                    break;
+                }
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(failed, 20, "the puts never reached the end of the files made before");
+    let lines = logged_lines_with(&[
+        "ERROR",
+        "puts fail with CREATE_MAPPED_FILE_FAILED: cannot create CommitLog file",
+    ]);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].contains("Not a directory"), "{}", lines[0]);
+    store.shutdown();
+}
+
+/// A dispatcher that cannot write its queues logged one ERROR and then nothing, while
+/// producers got SEND_OK and consumers nothing, with only a growing "dispatch-behind" in the
+/// status. The runtime info (and `rmqha status`) now names the cause and how long it lasts, and
+/// the log says when dispatch resumes.
+#[test]
+fn a_stalled_dispatcher_shows_in_the_status_and_its_resumption_in_the_log() {
+    logs();
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(broker_config(dir.path(), "ASYNC_MASTER", &[])).unwrap();
+    let cq = dir.path().join("consumequeue");
+    std::fs::remove_dir_all(&cq).unwrap();
+    std::fs::write(&cq, b"not a directory").unwrap();
+    b.put_message_sync(&common::message("Stalled", 0, 0, 100)).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || b.runtime_info().contains_key("dispatchError")));
+    let why = b.runtime_info()["dispatchError"].clone();
+    assert!(why.contains("Stalled") || why.contains("consumequeue"), "{why}");
+    assert_eq!(logged_lines_with(&["ERROR", "dispatch failed, retrying every 100 ms"]).len(), 1);
+    std::fs::remove_file(&cq).unwrap();
+    std::fs::create_dir(&cq).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || b.queue_max_offset("Stalled", 0) == 1));
+    assert!(!b.runtime_info().contains_key("dispatchError"));
+    assert_eq!(logged_lines_with(&["INFO", "dispatch resumed after"]).len(), 1);
+    b.shutdown();
+}

@@ -674,10 +674,17 @@ impl CommitLog {
             }
         }
         self.queue.create_file(start).map_err(|e| {
-            AppendError::Status(
-                PutStatus::CreateMappedFileFailed,
-                format!("cannot create CommitLog file at {start} in {}: {e}", self.queue.dir().display()),
-            )
+            let why =
+                format!("cannot create CommitLog file at {start} in {}: {e}", self.queue.dir().display());
+            // Every put fails this way until it is fixed (a full disk below the disk guard's
+            // level, a permission): an operator must see it, once a minute with a count.
+            static FAILED: crate::logging::Throttle =
+                crate::logging::Throttle::new(std::time::Duration::from_secs(60));
+            if let Some(n) = FAILED.note(&e.to_string()) {
+                let more = if n > 0 { format!(" ({n} more since the last report)") } else { String::new() };
+                tracing::error!("puts fail with CREATE_MAPPED_FILE_FAILED: {why}{more}");
+            }
+            AppendError::Status(PutStatus::CreateMappedFileFailed, why)
         })
     }
 

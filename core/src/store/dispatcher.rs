@@ -47,6 +47,8 @@ pub struct Dispatcher {
     layout_fault: std::sync::OnceLock<String>,
     /// Which queues got units, for long polling (see `want_arrivals`).
     arrivals: Arrivals,
+    /// Why dispatch keeps failing, and since when (ms since the epoch); `None` while it works.
+    failing: std::sync::Mutex<Option<(String, i64)>>,
 }
 
 /// The queues that got units since long polling last asked, recorded only while it wants
@@ -129,6 +131,22 @@ impl Dispatcher {
             round: parking_lot::Mutex::new(QueueCache::new()),
             layout_fault: std::sync::OnceLock::new(),
             arrivals: Arrivals::default(),
+            failing: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Why dispatch keeps failing (consumers get no new messages), and since when (ms since
+    /// the epoch); `None` while it works.
+    pub fn failure(&self) -> Option<(String, i64)> {
+        self.failing.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set_failure(&self, why: Option<&str>) {
+        let mut f = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        match why {
+            None => *f = None,
+            Some(w) if f.as_ref().is_some_and(|(old, _)| old == w) => {}
+            Some(w) => *f = Some((w.to_string(), crate::store::commit_log::now_ms())),
         }
     }
 
@@ -394,24 +412,32 @@ impl Dispatcher {
     /// The dispatch loop; returns when `stop` is set and everything available is dispatched.
     pub fn run(&self, stop: &AtomicBool) {
         let signal = self.commit_log.appended();
-        let mut failing: Option<String> = None;
+        // A full disk fails every attempt until space returns: said when it starts and when
+        // the cause changes, then every 5 minutes (consumers get nothing new meanwhile, and
+        // one line long ago is easy to miss); retried at a steady pace rather than on every
+        // append, which would log a line per put and spin a core.
+        let mut failing = crate::logging::Repeats::new(Duration::from_secs(300));
         loop {
             let seen = signal.seq();
             let progressed = match self.dispatch_available() {
                 Ok(p) => {
-                    if failing.take().is_some() {
-                        tracing::info!("dispatch resumed");
+                    let attempts = failing.clear();
+                    if attempts > 0 {
+                        self.set_failure(None);
+                        tracing::info!("dispatch resumed after {attempts} failed attempts");
                     }
                     p
                 }
                 Err(e) => {
-                    // A full disk fails every attempt until space returns: say so once (and
-                    // again if the cause changes), and retry at a steady pace rather than on
-                    // every append (which would log a line per put and spin a core).
                     let why = e.to_string();
-                    if failing.as_deref() != Some(why.as_str()) {
-                        tracing::error!("dispatch failed, retrying every 100 ms: {why}");
-                        failing = Some(why);
+                    self.set_failure(Some(&why));
+                    match failing.note(&why) {
+                        Some(0) => tracing::error!("dispatch failed, retrying every 100 ms: {why}"),
+                        Some(n) => tracing::error!(
+                            "dispatch still failing ({n} more attempts since the last report), consumers get no new \
+                             messages: {why}"
+                        ),
+                        None => {}
                     }
                     if stop.load(Ordering::Acquire) {
                         return;
