@@ -60,8 +60,15 @@ pub fn run(args: BrokerArgs) -> Result<(), String> {
         tracing::info!("{name}: shutting down");
     }
     broker.shutdown();
-    say("rmqha broker stopped");
-    Ok(())
+    let problems = broker.stop_problems();
+    if problems.is_empty() {
+        say("rmqha broker stopped");
+        Ok(())
+    } else {
+        // Not a success: a service manager or script must see it (exit status 1).
+        say("rmqha broker stopped UNCLEANLY");
+        Err(format!("stopped uncleanly: {}", problems.join("; ")))
+    }
 }
 
 /// Prints a status line. Standard output may be a pipe whose reader is gone (`rmqha broker |

@@ -421,3 +421,18 @@ fn truncate_cuts_a_stopped_store_at_a_record_start() {
     );
     store.shutdown();
 }
+
+/// A stop that could not persist the config tables said "stopped" and exited 0: a service
+/// manager or a script took it for a clean stop. It now says UNCLEANLY, why, and exits 1.
+#[test]
+fn a_stop_that_loses_config_exits_non_zero() {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = Proc::broker("broker-a.properties", d.path(), &["haListenPort=0".into()]);
+    p.wait_line("rmqha broker started", Duration::from_secs(20));
+    // The delay offsets' temporary file cannot be made: a directory holds its name.
+    std::fs::create_dir_all(d.path().join("config").join("delayOffset.json.tmp")).unwrap();
+    p.signal(libc::SIGTERM);
+    let status = p.wait_exit(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    p.wait_line("rmqha broker stopped UNCLEANLY", Duration::from_secs(5));
+}

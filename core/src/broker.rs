@@ -87,6 +87,8 @@ pub struct Broker {
     shut: AtomicBool,
     /// Held through `shutdown` (see there).
     stopping: Mutex<()>,
+    /// What went wrong in `shutdown`.
+    stop_problems: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -247,6 +249,7 @@ impl Broker {
             threads: Mutex::new(Vec::new()),
             shut: AtomicBool::new(false),
             stopping: Mutex::new(()),
+            stop_problems: Mutex::new(Vec::new()),
         });
         let mut dispatch = Dispatch::new();
         let weak = Arc::downgrade(&broker);
@@ -742,11 +745,25 @@ impl Broker {
         std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()))
             .into_iter()
             .for_each(crate::join_unless_current);
+        let mut problems = Vec::new();
         if let Err(e) = self.tables.persist_all() {
             tracing::error!("persisting config tables at shutdown failed: {e}");
+            problems.push(format!("config tables not persisted: {e}"));
         }
         self.store.shutdown();
-        tracing::info!("broker {} stopped", self.config.broker_name);
+        problems.extend(self.store.unclean_stop());
+        if problems.is_empty() {
+            tracing::info!("broker {} stopped", self.config.broker_name);
+        } else {
+            tracing::warn!("broker {} stopped uncleanly: {}", self.config.broker_name, problems.join("; "));
+        }
+        *self.stop_problems.lock().unwrap_or_else(|e| e.into_inner()) = problems;
+    }
+
+    /// What went wrong in `shutdown` (config tables not persisted, the store's abort file kept
+    /// for a failed flush or undispatched records); empty after a clean stop, and before one.
+    pub fn stop_problems(&self) -> Vec<String> {
+        self.stop_problems.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 

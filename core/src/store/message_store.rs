@@ -123,6 +123,8 @@ pub struct MessageStore {
     locks: Mutex<Option<(StoreLock, Option<StoreLock>)>>,
     /// Held through a shutdown, so that a concurrent call returns only once it is done.
     stopping: Mutex<()>,
+    /// Why the last `shutdown` was not clean (the abort file kept), if it was not.
+    unclean: Mutex<Option<String>>,
 }
 
 fn io_err(path: &std::path::Path, op: &'static str, source: std::io::Error) -> Error {
@@ -258,6 +260,7 @@ impl MessageStore {
             fork: ForkGuard::new(),
             locks: Mutex::new(Some((lock, cl_lock))),
             stopping: Mutex::new(()),
+            unclean: Mutex::new(None),
         }))
     }
 
@@ -455,7 +458,11 @@ impl MessageStore {
             }
             join_unless_current(t);
         }
-        let flushed_ok = self.commit_log.flush_all().is_ok();
+        let flushed = self.commit_log.flush_all();
+        if let Err(e) = &flushed {
+            tracing::error!("the final CommitLog flush failed: {e}");
+        }
+        let flushed_ok = flushed.is_ok();
         if flushed_ok {
             self.flush_waiters.advance(self.commit_log.flushed_offset() as i64);
         }
@@ -492,16 +499,28 @@ impl MessageStore {
                     "slave log ends inside a record ({behind} bytes not dispatchable); keeping the abort file so the next start cuts it"
                 );
             } else {
-                tracing::warn!(
+                let why = format!(
                     "keeping the abort file: {} bytes not dispatched, CommitLog flush {}, ConsumeQueue and index \
                      flushes {}; the next start recovers",
                     behind,
-                    if flushed_ok { "ok" } else { "failed" },
+                    match &flushed {
+                        Ok(_) => "ok".to_string(),
+                        Err(e) => format!("failed ({e})"),
+                    },
                     if self.cqs.flush_failed() { "failed" } else { "ok" }
                 );
+                tracing::warn!("{why}");
+                *self.unclean.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
             }
         }
         drop(self.locks.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+
+    /// Why the last `shutdown` left the store for an abnormal recovery (the abort file kept:
+    /// records not dispatched, a failed flush), or `None` after a clean one. A slave stopping
+    /// inside a replicated record keeps the abort file by design and counts as clean.
+    pub fn unclean_stop(&self) -> Option<String> {
+        self.unclean.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Test support: stops every thread the way a killed process stops, without the clean
