@@ -197,6 +197,8 @@ macro_rules! broker_config {
             spelled_old: std::collections::BTreeMap<&'static str, String>,
             /// Warnings collected while loading (unknown or unsupported keys).
             pub warnings: Vec<String>,
+            /// The line of the properties file being read, for warnings.
+            reading_line: Option<usize>,
         }
 
         impl Default for BrokerConfig {
@@ -207,6 +209,7 @@ macro_rules! broker_config {
                     spelled_current: Default::default(),
                     spelled_old: Default::default(),
                     warnings: Vec::new(),
+                    reading_line: None,
                 }
             }
         }
@@ -403,6 +406,30 @@ broker_config! {
     remoting_max_frame_size: i32 = 16 * 1024 * 1024, "remotingMaxFrameSize";
 }
 
+/// The known key an unknown `key` most likely misspells: the same but for case, or at most
+/// two edits away (`masterAdress`, `brokerrole`).
+fn closest_key(key: &str) -> Option<&'static str> {
+    fn distance(a: &str, b: &str) -> usize {
+        let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+        let mut prev: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.iter().enumerate() {
+            let mut cur = vec![i + 1];
+            for (j, cb) in b.iter().enumerate() {
+                cur.push((prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1));
+            }
+            prev = cur;
+        }
+        prev[b.len()]
+    }
+    let lower = key.to_ascii_lowercase();
+    BrokerConfig::KEYS
+        .iter()
+        .map(|k| (distance(&lower, &k.to_ascii_lowercase()), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
 /// RocketMQ keys that rmqha reads without acting on them; loading them warns once, by name.
 const UNSUPPORTED_KEYS: &[&str] = &[
     "brokerPermission",
@@ -559,7 +586,10 @@ impl BrokerConfig {
             let msg = if UNSUPPORTED_KEYS.contains(&key) {
                 format!("config key {key} is a RocketMQ setting rmqha does not implement; ignored")
             } else {
-                format!("unknown config key {key}; ignored")
+                match closest_key(key) {
+                    Some(k) => format!("unknown config key {key}; ignored (did you mean {k}?)"),
+                    None => format!("unknown config key {key}; ignored"),
+                }
             };
             self.warn(msg);
             Ok(())
@@ -604,12 +634,21 @@ impl BrokerConfig {
             .collect()
     }
 
-    /// Logs a warning and records it in `warnings`, once: a key set twice warns once.
+    /// Logs a warning and records it in `warnings`, once: a key set twice warns once. Read
+    /// from a properties file, it names the line.
     fn warn(&mut self, msg: String) {
-        if !self.warnings.contains(&msg) {
-            tracing::warn!("{msg}");
-            self.warnings.push(msg);
+        let seen = self.warnings.iter().any(|w| {
+            w == &msg || w.split_once(": ").is_some_and(|(at, rest)| at.starts_with("line ") && rest == msg)
+        });
+        if seen {
+            return;
         }
+        let msg = match self.reading_line {
+            Some(line) => format!("line {line}: {msg}"),
+            None => msg,
+        };
+        tracing::warn!("{msg}");
+        self.warnings.push(msg);
     }
 
     /// A config from key/value pairs, like a properties file without lines.
@@ -670,11 +709,23 @@ impl BrokerConfig {
         let entries = parse_properties(text)
             .map_err(|e| ConfigError { line: Some(e.line), ..ConfigError::new(e.reason) })?;
         let mut cfg = BrokerConfig::default();
-        for e in entries {
-            cfg.set(&e.key, &e.value).map_err(|mut err| {
+        for e in &entries {
+            cfg.reading_line = Some(e.line);
+            let set = cfg.set(&e.key, &e.value);
+            cfg.reading_line = None;
+            set.map_err(|mut err| {
                 err.line = Some(e.line);
                 err
             })?;
+        }
+        if cfg.explicit.is_empty() {
+            // An empty, truncated or wrong file would start a master with every default.
+            cfg.warn(format!(
+                "the config sets none of rmqha's keys ({} entries): running as {} with every default, store {}",
+                entries.len(),
+                cfg.broker_role,
+                cfg.store_root().display()
+            ));
         }
         Ok(cfg)
     }
@@ -1076,10 +1127,32 @@ mod tests {
 
     #[test]
     fn unknown_key_is_a_named_warning() {
-        let c = BrokerConfig::from_properties_str("brokerNmae=x\nbrokerPermission=6\n").unwrap();
-        assert_eq!(c.warnings.len(), 2);
-        assert!(c.warnings[0].contains("brokerNmae"));
+        let c = BrokerConfig::from_properties_str("brokerNmae=x\nbrokerPermission=6\nbrokerRole=SLAVE\n")
+            .unwrap();
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+        // The line, and the key it most likely misspells.
+        assert!(
+            c.warnings[0]
+                .starts_with("line 1: unknown config key brokerNmae; ignored (did you mean brokerName?)")
+        );
         assert!(c.warnings[1].contains("brokerPermission") && c.warnings[1].contains("does not implement"));
+        assert!(c.warnings[1].starts_with("line 2: "));
+        let c = BrokerConfig::from_properties_str("masterAdress=1.2.3.4:10911\nBROKERROLE=SLAVE\nzzz=1\n")
+            .unwrap();
+        assert!(c.warnings[0].contains("did you mean masterAddress?"), "{:?}", c.warnings);
+        assert!(c.warnings[1].contains("did you mean brokerRole?"), "{:?}", c.warnings);
+        assert!(c.warnings[2].ends_with("unknown config key zzz; ignored"), "{:?}", c.warnings);
+        // A file that sets nothing rmqha knows (empty, truncated, the wrong file) says so.
+        for text in ["", "# only a comment\n", "zzz=1\n"] {
+            let c = BrokerConfig::from_properties_str(text).unwrap();
+            assert!(
+                c.warnings
+                    .last()
+                    .is_some_and(|w| w.contains("sets none of rmqha's keys") && w.contains("ASYNC_MASTER")),
+                "{text:?}: {:?}",
+                c.warnings
+            );
+        }
     }
 
     #[test]
