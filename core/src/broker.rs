@@ -102,6 +102,57 @@ impl std::fmt::Debug for Broker {
     }
 }
 
+/// Binds the remoting server on `listenPort` and, with `fastListenEnable`, the fast port at
+/// `listenPort − 2`, where a slave's config sync (RocketMQ's too) looks for it. With
+/// `listenPort=0` both are picked so that this holds: picking each freely put the fast port
+/// anywhere, and a slave asked whatever else listened at port − 2 (another broker, whose
+/// topics it would have mirrored).
+fn bind_remoting(
+    config: &BrokerConfig,
+    ip: IpAddr,
+    handler: Arc<LateHandler>,
+    server_config: ServerConfig,
+) -> Result<RemotingServer> {
+    let fast_err = |e: crate::remoting::RemotingError, fast: u16| match e {
+        crate::remoting::RemotingError::Bind { addr, source } if addr.port() == fast => {
+            Error::Store(format!(
+                "cannot bind the fast remoting port {addr} (listenPort − 2; fastListenEnable=false turns it off): {source}"
+            ))
+        }
+        e => e.into(),
+    };
+    if !config.fast_listen_enable {
+        let addr = SocketAddr::new(ip, config.listen_port as u16);
+        return Ok(RemotingServer::bind(&[addr], handler, server_config)?);
+    }
+    if config.listen_port != 0 {
+        let (main, fast) = (config.listen_port as u16, (config.listen_port - 2).max(0) as u16);
+        let addrs = [SocketAddr::new(ip, main), SocketAddr::new(ip, fast)];
+        return RemotingServer::bind(&addrs, handler, server_config).map_err(|e| fast_err(e, fast));
+    }
+    // A free port p whose p − 2 is free too; another process may take either between the
+    // probe and the bind, so a few tries.
+    let mut last = None;
+    for _ in 0..64 {
+        let probe = std::net::TcpListener::bind(SocketAddr::new(ip, 0))
+            .map_err(|e| Error::Store(format!("cannot bind a remoting port on {ip}: {e}")))?;
+        let main = probe.local_addr().map_err(|e| Error::Store(e.to_string()))?.port();
+        drop(probe);
+        if main < 3 {
+            continue;
+        }
+        let addrs = [SocketAddr::new(ip, main), SocketAddr::new(ip, main - 2)];
+        match RemotingServer::bind(&addrs, handler.clone(), server_config.clone()) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(Error::Store(format!(
+        "cannot find a free port p with p − 2 free for the fast port on {ip} (listenPort=0): {}",
+        last.map_or_else(|| "no port above 2".to_string(), |e| e.to_string())
+    )))
+}
+
 impl Broker {
     /// Starts a master (ASYNC_MASTER or SYNC_MASTER); refuses a SLAVE config.
     pub fn start_master(config: BrokerConfig) -> Result<Arc<Broker>> {
@@ -154,14 +205,9 @@ impl Broker {
         // Remoting first: with listenPort=0 the real port is known before the store writes it
         // into every record as the store host.
         let handler = Arc::new(LateHandler(OnceLock::new()));
-        let mut addrs = vec![SocketAddr::new(bind_ip, config.listen_port as u16)];
-        if config.fast_listen_enable {
-            let fast = if config.listen_port == 0 { 0 } else { (config.listen_port - 2).max(0) as u16 };
-            addrs.push(SocketAddr::new(bind_ip, fast));
-        }
         let server_config =
             ServerConfig { max_frame: config.remoting_max_frame_size as usize, ..ServerConfig::default() };
-        let remoting = RemotingServer::bind(&addrs, handler.clone(), server_config)?;
+        let remoting = bind_remoting(&config, bind_ip, handler.clone(), server_config)?;
         let listen_port = remoting.local_addrs()[0].port();
         let ha_configured = config.effective_ha_port();
         config.listen_port = listen_port as i32;

@@ -97,3 +97,18 @@ fn a_table_larger_than_a_usual_frame_is_mirrored() {
     slave.shutdown();
     master.shutdown();
 }
+
+/// With listenPort=0 the fast port was picked on its own, anywhere, while slaves look for it
+/// at the master's port − 2 and take whatever answers there as final: another broker's
+/// topics, say. Both ports are now picked so that fast = port − 2.
+#[test]
+fn a_master_on_port_zero_puts_its_fast_port_at_port_minus_two() {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Broker::start_master(broker_config(dir.path(), "ASYNC_MASTER", &[])).unwrap();
+        let addrs = m.remoting_addrs();
+        assert_eq!(addrs.len(), 2, "{addrs:?}");
+        assert_eq!(addrs[1].port(), addrs[0].port() - 2, "{addrs:?}");
+        m.shutdown();
+    }
+}

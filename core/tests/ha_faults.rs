@@ -603,7 +603,9 @@ fn a_slave_cut_back_to_its_first_files_start_replicates_again() {
     let (m, s) = (commit_log_files(md.path()), commit_log_files(sd.path()));
     assert!(!s.is_empty());
     for (name, bytes) in &s {
-        assert!(m.get(name) == Some(bytes), "{name} differs from the master's");
+        // A next file made ahead by the slave's allocator may not be on the master yet.
+        let made_ahead = !m.contains_key(name) && bytes.iter().all(|&b| b == 0);
+        assert!(made_ahead || m.get(name) == Some(bytes), "{name} differs from the master's");
     }
     master.shutdown();
     slave.shutdown();

@@ -222,6 +222,10 @@ fn a_slave_without_slave_read_sends_consumers_to_the_master() {
     let cm = client(m.remoting_addrs()[0]);
     assert_eq!(call(&cm, send_v2(&Msg::new("T", b"x"))).code, code::SUCCESS);
     assert!(common::wait_until(TIMEOUT, || s.queue_max_offset("T", 0) == 1));
+    // The master dispatches on its own thread too: a SYNC answer does not mean it did.
+    assert!(m.store().wait_dispatched(TIMEOUT));
+    // The slave learns its topics from its config sync, not from the HA stream.
+    assert!(common::wait_until(TIMEOUT, || s.topic_config("T").is_some()));
     let cs = client(s.remoting_addrs()[0]);
     let p = pull(&cs, "T", 0, 0, 32);
     assert_eq!((p.code, ext_i64(&p, "suggestWhichBrokerId")), (code::PULL_RETRY_IMMEDIATELY, 0), "{p:?}");

@@ -85,9 +85,12 @@ fn run(shared: &Shared) {
             break;
         }
     }
-    // Not to a master that has not been answering. On a client of its own: the registration's
-    // was aborted by the stop, and this one is short (500 ms, connecting included).
-    if let (Some(b), Some(registered)) = (shared.broker().filter(|_| !failing), client) {
+    // Not to a master that has not been answering, nor to one that never answered (a stop
+    // that cut the first registration short waited the unregister's 500 ms for nothing). On
+    // a client of its own: the registration's was aborted by the stop, and this one is short
+    // (500 ms, connecting included).
+    let answered = |c: &Arc<RemotingClient>| registered.contains(c.addr());
+    if let (Some(b), Some(registered)) = (shared.broker().filter(|_| !failing), client.filter(answered)) {
         let master = registered.addr().to_string();
         let unregister = Duration::from_millis(500);
         let client = RemotingClient::new(
