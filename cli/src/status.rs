@@ -23,15 +23,22 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
     let get = |k: &str| table.get(k).cloned().unwrap_or_default();
     println!("broker   {} (id {}) at {}", get("brokerName"), get("brokerId"), args.addr);
     println!("role     {} / {}", get("brokerRole"), get("flushDiskType"));
+    let slave = get("brokerRole") == "SLAVE";
     println!(
-        "offsets  min {}  max {}  flushed {}  slave-ack {}  dispatch-behind {}",
+        "offsets  min {}  max {}  flushed {}  {} {}  dispatch-behind {}",
         get("commitLogMinOffset"),
         get("commitLogMaxOffset"),
         get("flushedOffset"),
+        // A slave's own acks to its master; a master's, what its slaves acked.
+        if slave { "acked" } else { "slave-ack" },
         get("slaveAckOffset"),
         get("dispatchBehindBytes")
     );
-    println!("ports    remoting {}  HA {}", get("listenPort"), get("haPort"));
+    if slave {
+        println!("ports    remoting {}", get("listenPort"));
+    } else {
+        println!("ports    remoting {}  HA {}", get("listenPort"), get("haPort"));
+    }
     let pct = |k: &str| match get(k).parse::<f64>() {
         Ok(r) if r >= 0.0 => format!("{:.0}%", r * 100.0),
         _ => "unknown".to_string(),
@@ -47,7 +54,7 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
     if let Some(reason) = table.get("dispatchError") {
         println!("DISPATCH STALLED (consumers get no new messages): {reason}");
     }
-    if get("brokerRole") == "SLAVE" {
+    if slave {
         let remoting = get("masterAddress");
         let remoting = if remoting.is_empty() { "none" } else { &remoting };
         println!("master   {remoting} (HA {}, connected: {})", get("haMasterAddress"), get("connected"));

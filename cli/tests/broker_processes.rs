@@ -55,6 +55,8 @@ fn two_broker_processes_replicate_and_stop_cleanly() {
         st.contains(&format!("master   127.0.0.1:{mport} (HA 127.0.0.1:{mha}, connected: true)")),
         "{st}"
     );
+    // Its own acks, not "slave-ack"; no HA port of its own.
+    assert!(st.contains("  acked ") && !st.contains("slave-ack") && !st.contains("  HA 0"), "{st}");
     let mst = status(&mport);
     assert!(mst.contains("SYNC_MASTER"), "{mst}");
     // Into a pipe nobody reads (`rmqha status | head -1`): ended by SIGPIPE, not a panic.
@@ -300,7 +302,11 @@ fn start_up_errors_are_one_clear_line() {
     args.extend(set("haListenPort=0".into()));
     args.extend(set("bindAddress=127.0.0.1".into()));
     let err = failing_start(&args);
-    assert!(err.contains("lock") && err.contains("another broker"), "{err}");
+    // It names the process holding the lock.
+    assert!(
+        err.contains("lock") && err.contains(&format!("another broker (pid {})", first.child.id())),
+        "{err}"
+    );
     // A port in use: names the address.
     let mut args = vec!["-c".to_string(), conf];
     args.extend(set(format!("storePathRootDir={}", d.path().join("other").display())));

@@ -742,7 +742,16 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
         next = from.max(shared.cl.min_offset());
     }
     conn.transferring.store(true, Ordering::Release);
-    tracing::info!("HA slave {} reported offset {req}; streaming from {next}", conn.peer);
+    if (next as i64) < req {
+        // The bytes before the slave's end are sent again for it to compare with its own.
+        tracing::info!(
+            "HA slave {} reported offset {req}; streaming from {next} (resending {} bytes for the divergence check)",
+            conn.peer,
+            req - next as i64
+        );
+    } else {
+        tracing::info!("HA slave {} reported offset {req}; streaming from {next}", conn.peer);
+    }
     let cl = &shared.cl;
     let batch = shared.opts.transfer_batch_size.max(1);
     let mut stream = match conn.stream.try_clone() {

@@ -507,7 +507,8 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
         }
         if last_read.elapsed() > shared.opts.housekeeping_interval {
             return format!(
-                "nothing from the master for {:?} (haHousekeepingInterval)",
+                "nothing from the master for {:?} (haHousekeepingInterval; or this process was paused, \
+                 which stops its reads too)",
                 shared.opts.housekeeping_interval
             );
         }

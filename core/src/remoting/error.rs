@@ -74,8 +74,9 @@ pub enum RemotingError {
         #[source]
         source: std::io::Error,
     },
-    /// Connecting failed or did not finish within the timeout.
-    #[error("cannot connect to {addr} within {:.1} s: {source}", timeout.as_secs_f64())]
+    /// Connecting failed or did not finish within the timeout ("within" only said of a
+    /// timeout: a refusal is immediate).
+    #[error("cannot connect to {addr}{}: {source}", within(timeout, source))]
     Connect {
         addr: String,
         timeout: Duration,
@@ -134,5 +135,14 @@ fn not_remoting_hint(length: i32) -> String {
             String::from_utf8_lossy(&b)
         ),
         _ => String::new(),
+    }
+}
+
+/// " within N s" for a connect that timed out, nothing for one refused at once.
+fn within(timeout: &Duration, source: &std::io::Error) -> String {
+    if matches!(source.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) {
+        format!(" within {:.1} s", timeout.as_secs_f64())
+    } else {
+        String::new()
     }
 }

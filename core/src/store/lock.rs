@@ -31,11 +31,30 @@ fn file_key(meta: &std::fs::Metadata) -> (u64, u64) {
     (meta.dev(), meta.ino())
 }
 
-fn locked(path: &Path) -> io::Error {
+/// The lock held elsewhere: `holder` is the process holding it, if known (`F_GETLK`).
+fn locked(path: &Path, holder: Option<i32>) -> io::Error {
+    let who = match holder {
+        Some(pid) if pid == std::process::id() as i32 => "another broker in this process".to_string(),
+        Some(pid) => format!("another broker (pid {pid})"),
+        None => "another broker".to_string(),
+    };
     io::Error::new(
         io::ErrorKind::WouldBlock,
-        format!("{} is locked: another broker is using this store", path.display()),
+        format!("{} is locked: {who} is using this store", path.display()),
     )
+}
+
+/// The process holding a conflicting lock on `file`, as `F_GETLK` reports it.
+fn lock_holder(file: &File) -> Option<i32> {
+    // SAFETY: a zeroed flock struct describes the whole file; fcntl on a descriptor we own,
+    // writing only into that struct.
+    unsafe {
+        let mut fl: libc::flock = std::mem::zeroed();
+        fl.l_type = libc::F_WRLCK as _;
+        fl.l_whence = libc::SEEK_SET as _;
+        (libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut fl) == 0 && i32::from(fl.l_type) != libc::F_UNLCK)
+            .then_some(fl.l_pid)
+    }
 }
 
 impl StoreLock {
@@ -48,7 +67,9 @@ impl StoreLock {
         // thread from making it meanwhile).
         let mut registry = held().lock().unwrap_or_else(|e| e.into_inner());
         match std::fs::metadata(path) {
-            Ok(meta) if registry.contains(&file_key(&meta)) => return Err(locked(path)),
+            Ok(meta) if registry.contains(&file_key(&meta)) => {
+                return Err(locked(path, Some(std::process::id() as i32)));
+            }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
@@ -65,7 +86,7 @@ impl StoreLock {
         if rc != 0 {
             let err = io::Error::last_os_error();
             if matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
-                return Err(locked(path));
+                return Err(locked(path, lock_holder(&file)));
             }
             return Err(err);
         }
