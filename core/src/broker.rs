@@ -572,8 +572,8 @@ impl Broker {
                 .iter()
                 .map(|s| {
                     format!(
-                        "{} ack={} lag={} connectedMs={} transferring={}",
-                        s.addr, s.ack_offset, s.lag_bytes, s.connected_ms, s.transferring
+                        "{} ack={} lag={} connectedMs={} transferring={} lastReportMs={}",
+                        s.addr, s.ack_offset, s.lag_bytes, s.connected_ms, s.transferring, s.last_report_ms
                     )
                 })
                 .collect();

@@ -199,6 +199,10 @@ fn a_sync_master_says_when_its_puts_go_unconfirmed_and_when_they_are_confirmed_a
         "answered FLUSH_SLAVE_TIMEOUT: no slave acked them within slaveTimeout (300 ms)",
     ]);
     assert_eq!(timeouts.len(), 1, "{timeouts:#?}");
+    // Its lag stays small while its silence grows: what `status` shows of a frozen slave.
+    let silent = || master.offsets().slaves.first().map_or(0, |s| s.last_report_ms);
+    assert!(wait_until(Duration::from_secs(5), || silent() >= 500), "{:?}", master.offsets().slaves);
+    assert!(master.runtime_info()["slaves"].contains("lastReportMs="));
     proxy.stall_up(false);
     assert!(wait_until(Duration::from_secs(10), || {
         master.put_message_sync(&common::message("Sync", 0, 300, 100)).unwrap().status
@@ -208,6 +212,7 @@ fn a_sync_master_says_when_its_puts_go_unconfirmed_and_when_they_are_confirmed_a
     let back = || logged_lines_with(&["INFO", "slave acks confirm SYNC_MASTER puts again"]);
     assert!(wait_until(Duration::from_secs(5), || !back().is_empty()));
     assert_eq!(back().len(), 1, "{:#?}", back());
+    assert!(wait_until(Duration::from_secs(5), || silent() < 500), "{:?}", master.offsets().slaves);
     slave.shutdown();
     master.shutdown();
 }

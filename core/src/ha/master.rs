@@ -57,6 +57,10 @@ pub struct SlaveInfo {
     pub connected_ms: u64,
     /// Whether the master streams to it (its offset was accepted).
     pub transferring: bool,
+    /// Milliseconds since the slave last sent anything (a report, an ack or a heartbeat,
+    /// every `haSendHeartbeatInterval` at the latest): a frozen slave's `lag_bytes` stays
+    /// small until the housekeeping close, while this grows.
+    pub last_report_ms: u64,
 }
 
 /// A slave the master refused, and why.
@@ -73,6 +77,8 @@ struct Conn {
     peer: SocketAddr,
     stream: TcpStream,
     accepted: Instant,
+    /// When the slave last sent bytes, in ms after `accepted`.
+    last_read_ms: AtomicU64,
     /// The slave's first report (-1 until it arrives).
     request_offset: AtomicI64,
     ack_offset: AtomicI64,
@@ -369,6 +375,8 @@ impl HaMaster {
                     lag_bytes: if ack < 0 { max } else { (max - ack).max(0) },
                     connected_ms: c.accepted.elapsed().as_millis() as u64,
                     transferring: c.transferring.load(Ordering::Acquire),
+                    last_report_ms: (c.accepted.elapsed().as_millis() as u64)
+                        .saturating_sub(c.last_read_ms.load(Ordering::Relaxed)),
                 }
             })
             .collect()
@@ -587,6 +595,7 @@ fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         peer,
         stream: stream.try_clone()?,
         accepted: Instant::now(),
+        last_read_ms: AtomicU64::new(0),
         request_offset: AtomicI64::new(-1),
         ack_offset: AtomicI64::new(-1),
         confirmed: AtomicBool::new(false),
@@ -664,6 +673,7 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
             Err(e) => return format!("read error: {e}"),
         };
         last_read = Instant::now();
+        conn.last_read_ms.store(conn.accepted.elapsed().as_millis() as u64, Ordering::Relaxed);
         // The first report is the first 8 bytes: what a peer that is no slave sent first.
         let first = conn.request_offset.load(Ordering::Acquire) < 0;
         let report = if first { reports.feed_oldest(&buf[..n]) } else { reports.feed(&buf[..n]) };
