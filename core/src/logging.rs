@@ -128,6 +128,12 @@ impl Repeats {
     }
 }
 
+/// What a repeated event's line adds: how many times it recurred unlogged since its last
+/// line (`n` as [`Repeats::note`] returns it), nothing for a new one.
+pub fn recurred(n: u64) -> String {
+    if n == 0 { String::new() } else { format!(" ({n} more times since the last report)") }
+}
+
 /// [`Repeats`] per key for a place many threads pass, one per call site in a `static`: each key
 /// (a topic, a peer's address) is logged when new, then at most every `every`. Up to 64 keys
 /// are tracked; past that, keys not logged within `every` are forgotten, and if all are

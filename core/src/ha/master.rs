@@ -97,6 +97,12 @@ struct Conn {
 }
 
 impl Conn {
+    /// How long since the slave last sent bytes.
+    fn silent(&self) -> Duration {
+        let last = Duration::from_millis(self.last_read_ms.load(Ordering::Relaxed));
+        self.accepted.elapsed().saturating_sub(last)
+    }
+
     fn close(&self, why: &str) {
         if !self.closed.swap(true, Ordering::AcqRel) {
             if self.request_offset.load(Ordering::Acquire) < 0 || why.starts_with("refused") {
@@ -187,27 +193,20 @@ impl SyncHealth {
     fn unavailable(&self, why: impl FnOnce() -> (&'static str, String)) {
         self.degraded.store(true, Ordering::Relaxed);
         let (key, words) = why();
-        match Self::lock(&self.not_available).note(key) {
-            Some(0) => tracing::warn!("SYNC_MASTER puts are answered SLAVE_NOT_AVAILABLE: {words}"),
-            Some(n) => tracing::warn!(
-                "SYNC_MASTER puts are answered SLAVE_NOT_AVAILABLE: {words} ({n} more such puts since the last report)"
-            ),
-            None => {}
+        if let Some(n) = Self::lock(&self.not_available).note(key) {
+            let more = crate::logging::recurred(n);
+            tracing::warn!("SYNC_MASTER puts are answered SLAVE_NOT_AVAILABLE: {words}{more}");
         }
     }
 
     /// `n` puts timed out waiting for an ack.
     fn unconfirmed(&self, n: usize, timeout_ms: u128) {
         self.degraded.store(true, Ordering::Relaxed);
-        if let Some(more) = Self::lock(&self.timing_out).note("timeout") {
-            let since = if more > 0 {
-                format!(" ({more} more rounds of timeouts since the last report)")
-            } else {
-                String::new()
-            };
+        if let Some(rounds) = Self::lock(&self.timing_out).note("timeout") {
             tracing::warn!(
                 "{n} SYNC_MASTER put(s) answered FLUSH_SLAVE_TIMEOUT: no slave acked them within slaveTimeout \
-                 ({timeout_ms} ms){since}"
+                 ({timeout_ms} ms){}",
+                crate::logging::recurred(rounds)
             );
         }
     }
@@ -375,8 +374,7 @@ impl HaMaster {
                     lag_bytes: if ack < 0 { max } else { (max - ack).max(0) },
                     connected_ms: c.accepted.elapsed().as_millis() as u64,
                     transferring: c.transferring.load(Ordering::Acquire),
-                    last_report_ms: (c.accepted.elapsed().as_millis() as u64)
-                        .saturating_sub(c.last_read_ms.load(Ordering::Relaxed)),
+                    last_report_ms: c.silent().as_millis() as u64,
                 }
             })
             .collect()
@@ -463,18 +461,10 @@ impl Shared {
     fn refuse(&self, conn: &Conn, requested: i64, reason: String) {
         // A refused slave retries every few seconds, and anything may connect to this port.
         static REFUSALS: crate::logging::Throttle = crate::logging::Throttle::new(Duration::from_secs(300));
+        let line = format!("refusing HA slave {} asking for offset {requested}: {reason}", conn.peer);
         match REFUSALS.note(&conn.peer.ip().to_string()) {
-            Some(0) => {
-                tracing::warn!("refusing HA slave {} asking for offset {requested}: {reason}", conn.peer)
-            }
-            Some(n) => tracing::warn!(
-                "refusing HA slave {} asking for offset {requested}: {reason} ({n} more refusals of this host \
-                 since the last report)",
-                conn.peer
-            ),
-            None => {
-                tracing::debug!("refusing HA slave {} asking for offset {requested}: {reason}", conn.peer)
-            }
+            Some(n) => tracing::warn!("{line}{}", crate::logging::recurred(n)),
+            None => tracing::debug!("{line}"),
         }
         let mut r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         if r.len() >= 16 {
@@ -652,7 +642,8 @@ fn remove(shared: &Shared, conn: &Conn) {
 fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
     let mut buf = vec![0u8; 64 * 1024];
     let mut reports = ReportReader::default();
-    let mut last_read = Instant::now();
+    // When the slave last sent bytes is kept on the connection (`last_report_ms` reads it).
+
     loop {
         if conn.closed.load(Ordering::Acquire) || shared.stopping.load(Ordering::Acquire) {
             return "closing".into();
@@ -661,7 +652,7 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
             Ok(0) => return "the slave closed the connection".into(),
             Ok(n) => n,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                if last_read.elapsed() > shared.opts.housekeeping_interval {
+                if conn.silent() > shared.opts.housekeeping_interval {
                     return format!(
                         "no report for {:?} (haHousekeepingInterval)",
                         shared.opts.housekeeping_interval
@@ -672,7 +663,6 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return format!("read error: {e}"),
         };
-        last_read = Instant::now();
         conn.last_read_ms.store(conn.accepted.elapsed().as_millis() as u64, Ordering::Relaxed);
         // The first report is the first 8 bytes: what a peer that is no slave sent first.
         let first = conn.request_offset.load(Ordering::Acquire) < 0;
@@ -752,16 +742,14 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
         next = from.max(shared.cl.min_offset());
     }
     conn.transferring.store(true, Ordering::Release);
-    if (next as i64) < req {
-        // The bytes before the slave's end are sent again for it to compare with its own.
-        tracing::info!(
-            "HA slave {} reported offset {req}; streaming from {next} (resending {} bytes for the divergence check)",
-            conn.peer,
-            req - next as i64
-        );
+    // The bytes before the slave's end are sent again for it to compare with its own.
+    let resend = req - next as i64;
+    let resend = if resend > 0 {
+        format!(" (resending {resend} bytes for the divergence check)")
     } else {
-        tracing::info!("HA slave {} reported offset {req}; streaming from {next}", conn.peer);
-    }
+        String::new()
+    };
+    tracing::info!("HA slave {} reported offset {req}; streaming from {next}{resend}", conn.peer);
     let cl = &shared.cl;
     let batch = shared.opts.transfer_batch_size.max(1);
     let mut stream = match conn.stream.try_clone() {

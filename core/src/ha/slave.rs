@@ -157,8 +157,9 @@ fn run(shared: &Shared) {
             Err(e) => {
                 let msg = format!("cannot connect to master {addr}: {e}");
                 match unreachable.note(&msg) {
-                    Some(0) => tracing::warn!("{msg}; retrying until it answers"),
-                    Some(n) => tracing::warn!("{msg} (still, {n} more attempts since the last report)"),
+                    Some(n) => {
+                        tracing::warn!("{msg}; retrying until it answers{}", crate::logging::recurred(n))
+                    }
                     None => tracing::debug!("{msg}"),
                 }
                 shared.set_error(msg);
@@ -183,7 +184,6 @@ fn run(shared: &Shared) {
         shared.connected.store(false, Ordering::Release);
         *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         // A session that lasted resets the backoff; a master that refuses us at once does not.
-        // A session that lasted resets the backoff; a master that refuses us at once does not.
         if started.elapsed() > Duration::from_secs(5) {
             backoff = FIRST_BACKOFF;
             ended.clear();
@@ -192,8 +192,7 @@ fn run(shared: &Shared) {
             let msg = format!("HA connection to master {addr} ended: {why}");
             // Keyed by the master alone: one refusal ends as a reset or as a close by timing.
             match ended.note(&addr) {
-                Some(0) => tracing::warn!("{msg}"),
-                Some(n) => tracing::warn!("{msg} (again; {n} more times since the last report)"),
+                Some(n) => tracing::warn!("{msg}{}", crate::logging::recurred(n)),
                 None => tracing::debug!("{msg}"),
             }
         }

@@ -681,8 +681,10 @@ impl CommitLog {
             static FAILED: crate::logging::Throttle =
                 crate::logging::Throttle::new(std::time::Duration::from_secs(60));
             if let Some(n) = FAILED.note(&e.to_string()) {
-                let more = if n > 0 { format!(" ({n} more since the last report)") } else { String::new() };
-                tracing::error!("puts fail with CREATE_MAPPED_FILE_FAILED: {why}{more}");
+                tracing::error!(
+                    "puts fail with CREATE_MAPPED_FILE_FAILED: {why}{}",
+                    crate::logging::recurred(n)
+                );
             }
             AppendError::Status(PutStatus::CreateMappedFileFailed, why)
         })

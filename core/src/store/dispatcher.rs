@@ -431,13 +431,12 @@ impl Dispatcher {
                 Err(e) => {
                     let why = e.to_string();
                     self.set_failure(Some(&why));
-                    match failing.note(&why) {
-                        Some(0) => tracing::error!("dispatch failed, retrying every 100 ms: {why}"),
-                        Some(n) => tracing::error!(
-                            "dispatch still failing ({n} more attempts since the last report), consumers get no new \
-                             messages: {why}"
-                        ),
-                        None => {}
+                    if let Some(n) = failing.note(&why) {
+                        let more = crate::logging::recurred(n);
+                        tracing::error!(
+                            "dispatch failed, retrying every 100 ms; consumers get no new messages meanwhile: \
+                             {why}{more}"
+                        );
                     }
                     if stop.load(Ordering::Acquire) {
                         return;

@@ -226,14 +226,14 @@ impl MessageStore {
         let flush_waiters = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, flushed);
         // A disk slower than syncFlushTimeout answered puts FLUSH_DISK_TIMEOUT without a word.
         let (timeout_ms, dir) = (config.sync_flush_timeout, config.commit_log_dir());
-        let timeouts = Mutex::new(crate::logging::Repeats::new(std::time::Duration::from_secs(60)));
+        let timeouts = crate::logging::Throttle::new(std::time::Duration::from_secs(60));
         flush_waiters.set_on_expired(move |n| {
-            if let Some(more) = timeouts.lock().unwrap_or_else(|e| e.into_inner()).note("timeout") {
-                let since = if more > 0 { format!(" ({more} more rounds since the last report)") } else { String::new() };
+            if let Some(rounds) = timeouts.note("timeout") {
                 tracing::warn!(
                     "{n} SYNC_FLUSH put(s) answered FLUSH_DISK_TIMEOUT: not flushed to {} within syncFlushTimeout \
-                     ({timeout_ms} ms){since}",
-                    dir.display()
+                     ({timeout_ms} ms){}",
+                    dir.display(),
+                    crate::logging::recurred(rounds)
                 );
             }
         });
