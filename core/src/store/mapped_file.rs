@@ -448,6 +448,7 @@ impl MappedFile {
     ) -> io::Result<()> {
         const CHUNK: usize = 16 << 20;
         let (mut pos, end) = self.untouched_until(end);
+        let began = pos;
         while pos < end && go_on() {
             let len = CHUNK.min(end - pos);
             match how {
@@ -469,6 +470,13 @@ impl MappedFile {
             }
             pos += len;
             self.touched.fetch_max(pos, Ordering::AcqRel);
+        }
+        if matches!(how, Populate::Zero) && pos >= end && pos > began {
+            // Wait for the zeros to reach the disk before the file is handed over: a sync's
+            // cache flush waits for every write queued before it, so the first group commits
+            // in this file would otherwise wait behind its writeback (435 ms for a whole
+            // 1 GiB file with `warmMapedFileEnable`, measured on this project's VM).
+            self.with_file(|file| file.sync_data())?;
         }
         Ok(())
     }
@@ -1098,7 +1106,8 @@ pub(crate) mod tests {
         f.pretouch_fresh(2 * ZERO_CHUNK.min(size / 4) + 1, Populate::Zero, || true).unwrap();
         let ready = f.ready_position();
         assert!(ready > 2 * ZERO_CHUNK.min(size / 4) && ready <= size, "{ready}");
-        f.file.as_ref().unwrap().sync_data().unwrap();
+        // Their writeback is waited for, not only started: a file is handed over with its
+        // zeros on disk (no sync here).
         if before == Some(true) {
             assert_eq!(first_extent_unwritten(&f), Some(false), "the zeros were written to disk");
         }
