@@ -243,6 +243,10 @@ typedef struct rmqha_slave_info_t {
   uint64_t connected_ms;
   // Whether the master streams to it (its starting offset was accepted).
   bool transferring;
+  // Milliseconds since the slave last sent anything (a report, an ack or a heartbeat,
+  // every `haSendHeartbeatInterval` at the latest): a frozen slave's `lag_bytes` stays
+  // small while this grows.
+  uint64_t last_report_ms;
 } rmqha_slave_info_t;
 
 // Where a put went and how durable it is. A plain value: no pointers, nothing to free.
@@ -357,7 +361,10 @@ rmqha_status rmqha_start_slave(const struct rmqha_config *cfg, struct rmqha_brok
 // Stops the broker gracefully: remoting, HA (puts waiting for a slave get their answer),
 // then the store (flushed, threads joined, its locks let go, so another broker may open it
 // while this handle lives). Idempotent: a call while another runs returns once that one is
-// done. After it, puts fail with
+// done. `RMQHA_STATUS_STORE` when the stop was not clean (the config tables could not be
+// persisted, or the final flush failed and the abort file stays for the next start's
+// recovery); `rmqha_last_error` names why, and the broker is stopped all the same. After it,
+// puts fail with
 // `RMQHA_STATUS_PUT_FAILED` (SERVICE_NOT_AVAILABLE) while offsets and reads still answer
 // from what was stored; the handle must still be freed with `rmqha_broker_free`.
 //

@@ -67,7 +67,8 @@ export declare class Broker {
   /**
    * Shuts down gracefully (flush, stop services, join threads, the store let go); pending
    * puts settle first. A call while another runs resolves once that one is done; later
-   * calls resolve at once.
+   * calls resolve at once. Rejects with code `STORE` when the stop was not clean (config
+   * tables not persisted, a failed final flush); the broker is stopped all the same.
    */
   close(): Promise<void>
 }
@@ -164,6 +165,11 @@ export interface SlaveInfo {
   connectedMs: number
   /** Whether the master streams to it. */
   transferring: boolean
+  /**
+   * Milliseconds since the slave last sent anything (a report, an ack or a heartbeat):
+   * grows while a frozen slave's `lagBytes` stays small.
+   */
+  lastReportMs: number
 }
 
 /**

@@ -811,6 +811,23 @@ impl Broker {
     pub fn stop_problems(&self) -> Vec<String> {
         self.stop_problems.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// `shutdown`, and an `Error::Store` naming the `stop_problems` when the stop was not
+    /// clean: the broker is stopped either way, but what it was to persist may not be (the
+    /// bindings' `close` and `rmqha_shutdown` report it, as `rmqha broker` exits 1).
+    pub fn close(&self) -> Result<()> {
+        self.shutdown();
+        let problems = self.stop_problems();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Store(format!(
+                "broker {} stopped uncleanly: {}",
+                self.config.broker_name,
+                problems.join("; ")
+            )))
+        }
+    }
 }
 
 impl Drop for Broker {

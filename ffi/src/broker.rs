@@ -123,7 +123,10 @@ pub unsafe extern "C" fn rmqha_start_slave(
 /// Stops the broker gracefully: remoting, HA (puts waiting for a slave get their answer),
 /// then the store (flushed, threads joined, its locks let go, so another broker may open it
 /// while this handle lives). Idempotent: a call while another runs returns once that one is
-/// done. After it, puts fail with
+/// done. `RMQHA_STATUS_STORE` when the stop was not clean (the config tables could not be
+/// persisted, or the final flush failed and the abort file stays for the next start's
+/// recovery); `rmqha_last_error` names why, and the broker is stopped all the same. After it,
+/// puts fail with
 /// `RMQHA_STATUS_PUT_FAILED` (SERVICE_NOT_AVAILABLE) while offsets and reads still answer
 /// from what was stored; the handle must still be freed with `rmqha_broker_free`.
 ///
@@ -133,7 +136,7 @@ pub unsafe extern "C" fn rmqha_start_slave(
 pub unsafe extern "C" fn rmqha_shutdown(broker: *const rmqha_broker) -> rmqha_status {
     guard(|| {
         // SAFETY: the caller passes a live handle.
-        unsafe { broker_arg(broker) }?.shutdown();
+        unsafe { broker_arg(broker) }?.close()?;
         Ok(())
     })
 }
@@ -403,6 +406,10 @@ pub struct rmqha_slave_info_t {
     pub connected_ms: u64,
     /// Whether the master streams to it (its starting offset was accepted).
     pub transferring: bool,
+    /// Milliseconds since the slave last sent anything (a report, an ack or a heartbeat,
+    /// every `haSendHeartbeatInterval` at the latest): a frozen slave's `lag_bytes` stays
+    /// small while this grows.
+    pub last_report_ms: u64,
 }
 
 /// Fills `*out` with the `index`th (0-based) slave connected to this master now.
@@ -431,6 +438,7 @@ pub unsafe extern "C" fn rmqha_slave_info(
             lag_bytes: s.lag_bytes,
             connected_ms: s.connected_ms,
             transferring: s.transferring,
+            last_report_ms: s.last_report_ms,
         };
         // SAFETY: checked non-NULL above.
         unsafe { args::write(out, v) };

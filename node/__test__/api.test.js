@@ -217,6 +217,20 @@ test('use after close throws or rejects with CLOSED; close is idempotent', async
   await again.close()
 })
 
+test('an unclean stop rejects close() with STORE, and the broker is stopped all the same', async (t) => {
+  const dir = tmpStore(t, 'unclean')
+  const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+  // The delay offsets' temporary file cannot be made: a directory holds its name.
+  const blocker = path.join(dir, 'config', 'delayOffset.json.tmp')
+  fs.mkdirSync(blocker, { recursive: true })
+  await assert.rejects(b.close(), { code: 'STORE', message: /stopped uncleanly: config tables not persisted/ })
+  assert.equal(b.closed, true)
+  await b.close() // reported once
+  fs.rmdirSync(blocker)
+  const again = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+  await again.close()
+})
+
 test('a close racing another resolves once the store is released', async (t) => {
   // A second close() resolved at once while the first was still shutting down, so a broker
   // started on the same store right after it failed as locked.

@@ -41,6 +41,8 @@ test('a slave in another process replicates a SYNC_MASTER', async (t) => {
   const mo = master.offsets()
   assert.equal(mo.slaves.length, 1)
   assert.equal(mo.slaves[0].ackOffset, end)
+  const { lastReportMs, connectedMs } = mo.slaves[0]
+  assert.ok(lastReportMs >= 0 && lastReportMs <= connectedMs, `last report ${lastReportMs} ms ago, connected ${connectedMs} ms`)
 
   // The slave serves the messages from its own store, byte for byte.
   await waitFor('the slave to dispatch', async () => (await slave.request('queueMaxOffset', { topic: 'Rep', queueId: 1 })) === 100)

@@ -244,7 +244,8 @@ impl Broker {
 
     /// Shuts down gracefully (flush, stop services, join threads, the store let go); pending
     /// puts settle first. A call while another runs resolves once that one is done; later
-    /// calls resolve at once.
+    /// calls resolve at once. Rejects with code `STORE` when the stop was not clean (config
+    /// tables not persisted, a failed final flush); the broker is stopped all the same.
     #[napi(catch_unwind)]
     pub fn close(&self) -> AsyncTask<CloseTask> {
         let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();

@@ -160,26 +160,22 @@ impl Task for MessageByIdTask {
 }
 
 /// `close`: graceful shutdown (flush, stop services, join threads). Puts still waiting for a
-/// slave get their answer first. `None` when the broker was already closed.
+/// slave get their answer first. `None` when the broker was already closed. Rejects with
+/// `STORE` when the stop was not clean (the broker is stopped all the same).
 pub struct CloseTask {
     pub(crate) broker: Option<Arc<CoreBroker>>,
 }
 
 #[napi]
 impl Task for CloseTask {
-    type Output = ();
+    type Output = Outcome<()>;
     type JsValue = ();
 
-    fn compute(&mut self) -> Result<()> {
-        guarded(|| {
-            if let Some(b) = self.broker.take() {
-                b.shutdown();
-            }
-            Ok(())
-        })
+    fn compute(&mut self) -> Result<Self::Output> {
+        guarded(|| Ok(self.broker.take().map_or(Ok(()), |b| b.close().map_err(Failure::from))))
     }
 
-    fn resolve(&mut self, _env: Env, _output: ()) -> Result<()> {
-        Ok(())
+    fn resolve(&mut self, env: Env, output: Self::Output) -> Result<()> {
+        to_js(&env, output)
     }
 }

@@ -172,6 +172,9 @@ pub struct SlaveInfo {
     pub connected_ms: i64,
     /// Whether the master streams to it.
     pub transferring: bool,
+    /// Milliseconds since the slave last sent anything (a report, an ack or a heartbeat):
+    /// grows while a frozen slave's `lagBytes` stays small.
+    pub last_report_ms: i64,
 }
 
 impl From<CoreSlaveInfo> for SlaveInfo {
@@ -182,6 +185,7 @@ impl From<CoreSlaveInfo> for SlaveInfo {
             lag_bytes: s.lag_bytes,
             connected_ms: s.connected_ms as i64,
             transferring: s.transferring,
+            last_report_ms: s.last_report_ms as i64,
         }
     }
 }

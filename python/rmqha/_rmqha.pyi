@@ -190,7 +190,10 @@ class Broker:
     @property
     def closed(self) -> bool: ...
     def close(self) -> None:
-        """Shuts down gracefully (flush, stop services, join threads). Idempotent."""
+        """Shuts down gracefully (flush, stop services, join threads). Idempotent.
+
+        Raises StoreError when the stop was not clean (config tables not persisted, a failed
+        final flush); the broker is stopped all the same."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self,

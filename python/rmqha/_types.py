@@ -48,6 +48,9 @@ class SlaveInfo(TypedDict):
     """Milliseconds since the connection was accepted."""
     transferring: bool
     """Whether the master streams to it (its offset was accepted)."""
+    last_report_ms: int
+    """Milliseconds since the slave last sent anything (report, ack or heartbeat): grows
+    while a frozen slave's lag_bytes stays small."""
 
 
 class RefusedSlave(TypedDict):

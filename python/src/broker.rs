@@ -240,14 +240,19 @@ impl PyBroker {
 
     /// Shuts the broker down gracefully (flush, stop services, join threads, the store let
     /// go). Idempotent; a call while another thread's runs returns once that one is done.
-    fn close(&self, py: Python<'_>) {
+    /// Raises `StoreError` when the stop was not clean (config tables not persisted, a failed
+    /// final flush): the broker is stopped all the same.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
         let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(b) = taken.or_else(|| self.core.upgrade()) {
             py.detach(move || {
-                b.shutdown();
+                let closed = b.close();
                 drop(b);
-            });
+                closed
+            })
+            .map_err(|e| crate::errors::to_py(py, e))?;
         }
+        Ok(())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -261,9 +266,9 @@ impl PyBroker {
         _exc_type: Option<&Bound<'_, PyType>>,
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
-    ) -> bool {
-        self.close(py);
-        false
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 
     fn __repr__(&self) -> String {

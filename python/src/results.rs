@@ -227,6 +227,7 @@ fn slave_dict<'py>(py: Python<'py>, s: &SlaveInfo) -> PyResult<Bound<'py, PyDict
     d.set_item("lag_bytes", s.lag_bytes)?;
     d.set_item("connected_ms", s.connected_ms)?;
     d.set_item("transferring", s.transferring)?;
+    d.set_item("last_report_ms", s.last_report_ms)?;
     Ok(d)
 }
 

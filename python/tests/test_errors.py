@@ -215,6 +215,19 @@ def test_every_call_after_close_raises_closed_error(tmp_path: Path) -> None:
             getattr(broker, name)(*args)
 
 
+def test_an_unclean_stop_raises_store_error_from_close(tmp_path: Path) -> None:
+    broker = rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER"))
+    # The delay offsets' temporary file cannot be made: a directory holds its name.
+    (tmp_path / "config" / "delayOffset.json.tmp").mkdir(parents=True)
+    with pytest.raises(rmqha.StoreError, match="stopped uncleanly: config tables not persisted"):
+        broker.close()
+    # Stopped all the same: the store opens again.
+    assert broker.closed
+    broker.close()  # reported once
+    (tmp_path / "config" / "delayOffset.json.tmp").rmdir()
+    rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER")).close()
+
+
 def test_the_with_block_closes_even_on_an_exception(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError), rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER")) as broker:
         raise RuntimeError("boom")

@@ -44,6 +44,7 @@ def test_master_and_slave_in_two_processes_replicate(tmp_path: Path) -> None:
             assert master_offsets["slave_ack_offset"] == end
             (info,) = master_offsets["slaves"]
             assert info["ack_offset"] == end and info["lag_bytes"] == 0 and info["connected_ms"] >= 0
+            assert 0 <= info["last_report_ms"] <= info["connected_ms"], info
 
             # The slave records an ack as sent just after sending it, so the master may have
             # answered the put a moment before the slave's own offsets() shows it.

@@ -99,8 +99,13 @@ struct Conn {
 impl Conn {
     /// How long since the slave last sent bytes.
     fn silent(&self) -> Duration {
+        self.silent_at(self.accepted.elapsed())
+    }
+
+    /// `silent` when the connection is `age` old (one clock read for both in `slaves`).
+    fn silent_at(&self, age: Duration) -> Duration {
         let last = Duration::from_millis(self.last_read_ms.load(Ordering::Relaxed));
-        self.accepted.elapsed().saturating_sub(last)
+        age.saturating_sub(last)
     }
 
     fn close(&self, why: &str) {
@@ -368,13 +373,15 @@ impl HaMaster {
             .filter(|c| !c.closed.load(Ordering::Acquire) && c.request_offset.load(Ordering::Acquire) >= 0)
             .map(|c| {
                 let ack = c.ack_offset.load(Ordering::Acquire);
+                let age = c.accepted.elapsed();
                 SlaveInfo {
                     addr: c.peer,
                     ack_offset: ack,
                     lag_bytes: if ack < 0 { max } else { (max - ack).max(0) },
-                    connected_ms: c.accepted.elapsed().as_millis() as u64,
+                    connected_ms: age.as_millis() as u64,
                     transferring: c.transferring.load(Ordering::Acquire),
-                    last_report_ms: c.silent().as_millis() as u64,
+                    // Never above `connected_ms`: the same clock read.
+                    last_report_ms: c.silent_at(age).as_millis() as u64,
                 }
             })
             .collect()

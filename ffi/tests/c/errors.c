@@ -1,9 +1,11 @@
 /* Error paths: NULL and invalid arguments, bad config keys and values, bad properties files,
- * wrong roles, a locked store, a put stored nothing, the last-error message (per thread,
+ * wrong roles, a locked store, a put stored nothing, an unclean stop, the last-error message (per thread,
  * snprintf-like), names of statuses, frees of NULL. Nothing here may crash or leak. */
 #include "test_util.h" /* first: it sets the feature macros */
 
+#include <errno.h>
 #include <pthread.h>
+#include <sys/stat.h>
 
 /* The last error mentions `needle`. */
 #define CHECK_MESSAGE(needle) CHECK(strstr(last_error(), (needle)) != NULL, "message %s lacks %s", last_error(), (needle))
@@ -254,6 +256,30 @@ static void start_errors(const char *dir) {
   rmqha_broker_free(master); /* shuts down too */
 }
 
+/* A stop that could not persist what it should reports it (and still stops): the delay
+ * offsets' temporary file cannot be made, a directory holds its name. */
+static void unclean_stop(const char *dir) {
+  char root[512], blocker[600];
+  snprintf(root, sizeof root, "%s/unclean", dir);
+  rmqha_config *cfg = test_config(root, "ASYNC_MASTER");
+  rmqha_broker *b = NULL;
+  CHECK_OK(rmqha_start_master(cfg, &b));
+  snprintf(blocker, sizeof blocker, "%s/config", root);
+  CHECK(mkdir(blocker, 0755) == 0 || errno == EEXIST, "mkdir %s", blocker);
+  snprintf(blocker, sizeof blocker, "%s/config/delayOffset.json.tmp", root);
+  CHECK(mkdir(blocker, 0755) == 0, "mkdir %s", blocker);
+  CHECK_STATUS(rmqha_shutdown(b), RMQHA_STATUS_STORE);
+  CHECK_MESSAGE("stopped uncleanly");
+  CHECK_MESSAGE("config tables not persisted");
+  /* Stopped all the same; a later call answers the same. */
+  rmqha_put_result_t r;
+  CHECK_STATUS(rmqha_put_message_sync(b, "T", (const uint8_t *)"x", 1, NULL, NULL, &r), RMQHA_STATUS_PUT_FAILED);
+  CHECK(r.status == RMQHA_PUT_STATUS_SERVICE_NOT_AVAILABLE, "%s", rmqha_put_status_name(r.status));
+  CHECK_STATUS(rmqha_shutdown(b), RMQHA_STATUS_STORE);
+  rmqha_broker_free(b);
+  rmqha_config_free(cfg);
+}
+
 int main(void) {
   char *dir = make_dir("rmqha-c-errors");
   char buf[8];
@@ -261,6 +287,7 @@ int main(void) {
 
   config_errors(dir);
   start_errors(dir);
+  unclean_stop(dir);
 
   /* The last-error message: snprintf-like truncation, per thread. */
   CHECK_STATUS(rmqha_config_set(NULL, "k", "v"), RMQHA_STATUS_NULL_ARGUMENT);

@@ -119,6 +119,9 @@ int main(int argc, char **argv) {
   CHECK_OK(rmqha_slave_info(master, 0, &info));
   CHECK(info.ack_offset == mo.max_offset && info.transferring, "slave info ack %lld", (long long)info.ack_offset);
   CHECK(strncmp(info.addr, "127.0.0.1:", 10) == 0, "slave addr %s", info.addr);
+  /* It reported after the master accepted it (the ack just waited for, at the latest). */
+  CHECK(info.last_report_ms <= info.connected_ms, "last report %llu ms ago, connected %llu ms",
+        (unsigned long long)info.last_report_ms, (unsigned long long)info.connected_ms);
 
   /* Read queue 1 back from the slave, in pages of 3. */
   int64_t offset = 0;
