@@ -51,14 +51,17 @@ fn a_slave_reports_an_unreachable_or_refusing_master_once() {
     assert_eq!(unreachable.len(), 1, "{unreachable:#?}");
 
     // A master comes up at that address: the slave connects and says after how many tries.
+    // (It sends nothing for a minute: an empty log and no heartbeat yet.)
     let md = tempfile::tempdir().unwrap();
     let master = Broker::start_master(broker_config(
         md.path(),
         "ASYNC_MASTER",
-        &[("haListenPort", &addr.port().to_string())],
+        &[("haListenPort", &addr.port().to_string()), ("haSendHeartbeatInterval", "60000")],
     ))
     .unwrap();
     assert!(wait_until(Duration::from_secs(20), || slave.offsets().connected == Some(true)));
+    // Connected, so "cannot connect" is no longer true: it showed until the first frame.
+    assert_eq!(slave.offsets().last_ha_error, None);
     let back = logged_lines_with(&["INFO", &format!("HA connected to master {addr} after")]);
     assert_eq!(back.len(), 1, "{back:#?}");
     let unreachable = logged_lines_with(&["WARN", &format!("cannot connect to master {addr}")]);

@@ -33,7 +33,8 @@ pub struct SlaveStatus {
     pub connected: bool,
     /// Highest offset acked to the master.
     pub acked_offset: i64,
-    /// Why the last connection ended, if it did.
+    /// Why the last connection ended (until the master streams again), or why the last connect
+    /// failed (until one succeeds).
     pub last_error: Option<String>,
 }
 
@@ -140,6 +141,8 @@ fn run(shared: &Shared) {
             *backoff = (*backoff * 2).min(shared.opts.max_backoff);
         }
     };
+    // Whether `last_error` is a failed connect (cleared by the next successful one).
+    let mut connect_failed = false;
     while !shared.stop.is_stopped() {
         let addr = shared.master.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if addr.is_empty() {
@@ -163,6 +166,7 @@ fn run(shared: &Shared) {
                     None => tracing::debug!("{msg}"),
                 }
                 shared.set_error(msg);
+                connect_failed = true;
                 pause(backoff, &addr, &mut backoff);
                 continue;
             }
@@ -172,6 +176,11 @@ fn run(shared: &Shared) {
         if shared.stop.is_stopped() || *shared.master.lock().unwrap_or_else(|e| e.into_inner()) != addr {
             let _ = stream.shutdown(Shutdown::Both);
             continue;
+        }
+        if std::mem::take(&mut connect_failed) {
+            // "cannot connect" beside `connected: true` would be stale at once (an error from
+            // an ended session stays until the master streams: it may refuse us again).
+            *shared.last_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
         shared.connected.store(true, Ordering::Release);
         match unreachable.clear() {
