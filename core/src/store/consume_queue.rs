@@ -353,6 +353,9 @@ pub struct ConsumeQueueStore {
     flush_failed: std::sync::atomic::AtomicBool,
     /// Test hook: the next flush round fails.
     fail_next_flush: std::sync::atomic::AtomicBool,
+    /// The root directory, open since the store opened: a `syncfs` through it reports every
+    /// writeback error on its file system since then (see `sync_file_system`).
+    root_dir: Option<std::fs::File>,
 }
 
 /// Whether `topic` is a single directory name (see `ConsumeQueueStore::find_or_create`).
@@ -384,11 +387,25 @@ impl ConsumeQueueStore {
             queues: RwLock::new(queues),
             flush_failed: Default::default(),
             fail_next_flush: Default::default(),
+            root_dir: std::fs::File::open(root).ok(),
         })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Syncs the file system of the queues as a whole (`syncfs`): every queue's pages, and
+    /// the names of their new files and directories, with one sync where a sync per file took
+    /// 0.2 ms each (4 s for 20,000 queues here). Through a descriptor open since the store
+    /// opened, it fails on any writeback error on that file system since then, also one in
+    /// another program's file: a flush may then count as failed that was not, never the
+    /// other way. `Ok(false)` where that cannot be done: the caller syncs each file.
+    pub fn sync_file_system(&self) -> io::Result<bool> {
+        match &self.root_dir {
+            Some(d) => super::mapped_file::sync_file_system(d, &self.root),
+            None => Ok(false),
+        }
     }
 
     /// The queue, if it exists.

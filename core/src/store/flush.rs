@@ -214,6 +214,11 @@ pub fn run_cq_flush(
     }
 }
 
+/// From how many queues with unflushed units (on a thorough flush) or new queue directories
+/// a flush round syncs their file system once (`syncfs`) rather than each file and
+/// directory: below it, a sync each is cheap and writes back nothing else.
+pub const BATCH_SYNC_MIN_QUEUES: usize = 64;
+
 /// Flushes the ConsumeQueues (and with `with_checkpoint`, the index and the checkpoint).
 pub fn flush_logics(
     cqs: &ConsumeQueueStore,
@@ -241,6 +246,33 @@ pub fn flush_logics(
     for q in &queues {
         q.files().take_unsynced_dirs(&mut dirs);
     }
+    // Many new directories, or a thorough flush of many queues (a clean stop, the round every
+    // flushConsumeQueueThoroughInterval): one sync of their file system covers them all.
+    let pending: Vec<_> = if least_pages == 0 {
+        queues.iter().filter_map(|q| q.files().begin_flush()).collect()
+    } else {
+        Vec::new()
+    };
+    let mut synced_whole = false;
+    if pending.len() >= BATCH_SYNC_MIN_QUEUES || dirs.len() >= BATCH_SYNC_MIN_QUEUES {
+        match cqs.sync_file_system() {
+            Ok(true) => {
+                dirs.clear();
+                synced_whole = least_pages == 0;
+            }
+            Ok(false) => {}
+            // Counted; each directory's and queue's own sync below then says what is safe.
+            Err(e) => {
+                failed += 1;
+                first.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    if synced_whole {
+        pending.into_iter().for_each(|p| p.synced());
+    } else {
+        drop(pending);
+    }
     for dir in &dirs {
         if let Err(e) = super::mapped_file::sync_dir(dir) {
             failed += 1;
@@ -250,7 +282,7 @@ pub fn flush_logics(
             }
         }
     }
-    for q in queues {
+    for q in queues.iter().filter(|_| !synced_whole) {
         // A thorough flush, after which the checkpoint claims every unit dispatched so far,
         // covers all of a queue's files: one file per call (RocketMQ's) left the units of a
         // queue that had moved into its next file in the page cache.

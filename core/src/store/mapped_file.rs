@@ -407,6 +407,12 @@ impl MappedFile {
         self.flushed.store(pos, Ordering::Release);
     }
 
+    /// Records `[.., pos)` as on disk after it was synced some other way than `flush` (one
+    /// `syncfs` for many files); never moves the flushed position back.
+    pub(crate) fn mark_flushed(&self, pos: usize) {
+        self.flushed.fetch_max(pos.min(self.size), Ordering::AcqRel);
+    }
+
     /// Flushes `[flushed, wrote)` to disk; returns the new flushed position. RocketMQ flushes
     /// only when at least `least_pages` whole pages are dirty (or the file is full).
     pub fn flush(&self, least_pages: usize) -> io::Result<usize> {
@@ -844,19 +850,9 @@ pub(crate) fn sync_file_systems(dirs: &[PathBuf]) -> io::Result<bool> {
             if done.contains(&dev) {
                 continue;
             }
-            // SAFETY: plain syscall on a descriptor we hold.
-            if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::ENOSYS) {
-                    return Ok(false);
-                }
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("syncing the file system of {}: {e}", dir.display()),
-                ));
+            if !sync_file_system(&d, dir)? {
+                return Ok(false);
             }
-            #[cfg(test)]
-            SYNCED_FS.with(|s| s.borrow_mut().push(dir.clone()));
             done.push(dev);
         }
         Ok(true)
@@ -864,6 +860,35 @@ pub(crate) fn sync_file_systems(dirs: &[PathBuf]) -> io::Result<bool> {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = dirs;
+        Ok(false)
+    }
+}
+
+/// `syncfs(2)` of the file system holding `dir`, opened as `d`. Besides its own writeback's
+/// errors it reports any writeback error on that file system since `d` was opened or last
+/// synced, also one the kernel's background writeback met (Linux 5.8 and later), so a
+/// descriptor kept open misses none. `Ok(false)` where there is no `syncfs`.
+pub(crate) fn sync_file_system(d: &File, dir: &Path) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain syscall on a descriptor the caller holds.
+        if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENOSYS) {
+                return Ok(false);
+            }
+            return Err(io::Error::new(
+                e.kind(),
+                format!("syncing the file system of {}: {e}", dir.display()),
+            ));
+        }
+        #[cfg(test)]
+        SYNCED_FS.with(|s| s.borrow_mut().push(dir.to_path_buf()));
+        Ok(true)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (d, dir);
         Ok(false)
     }
 }

@@ -256,6 +256,27 @@ pub struct MappedFileQueue {
     keep_descriptors: bool,
 }
 
+/// Bytes of a queue's files written but not flushed, listed by `begin_flush`, for the caller
+/// to sync (`syncfs`) and then record with `synced`.
+pub struct PendingFlush<'a> {
+    queue: &'a MappedFileQueue,
+    files: Vec<(Arc<MappedFile>, usize)>,
+    _no_truncation: parking_lot::MutexGuard<'a, ()>,
+}
+
+impl PendingFlush<'_> {
+    /// Records the listed bytes as flushed: the caller synced their file system after
+    /// `begin_flush` returned.
+    pub fn synced(self) {
+        let mut where_ = self.queue.flushed_where();
+        for (f, pos) in &self.files {
+            f.mark_flushed(*pos);
+            where_ = where_.max(f.start_offset() + *pos as u64);
+        }
+        self.queue.set_flushed_where(where_);
+    }
+}
+
 impl MappedFileQueue {
     /// Loads the files in `dir` (creating `dir` if needed). Every file must be `file_size`
     /// bytes, except that an empty last file is deleted (a crash while creating it).
@@ -484,6 +505,23 @@ impl MappedFileQueue {
             self.set_flushed_where(where_);
         }
         Ok(where_)
+    }
+
+    /// What `flush_all` would sync, for a caller that syncs it another way (one `syncfs` for
+    /// thousands of queues instead of a sync per file): each file with unflushed bytes and its
+    /// write position now. Truncation waits until the returned value is dropped, so nothing
+    /// listed is cut in the meantime. `None` when everything written is flushed.
+    pub fn begin_flush(&self) -> Option<PendingFlush<'_>> {
+        let guard = self.flush_lock.lock();
+        let files: Vec<_> = self
+            .files()
+            .into_iter()
+            .filter_map(|f| {
+                let wrote = f.wrote_position();
+                (f.flushed_position() < wrote).then_some((f, wrote))
+            })
+            .collect();
+        (!files.is_empty()).then_some(PendingFlush { queue: self, files, _no_truncation: guard })
     }
 
     /// Flushes everything written so far, across files.
