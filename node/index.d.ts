@@ -68,7 +68,8 @@ export declare class Broker {
    * Shuts down gracefully (flush, stop services, join threads, the store let go); pending
    * puts settle first. A call while another runs resolves once that one is done; later
    * calls resolve at once. Rejects with code `STORE` when the stop was not clean (config
-   * tables not persisted, a failed final flush); the broker is stopped all the same.
+   * tables not persisted, a failed final flush); the broker is stopped all the same. Only
+   * the call that stopped the broker rejects so.
    */
   close(): Promise<void>
 }

@@ -125,7 +125,8 @@ pub unsafe extern "C" fn rmqha_start_slave(
 /// while this handle lives). Idempotent: a call while another runs returns once that one is
 /// done. `RMQHA_STATUS_STORE` when the stop was not clean (the config tables could not be
 /// persisted, or the final flush failed and the abort file stays for the next start's
-/// recovery); `rmqha_last_error` names why, and the broker is stopped all the same. After it,
+/// recovery); `rmqha_last_error` names why, and the broker is stopped all the same (every
+/// later call returns the same). After it,
 /// puts fail with
 /// `RMQHA_STATUS_PUT_FAILED` (SERVICE_NOT_AVAILABLE) while offsets and reads still answer
 /// from what was stored; the handle must still be freed with `rmqha_broker_free`.

@@ -245,11 +245,14 @@ impl Broker {
     /// Shuts down gracefully (flush, stop services, join threads, the store let go); pending
     /// puts settle first. A call while another runs resolves once that one is done; later
     /// calls resolve at once. Rejects with code `STORE` when the stop was not clean (config
-    /// tables not persisted, a failed final flush); the broker is stopped all the same.
+    /// tables not persisted, a failed final flush); the broker is stopped all the same. Only
+    /// the call that stopped the broker rejects so.
     #[napi(catch_unwind)]
     pub fn close(&self) -> AsyncTask<CloseTask> {
         let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // Only the call that stops the broker reports an unclean stop; a racing one waits.
+        let report = taken.is_some();
         let broker = taken.or_else(|| self.core.upgrade());
-        AsyncTask::new(CloseTask { broker })
+        AsyncTask::new(CloseTask { broker, report })
     }
 }

@@ -164,6 +164,9 @@ impl Task for MessageByIdTask {
 /// `STORE` when the stop was not clean (the broker is stopped all the same).
 pub struct CloseTask {
     pub(crate) broker: Option<Arc<CoreBroker>>,
+    /// Whether this call stops the broker (and so reports an unclean stop), or waits for
+    /// another call that does.
+    pub(crate) report: bool,
 }
 
 #[napi]
@@ -172,7 +175,16 @@ impl Task for CloseTask {
     type JsValue = ();
 
     fn compute(&mut self) -> Result<Self::Output> {
-        guarded(|| Ok(self.broker.take().map_or(Ok(()), |b| b.close().map_err(Failure::from))))
+        guarded(|| {
+            Ok(match self.broker.take() {
+                Some(b) if self.report => b.close().map_err(Failure::from),
+                Some(b) => {
+                    b.shutdown();
+                    Ok(())
+                }
+                None => Ok(()),
+            })
+        })
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<()> {

@@ -193,7 +193,9 @@ class Broker:
         """Shuts down gracefully (flush, stop services, join threads). Idempotent.
 
         Raises StoreError when the stop was not clean (config tables not persisted, a failed
-        final flush); the broker is stopped all the same."""
+        final flush); the broker is stopped all the same. Only the call that stopped the
+        broker raises it. At the end of a with block that raised, the block's exception goes
+        on and the unclean stop is a RuntimeWarning."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self,

@@ -241,16 +241,23 @@ impl PyBroker {
     /// Shuts the broker down gracefully (flush, stop services, join threads, the store let
     /// go). Idempotent; a call while another thread's runs returns once that one is done.
     /// Raises `StoreError` when the stop was not clean (config tables not persisted, a failed
-    /// final flush): the broker is stopped all the same.
+    /// final flush): the broker is stopped all the same. Only the call that stopped the
+    /// broker raises it; later (and racing) calls return quietly.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let taken = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(b) = taken.or_else(|| self.core.upgrade()) {
+        if let Some(b) = taken {
             py.detach(move || {
                 let closed = b.close();
                 drop(b);
                 closed
             })
             .map_err(|e| crate::errors::to_py(py, e))?;
+        } else if let Some(b) = self.core.upgrade() {
+            // Another call is stopping it: wait until it is done (the store let go).
+            py.detach(move || {
+                b.shutdown();
+                drop(b);
+            });
         }
         Ok(())
     }
@@ -267,8 +274,18 @@ impl PyBroker {
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
+        match self.close(py) {
+            Ok(()) => Ok(false),
+            // The block's own exception goes on (an `except` for it must still catch it);
+            // the unclean stop becomes a RuntimeWarning (it is in the log too).
+            Err(e) if _exc_type.is_some() => {
+                let msg = std::ffi::CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
+                let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+                PyErr::warn(py, category.as_any(), &msg, 1)?;
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn __repr__(&self) -> String {

@@ -228,6 +228,21 @@ def test_an_unclean_stop_raises_store_error_from_close(tmp_path: Path) -> None:
     rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER")).close()
 
 
+def test_an_unclean_stop_at_the_end_of_a_with_block(tmp_path: Path) -> None:
+    blocker = tmp_path / "config" / "delayOffset.json.tmp"
+    # A block that ends normally: the stop's failure is raised.
+    with pytest.raises(rmqha.StoreError, match="stopped uncleanly"):
+        with rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER")):
+            blocker.mkdir(parents=True)
+    blocker.rmdir()
+    # A block that raises: its own exception goes on (an except for it still catches it),
+    # and the unclean stop is a warning.
+    with pytest.warns(RuntimeWarning, match="stopped uncleanly"), pytest.raises(KeyError, match="own"):
+        with rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER")):
+            blocker.mkdir(parents=True)
+            raise KeyError("the block's own")
+
+
 def test_the_with_block_closes_even_on_an_exception(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError), rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER")) as broker:
         raise RuntimeError("boom")

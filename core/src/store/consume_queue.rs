@@ -354,7 +354,7 @@ pub struct ConsumeQueueStore {
     /// Test hook: the next flush round fails.
     fail_next_flush: std::sync::atomic::AtomicBool,
     /// The root directory, open since the store opened: a `syncfs` through it reports every
-    /// writeback error on its file system since then (see `sync_file_system`).
+    /// writeback error on its file system not reported before (see `sync_file_system`).
     root_dir: Option<std::fs::File>,
 }
 
@@ -398,9 +398,11 @@ impl ConsumeQueueStore {
     /// Syncs the file system of the queues as a whole (`syncfs`): every queue's pages, and
     /// the names of their new files and directories, with one sync where a sync per file took
     /// 0.2 ms each (4 s for 20,000 queues here). Through a descriptor open since the store
-    /// opened, it fails on any writeback error on that file system since then, also one in
-    /// another program's file: a flush may then count as failed that was not, never the
-    /// other way. `Ok(false)` where that cannot be done: the caller syncs each file.
+    /// opened, it fails on any writeback error on that file system not reported through a
+    /// `syncfs` before (possibly older than the store, or in another program's file): a flush
+    /// may then count as failed that was not, never the other way. `Ok(false)` where that
+    /// cannot be done or proves too little (an older kernel, FUSE, overlayfs; see
+    /// `mapped_file::syncfs_reports_errors`): the caller syncs each file.
     pub fn sync_file_system(&self) -> io::Result<bool> {
         match &self.root_dir {
             Some(d) => super::mapped_file::sync_file_system(d, &self.root),

@@ -477,7 +477,7 @@ impl MappedFile {
             pos += len;
             self.touched.fetch_max(pos, Ordering::AcqRel);
         }
-        if matches!(how, Populate::Zero) && pos >= end && pos > began {
+        if matches!(how, Populate::Zero) && pos >= end && pos > began && go_on() {
             // Wait for the zeros to reach the disk before the file is handed over: a sync's
             // cache flush waits for every write queued before it, so the first group commits
             // in this file would otherwise wait behind its writeback (435 ms for a whole
@@ -835,6 +835,52 @@ fn map_error(path: &Path, size: usize, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("cannot map {} ({size} bytes): {e}{why}", path.display()))
 }
 
+/// Whether a successful `syncfs` of `d`'s file system proves that everything written to it
+/// is on disk, as a sync of each file would:
+/// - Linux 5.17 or later: `syncfs` reports pages whose background writeback failed only
+///   since 5.8 (before, it returned 0 after such a failure, where the file's own `fsync`
+///   returned EIO), and the file system's own sync (a journal commit) only since 5.17;
+/// - a local file system that keeps its writeback errors where `syncfs` looks (ext4, XFS,
+///   btrfs, and tmpfs, which writes nothing back): not FUSE, whose `syncfs` does not make the
+///   daemon sync, nor overlayfs, whose upper files' errors land on another file system.
+#[cfg(target_os = "linux")]
+pub(crate) fn syncfs_reports_errors(d: &File) -> bool {
+    const EXT4: i64 = 0xEF53;
+    const XFS: i64 = 0x5846_5342;
+    const BTRFS: i64 = 0x9123_683E;
+    const TMPFS: i64 = 0x0102_1994;
+    static KERNEL_OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let kernel_ok = *KERNEL_OK.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/osrelease").is_ok_and(|r| kernel_at_least(&r, (5, 17)))
+    });
+    if !kernel_ok {
+        return false;
+    }
+    // SAFETY: fstatfs fills the zeroed struct we pass; the descriptor is the caller's.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(d.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    matches!(st.f_type as i64, EXT4 | XFS | BTRFS | TMPFS)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn syncfs_reports_errors(_d: &File) -> bool {
+    false
+}
+
+/// Whether a kernel release string (`6.18.0-1-amd64`) is at least `(major, minor)`.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn kernel_at_least(release: &str, want: (u32, u32)) -> bool {
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
+    let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (major, minor) {
+        (Some(major), Some(minor)) => (major, minor) >= want,
+        _ => false,
+    }
+}
+
 /// Syncs the file systems holding `dirs`, each once (`syncfs(2)`): everything written to them
 /// reaches the disk, whatever file it is in. `Ok(false)` where that cannot be done (not
 /// Linux, or a kernel without it): the caller syncs file by file.
@@ -865,16 +911,21 @@ pub(crate) fn sync_file_systems(dirs: &[PathBuf]) -> io::Result<bool> {
 }
 
 /// `syncfs(2)` of the file system holding `dir`, opened as `d`. Besides its own writeback's
-/// errors it reports any writeback error on that file system since `d` was opened or last
-/// synced, also one the kernel's background writeback met (Linux 5.8 and later), so a
-/// descriptor kept open misses none. `Ok(false)` where there is no `syncfs`.
+/// errors it reports any writeback error on that file system not yet reported through `d`
+/// (nor, when `d` was opened, through any `syncfs`), also one the kernel's background
+/// writeback met, so a descriptor kept open misses none. `Ok(false)` where that guarantee
+/// does not hold and the caller must sync file by file (see `syncfs_reports_errors`).
 pub(crate) fn sync_file_system(d: &File, dir: &Path) -> io::Result<bool> {
     #[cfg(target_os = "linux")]
     {
+        if !syncfs_reports_errors(d) {
+            return Ok(false);
+        }
         // SAFETY: plain syscall on a descriptor the caller holds.
         if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
             let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ENOSYS) {
+            // No syncfs, or one a seccomp filter refuses.
+            if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
                 return Ok(false);
             }
             return Err(io::Error::new(
@@ -955,6 +1006,17 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert!(kernel_at_least("6.18.0-1-amd64\n", (5, 17)));
+        assert!(kernel_at_least("5.17.0", (5, 17)));
+        assert!(kernel_at_least("5.20-rc1", (5, 17)));
+        assert!(!kernel_at_least("5.15.0-91-generic", (5, 17)));
+        assert!(!kernel_at_least("4.19.0", (5, 17)));
+        assert!(!kernel_at_least("", (5, 17)));
+        assert!(!kernel_at_least("6", (5, 17)));
+    }
     use std::cell::RefCell;
 
     thread_local! {
