@@ -865,6 +865,7 @@ pub(crate) fn syncfs_reports_errors(d: &File) -> bool {
 }
 
 #[cfg(not(target_os = "linux"))]
+#[allow(dead_code)] // read by tests only
 pub(crate) fn syncfs_reports_errors(_d: &File) -> bool {
     false
 }
@@ -882,8 +883,8 @@ fn kernel_at_least(release: &str, want: (u32, u32)) -> bool {
 }
 
 /// Syncs the file systems holding `dirs`, each once (`syncfs(2)`): everything written to them
-/// reaches the disk, whatever file it is in. `Ok(false)` where that cannot be done (not
-/// Linux, or a kernel without it): the caller syncs file by file.
+/// reaches the disk, whatever file it is in. `Ok(false)` where that cannot be done or proves
+/// too little (see `sync_file_system`): the caller syncs file by file.
 pub(crate) fn sync_file_systems(dirs: &[PathBuf]) -> io::Result<bool> {
     #[cfg(target_os = "linux")]
     {
