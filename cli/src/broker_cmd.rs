@@ -59,15 +59,16 @@ pub fn run(args: BrokerArgs) -> Result<(), String> {
         };
         tracing::info!("{name}: shutting down");
     }
-    broker.shutdown();
-    let problems = broker.stop_problems();
-    if problems.is_empty() {
-        say("rmqha broker stopped");
-        Ok(())
-    } else {
-        // Not a success: a service manager or script must see it (exit status 1).
-        say("rmqha broker stopped UNCLEANLY");
-        Err(format!("stopped uncleanly: {}", problems.join("; ")))
+    match broker.close() {
+        Ok(()) => {
+            say("rmqha broker stopped");
+            Ok(())
+        }
+        Err(e) => {
+            // Not a success: a service manager or script must see it (exit status 1).
+            say("rmqha broker stopped UNCLEANLY");
+            Err(e.to_string())
+        }
     }
 }
 

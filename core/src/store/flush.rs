@@ -268,6 +268,7 @@ pub fn flush_logics(
             }
         }
     }
+    // Either way the queues' flush locks go now: the syncs below take them again.
     if synced_whole {
         pending.into_iter().for_each(|p| p.synced());
     } else {
