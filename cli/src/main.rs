@@ -51,6 +51,8 @@ enum BenchCommand {
     Remote(remote_bench::RemoteBenchArgs),
     /// Many queues: the first unit of each of N new queues, then a crash and the reopen.
     Queues(bench::queues::QueuesBenchArgs),
+    /// Topic creation: N topics created one at a time, each durable before it returns.
+    Topics(bench::topics::TopicsBenchArgs),
 }
 
 fn init_logging(default: &str) {
@@ -106,6 +108,10 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Queues(a)) => {
             init_logging("warn");
             bench::queues::run(&a)
+        }
+        Command::Bench(BenchCommand::Topics(a)) => {
+            init_logging("warn");
+            bench::topics::run(&a)
         }
         Command::Bench(BenchCommand::Ha(a)) => {
             init_logging("warn");

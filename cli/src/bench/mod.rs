@@ -4,6 +4,7 @@
 
 pub mod queues;
 pub mod store;
+pub mod topics;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
