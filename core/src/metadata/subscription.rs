@@ -136,6 +136,14 @@ impl Wrapper for SubscriptionGroupWrapper {
     fn name_of(config: &SubscriptionGroupConfig) -> &str {
         &config.group_name
     }
+    const TABLE_FIELD: &'static str = "subscriptionGroupTable";
+    fn without_table(&self) -> Self {
+        SubscriptionGroupWrapper {
+            data_version: self.data_version,
+            forbidden_table: self.forbidden_table.clone(),
+            subscription_group_table: BTreeMap::new(),
+        }
+    }
 
     /// Keeps the local forbidden table when the master did not send one (Java's remoting
     /// wrapper never does).

@@ -185,6 +185,10 @@ impl Wrapper for TopicConfigWrapper {
     fn name_of(config: &TopicConfig) -> &str {
         &config.topic_name
     }
+    const TABLE_FIELD: &'static str = "topicConfigTable";
+    fn without_table(&self) -> Self {
+        TopicConfigWrapper { data_version: self.data_version, topic_config_table: BTreeMap::new() }
+    }
 }
 
 /// The broker's topic configs, persisted in `config/topics.json` (Java `TopicConfigManager`).
