@@ -1,13 +1,20 @@
 //! Atomic, durable config files with a `.bak` of the last good content, and the per-table
 //! bookkeeping (one writer at a time, a dirty flag) built on them.
 //!
-//! Write: `<f>.tmp` is written and fsynced; the current `<f>` (if known good) is copied to
-//! `<f>.bak` through `<f>.bak.tmp`; `<f>.tmp` is renamed over `<f>`; the directory is fsynced.
-//! `<f>` therefore always exists and is always a whole document: a crash leaves either the
-//! old or the new content, and a failed write leaves the old file untouched. Copying (rather
-//! than renaming `<f>` to `<f>.bak`, as RocketMQ's develop branch does) keeps `<f>` readable by
-//! tools during the write, and a copy (unlike a hard link) survives a Java broker later
-//! rewriting `<f>` in place.
+//! Write: `<f>.tmp` is written and fsynced; if the current `<f>` is known good, `<f>.tmp` and
+//! `<f>` trade places in one atomic `renameat2(RENAME_EXCHANGE)` and the old content, now at
+//! `<f>.tmp`, is renamed to `<f>.bak`; else `<f>.tmp` is renamed over `<f>`; the directory is
+//! fsynced. `<f>` therefore always exists and is always a whole document: a crash leaves either
+//! the old or the new content, and a failed write leaves the old file in place. The old content
+//! becomes the backup without being copied: a copy and its fsync doubled the I/O of every
+//! write (a table is rewritten whole for each change; see `named_table`). Unlike renaming `<f>`
+//! to `<f>.bak` first (RocketMQ's develop branch), `<f>` stays readable by tools throughout;
+//! unlike a hard link, `<f>` and `<f>.bak` never share an inode, so a Java broker that later
+//! rewrites either in place (5.x up to 5.3 does) cannot change the other. Where the file system
+//! cannot exchange (`EINVAL` on some network and FUSE file systems, or no `renameat2`), the old
+//! content is copied to `<f>.bak` through `<f>.bak.tmp` and fsynced, as before. A `<f>` this
+//! process did not write (loaded at start) is fsynced once before it becomes the backup, since
+//! its writer may not have.
 //!
 //! Load: `<f>` if it parses, else `<f>.bak` with a warning; both absent or empty is a fresh
 //! table; anything else is an error naming both files. A UTF-8 byte order mark at the start of
@@ -38,6 +45,11 @@ pub(crate) struct ConfigFile {
     /// Whether `path` holds a document we trust. After loading from `.bak` it does not, and
     /// copying it over the good `.bak` would destroy the only good copy.
     main_is_good: bool,
+    /// Whether `path`'s content is known to be on disk (this process wrote and fsynced it).
+    main_is_synced: bool,
+    /// Tests: take the copy path, as on a file system that cannot exchange two names.
+    #[cfg(test)]
+    no_exchange: bool,
 }
 
 /// What was found at one of the two paths.
@@ -53,7 +65,13 @@ enum Found<T> {
 
 impl ConfigFile {
     pub(crate) fn new(path: PathBuf) -> Self {
-        ConfigFile { path, main_is_good: false }
+        ConfigFile {
+            path,
+            main_is_good: false,
+            main_is_synced: false,
+            #[cfg(test)]
+            no_exchange: false,
+        }
     }
 
     pub(crate) fn bak_path(&self) -> PathBuf {
@@ -155,17 +173,54 @@ impl ConfigFile {
             return Err(e);
         }
 
-        let swapped =
-            if self.main_is_good && self.path.exists() { self.backup() } else { Ok(()) }.and_then(|()| {
-                fs::rename(&tmp, &self.path)
-                    .map_err(|e| MetadataError::io(&tmp, "rename over the config file", e))
-            });
+        let swapped = if self.main_is_good && self.path.exists() {
+            self.replace_keeping_backup(&tmp)
+        } else {
+            fs::rename(&tmp, &self.path)
+                .map_err(|e| MetadataError::io(&tmp, "rename over the config file", e))
+        };
         if let Err(e) = swapped {
             let _ = fs::remove_file(&tmp);
             return Err(e);
         }
         self.main_is_good = true;
+        self.main_is_synced = true;
         sync_dir(&dir)
+    }
+
+    /// Puts `tmp` in place of the (good) file, whose content becomes `.bak`. On an error the
+    /// old content is back in place where the exchange can be undone, and `tmp` is the
+    /// caller's to remove.
+    fn replace_keeping_backup(&mut self, tmp: &Path) -> Result<(), MetadataError> {
+        if !self.main_is_synced {
+            File::open(&self.path)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| MetadataError::io(&self.path, "fsync", e))?;
+            self.main_is_synced = true;
+        }
+        if self.exchange(tmp).is_err() {
+            // Nothing moved. Most likely the file system has no exchange (or the kernel no
+            // renameat2); copy instead, which reports any real I/O error itself.
+            return self.backup().and_then(|()| {
+                fs::rename(tmp, &self.path)
+                    .map_err(|e| MetadataError::io(tmp, "rename over the config file", e))
+            });
+        }
+        let bak = self.bak_path();
+        fs::rename(tmp, &bak).map_err(|e| {
+            // Put the old content back, so a failed write still leaves the file as it was.
+            let _ = self.exchange(tmp);
+            MetadataError::io(&bak, "rename the previous config file to", e)
+        })
+    }
+
+    /// Atomically swaps the names `tmp` and the file.
+    fn exchange(&self, tmp: &Path) -> io::Result<()> {
+        #[cfg(test)]
+        if self.no_exchange {
+            return Err(io::ErrorKind::Unsupported.into());
+        }
+        exchange_names(tmp, &self.path)
     }
 
     /// Copies the current file to `.bak` through `.bak.tmp`, so `.bak` is never half-written.
@@ -240,6 +295,34 @@ fn parent_dir(path: &Path) -> PathBuf {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     }
+}
+
+#[cfg(target_os = "linux")]
+fn exchange_names(a: &Path, b: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+    };
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: two NUL-terminated paths that outlive the call; AT_FDCWD resolves them as `open`
+    // would. The call only renames.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange_names(_a: &Path, _b: &Path) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
 }
 
 fn write_synced(path: &Path, contents: &[u8]) -> Result<(), MetadataError> {
@@ -359,18 +442,48 @@ mod tests {
         ConfigFile::new(path.to_path_buf()).load(parse_num).map(|o| o.map(|(v, _)| v))
     }
 
+    /// Both ways of keeping the backup: exchanging names, and copying where the file system
+    /// cannot exchange.
+    fn config_file(path: &Path, exchange: bool) -> ConfigFile {
+        ConfigFile { no_exchange: !exchange, ..ConfigFile::new(path.to_path_buf()) }
+    }
+
     #[test]
     fn store_then_load_keeps_previous_as_bak() {
+        for exchange in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("config").join("x.json");
+            let mut f = config_file(&path, exchange);
+            f.store(b"1").unwrap();
+            assert!(!f.bak_path().exists(), "nothing to back up on first write");
+            f.store(b"2").unwrap();
+            assert_eq!(fs::read_to_string(&path).unwrap(), "2");
+            assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "1");
+            f.store(b"3").unwrap();
+            assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "2");
+            assert!(!sibling(&path, ".tmp").exists() && !sibling(&path, ".bak.tmp").exists());
+            assert_eq!(load(&path).unwrap(), Some(3));
+        }
+    }
+
+    /// The old content becomes the backup as it is, without a copy (the copy and its fsync
+    /// doubled the I/O of every write), and the two names never share an inode.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_previous_file_itself_becomes_the_backup() {
+        use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config").join("x.json");
+        let path = dir.path().join("x.json");
+        fs::write(&path, "1").unwrap();
         let mut f = ConfigFile::new(path.clone());
-        f.store(b"1").unwrap();
-        assert!(!f.bak_path().exists(), "nothing to back up on first write");
+        assert_eq!(f.load(parse_num).unwrap().unwrap().0, 1);
+        let first = fs::metadata(&path).unwrap().ino();
         f.store(b"2").unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "2");
-        assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "1");
-        assert!(!sibling(&path, ".tmp").exists());
-        assert_eq!(load(&path).unwrap(), Some(2));
+        let (main, bak) = (fs::metadata(&path).unwrap(), fs::metadata(f.bak_path()).unwrap());
+        assert_eq!(bak.ino(), first, "the backup is a copy, not the previous file");
+        assert_ne!(main.ino(), bak.ino());
+        assert_eq!(main.nlink(), 1);
+        assert_eq!(bak.nlink(), 1);
     }
 
     #[test]
@@ -437,21 +550,25 @@ mod tests {
 
     #[test]
     fn failed_backup_leaves_no_copy_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.json");
-        let mut f = ConfigFile::new(path.clone());
-        f.store(b"1").unwrap();
-        // A directory that is not empty where `.bak` goes: the copy is made, its rename fails.
-        fs::create_dir(f.bak_path()).unwrap();
-        fs::write(f.bak_path().join("in-the-way"), "x").unwrap();
-        let err = f.store(b"2").unwrap_err().to_string();
-        assert!(err.contains("x.json.bak.tmp"), "{err}");
-        assert_eq!(fs::read_to_string(&path).unwrap(), "1");
-        assert!(!sibling(&path, ".bak.tmp").exists(), "the failed copy was left behind");
-        assert!(!sibling(&path, ".tmp").exists(), "the new content was left behind");
-        fs::remove_dir_all(f.bak_path()).unwrap();
-        f.store(b"3").unwrap();
-        assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "1");
+        for exchange in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("x.json");
+            let mut f = config_file(&path, exchange);
+            f.store(b"1").unwrap();
+            // A directory that is not empty where `.bak` goes: the old content (exchanged or
+            // copied) cannot be renamed there.
+            fs::create_dir(f.bak_path()).unwrap();
+            fs::write(f.bak_path().join("in-the-way"), "x").unwrap();
+            let err = f.store(b"2").unwrap_err().to_string();
+            assert!(err.contains("x.json.bak"), "{err}");
+            assert_eq!(fs::read_to_string(&path).unwrap(), "1", "exchange {exchange}");
+            assert!(!sibling(&path, ".bak.tmp").exists(), "the failed copy was left behind");
+            assert!(!sibling(&path, ".tmp").exists(), "the new content was left behind");
+            fs::remove_dir_all(f.bak_path()).unwrap();
+            f.store(b"3").unwrap();
+            assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "1");
+            assert_eq!(fs::read_to_string(&path).unwrap(), "3");
+        }
     }
 
     #[test]
