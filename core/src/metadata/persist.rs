@@ -5,7 +5,8 @@
 //! `<f>` trade places in one atomic `renameat2(RENAME_EXCHANGE)` and the old content, now at
 //! `<f>.tmp`, is renamed to `<f>.bak`; else `<f>.tmp` is renamed over `<f>`; the directory is
 //! fsynced. `<f>` therefore always exists and is always a whole document: a crash leaves either
-//! the old or the new content, and a failed write leaves the old file in place. The old content
+//! the old or the new content, and a failed write leaves the old file in place (unless the
+//! exchange can neither be completed nor undone: then `<f>` holds the new content, whole). The old content
 //! becomes the backup without being copied: a copy and its fsync doubled the I/O of every
 //! write (a table is rewritten whole for each change; see `named_table`). Unlike renaming `<f>`
 //! to `<f>.bak` first (RocketMQ's develop branch), `<f>` stays readable by tools throughout;
@@ -47,9 +48,11 @@ pub(crate) struct ConfigFile {
     main_is_good: bool,
     /// Whether `path`'s content is known to be on disk (this process wrote and fsynced it).
     main_is_synced: bool,
-    /// Tests: take the copy path, as on a file system that cannot exchange two names.
+    /// The file system refused to exchange two names: copy to `.bak` instead from now on.
+    exchange_unsupported: bool,
+    /// Tests: the errors (OS error numbers) the next exchanges return; `None` makes the call.
     #[cfg(test)]
-    no_exchange: bool,
+    exchange_results: std::collections::VecDeque<Option<i32>>,
 }
 
 /// What was found at one of the two paths.
@@ -69,8 +72,9 @@ impl ConfigFile {
             path,
             main_is_good: false,
             main_is_synced: false,
+            exchange_unsupported: false,
             #[cfg(test)]
-            no_exchange: false,
+            exchange_results: Default::default(),
         }
     }
 
@@ -173,52 +177,90 @@ impl ConfigFile {
             return Err(e);
         }
 
-        let swapped = if self.main_is_good && self.path.exists() {
-            self.replace_keeping_backup(&tmp)
-        } else {
-            fs::rename(&tmp, &self.path)
-                .map_err(|e| MetadataError::io(&tmp, "rename over the config file", e))
-        };
-        if let Err(e) = swapped {
+        if self.main_is_good && self.path.exists() {
+            self.replace_keeping_backup(&tmp)?;
+        } else if let Err(e) = fs::rename(&tmp, &self.path) {
             let _ = fs::remove_file(&tmp);
-            return Err(e);
+            return Err(MetadataError::io(&tmp, "rename over the config file", e));
         }
         self.main_is_good = true;
         self.main_is_synced = true;
         sync_dir(&dir)
     }
 
-    /// Puts `tmp` in place of the (good) file, whose content becomes `.bak`. On an error the
-    /// old content is back in place where the exchange can be undone, and `tmp` is the
-    /// caller's to remove.
+    /// Puts `tmp` (the new content) in place of the (good) file, whose content becomes `.bak`.
+    /// On an error the file is as it was and `tmp` is removed, except where an exchange cannot
+    /// be undone (see [`Self::finish_exchange`]).
     fn replace_keeping_backup(&mut self, tmp: &Path) -> Result<(), MetadataError> {
+        let discard = |e: MetadataError| {
+            let _ = fs::remove_file(tmp);
+            e
+        };
         if !self.main_is_synced {
             File::open(&self.path)
                 .and_then(|f| f.sync_all())
-                .map_err(|e| MetadataError::io(&self.path, "fsync", e))?;
+                .map_err(|e| discard(MetadataError::io(&self.path, "fsync", e)))?;
             self.main_is_synced = true;
         }
-        if self.exchange(tmp).is_err() {
-            // Nothing moved. Most likely the file system has no exchange (or the kernel no
-            // renameat2); copy instead, which reports any real I/O error itself.
-            return self.backup().and_then(|()| {
+        if !self.exchange_unsupported {
+            match self.exchange(tmp) {
+                Ok(()) => return self.finish_exchange(tmp),
+                // Nothing moved: a file system without the exchange (some network and FUSE
+                // ones), a kernel without renameat2, or a seccomp filter refusing it.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP | libc::EPERM)
+                    ) || e.kind() == io::ErrorKind::Unsupported =>
+                {
+                    tracing::info!(
+                        file = %self.path.display(),
+                        "the file system cannot exchange two names ({e}): the previous content is copied to .bak instead"
+                    );
+                    self.exchange_unsupported = true;
+                }
+                Err(e) => return Err(discard(MetadataError::io(tmp, "exchange with the config file", e))),
+            }
+        }
+        self.backup()
+            .and_then(|()| {
                 fs::rename(tmp, &self.path)
                     .map_err(|e| MetadataError::io(tmp, "rename over the config file", e))
-            });
-        }
+            })
+            .map_err(discard)
+    }
+
+    /// After the exchange `tmp` holds the old content: renames it to `.bak`. If that fails,
+    /// exchanges back and removes the new content; if even that fails, the file holds the
+    /// new content, `tmp` keeps the old one until the next write, and the log says so.
+    fn finish_exchange(&mut self, tmp: &Path) -> Result<(), MetadataError> {
         let bak = self.bak_path();
-        fs::rename(tmp, &bak).map_err(|e| {
-            // Put the old content back, so a failed write still leaves the file as it was.
-            let _ = self.exchange(tmp);
-            MetadataError::io(&bak, "rename the previous config file to", e)
-        })
+        let Err(e) = fs::rename(tmp, &bak) else {
+            return Ok(());
+        };
+        let err = MetadataError::io(&bak, "rename the previous config file to", e);
+        match self.exchange(tmp) {
+            Ok(()) => {
+                let _ = fs::remove_file(tmp);
+                Err(err)
+            }
+            Err(undo) => {
+                tracing::error!(
+                    file = %self.path.display(),
+                    previous = %tmp.display(),
+                    "config file written, but its previous content could not be renamed to .bak ({err}) \
+                     nor put back ({undo}): it is kept at the previous= path"
+                );
+                Err(err)
+            }
+        }
     }
 
     /// Atomically swaps the names `tmp` and the file.
-    fn exchange(&self, tmp: &Path) -> io::Result<()> {
+    fn exchange(&mut self, tmp: &Path) -> io::Result<()> {
         #[cfg(test)]
-        if self.no_exchange {
-            return Err(io::ErrorKind::Unsupported.into());
+        if let Some(Some(errno)) = self.exchange_results.pop_front() {
+            return Err(io::Error::from_raw_os_error(errno));
         }
         exchange_names(tmp, &self.path)
     }
@@ -445,7 +487,7 @@ mod tests {
     /// Both ways of keeping the backup: exchanging names, and copying where the file system
     /// cannot exchange.
     fn config_file(path: &Path, exchange: bool) -> ConfigFile {
-        ConfigFile { no_exchange: !exchange, ..ConfigFile::new(path.to_path_buf()) }
+        ConfigFile { exchange_unsupported: !exchange, ..ConfigFile::new(path.to_path_buf()) }
     }
 
     #[test]
@@ -569,6 +611,65 @@ mod tests {
             assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "1");
             assert_eq!(fs::read_to_string(&path).unwrap(), "3");
         }
+    }
+
+    /// An exchange refused as unsupported falls back to the copy for good; any other error
+    /// fails the write and leaves everything as it was.
+    #[test]
+    fn an_unsupported_exchange_copies_and_a_failed_one_fails_the_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        let mut f = ConfigFile::new(path.clone());
+        f.store(b"1").unwrap();
+        f.exchange_results.push_back(Some(libc::EIO));
+        let err = f.store(b"2").unwrap_err().to_string();
+        assert!(err.contains("x.json.tmp") && err.contains("exchange"), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "1");
+        assert!(!f.bak_path().exists() && !sibling(&path, ".tmp").exists());
+        assert!(!f.exchange_unsupported);
+
+        f.exchange_results.push_back(Some(libc::EINVAL));
+        f.store(b"3").unwrap();
+        assert!(f.exchange_unsupported);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "3");
+        assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "1");
+        // No exchange is tried again (an error queued for it would fail the write).
+        f.exchange_results.push_back(Some(libc::EIO));
+        f.store(b"4").unwrap();
+        assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "3");
+    }
+
+    /// The rename to `.bak` fails and so does the exchange back: the file holds the new
+    /// content, whole, and the old one is not deleted.
+    #[test]
+    fn an_exchange_that_cannot_be_undone_keeps_the_previous_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        let mut f = ConfigFile::new(path.clone());
+        f.store(b"1").unwrap();
+        fs::create_dir(f.bak_path()).unwrap();
+        fs::write(f.bak_path().join("in-the-way"), "x").unwrap();
+        f.exchange_results.extend([None, Some(libc::EIO)]);
+        assert!(f.store(b"2").is_err());
+        assert_eq!(fs::read_to_string(&path).unwrap(), "2");
+        assert_eq!(fs::read_to_string(sibling(&path, ".tmp")).unwrap(), "1");
+    }
+
+    /// A crash between the exchange and the rename to `.bak` leaves the old content at
+    /// `.tmp`: the load takes the file, never the `.tmp`, and the next write goes on.
+    #[test]
+    fn a_crash_after_the_exchange_loads_the_new_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        fs::write(&path, "2").unwrap();
+        fs::write(sibling(&path, ".tmp"), "1").unwrap();
+        fs::write(sibling(&path, ".bak"), "0").unwrap();
+        let mut f = ConfigFile::new(path.clone());
+        assert_eq!(f.load(parse_num).unwrap().unwrap().0, 2);
+        f.store(b"3").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "3");
+        assert_eq!(fs::read_to_string(f.bak_path()).unwrap(), "2");
+        assert!(!sibling(&path, ".tmp").exists());
     }
 
     #[test]
