@@ -613,17 +613,20 @@ impl Broker {
     }
 
     /// Master: creates or replaces a topic's config (persisted; slaves mirror it).
+    /// The name must be one RocketMQ accepts (`^[%|a-zA-Z0-9_-]+$`, at most 127 bytes): no
+    /// message could be put to any other.
     pub fn put_topic(&self, config: TopicConfig) -> Result<()> {
         self.require_master("put_topic")?;
+        if let Some(reason) = crate::processor::topic_name_error(&config.topic_name) {
+            return Err(Error::InvalidArgument(reason));
+        }
         self.tables.topics().put_topic(config)?;
         Ok(())
     }
 
-    /// Master: a topic with `queues` read and write queues and read/write permission.
+    /// Master: a topic with `queues` read and write queues and read/write permission; the name
+    /// as [`Self::put_topic`] requires.
     pub fn create_topic(&self, topic: &str, queues: i32) -> Result<()> {
-        if topic.is_empty() || topic.len() > crate::message::codec::MAX_TOPIC_LEN {
-            return Err(Error::InvalidArgument(format!("topic {topic:?} must be 1 to 127 bytes")));
-        }
         if !(1..=1024).contains(&queues) {
             return Err(Error::InvalidArgument(format!("queue count {queues} must be 1..1024")));
         }
@@ -642,6 +645,9 @@ impl Broker {
     /// at their next config sync and keep their queues.
     pub fn delete_topic(&self, topic: &str) -> Result<()> {
         self.require_master("delete_topic")?;
+        if !crate::store::consume_queue::names_one_directory(topic) {
+            return Err(Error::InvalidArgument(format!("{topic:?} is not a topic name")));
+        }
         if crate::metadata::is_system_topic(topic) {
             return Err(Error::InvalidArgument(format!("the topic[{topic}] is conflict with system topic.")));
         }

@@ -238,3 +238,42 @@ fn a_slave_deletes_what_its_master_deleted_and_queues_the_topic_made_again() {
     s.shutdown();
     m.shutdown();
 }
+
+/// A topic name that is a path step (`..`, `.`, with a `/`) names no topic: deleting it over
+/// the wire, or through the API, must not remove anything. Before, DELETE_TOPIC_IN_BROKER
+/// with topic `..` removed `consumequeue/..`: the whole store directory, CommitLog and all.
+#[test]
+fn a_topic_name_that_is_a_path_step_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    std::fs::create_dir(&root).unwrap();
+    let b = master(&root);
+    let c = client(b.remoting_addrs()[0]);
+    b.create_topic("Kept", 1).unwrap();
+    let r = call(&c, send_v2(&Msg::new("Kept", b"payload")));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    let log = root.join("commitlog");
+    let before = std::fs::read_dir(&log).unwrap().count();
+    for topic in ["..", ".", "../consumequeue", "Kept/..", "/"] {
+        let r = delete(&c, topic);
+        assert_ne!(r.code, code::SUCCESS, "DELETE_TOPIC_IN_BROKER {topic:?} answered {r:?}");
+        let deleted = b.delete_topic(topic);
+        assert!(log.is_dir() && std::fs::read_dir(&log).unwrap().count() == before, "after {topic:?}");
+        assert!(deleted.is_err(), "delete_topic({topic:?})");
+        // The store refuses it too, and a master's deletion of it is not taken.
+        assert!(b.store().delete_topic(topic).is_err(), "MessageStore::delete_topic({topic:?})");
+        let taken = b.store().apply_master_deletions(&[(topic.to_string(), 0u64)].into()).unwrap();
+        assert_eq!(taken, 0, "{topic:?}");
+        assert!(log.is_dir() && std::fs::read_dir(&log).unwrap().count() == before, "after {topic:?}");
+        assert!(root.join("consumequeue").join("Kept").is_dir(), "after {topic:?}");
+    }
+    assert_eq!(pull(&c, "Kept", 0, 0, 32).code, code::SUCCESS);
+    assert_eq!(b.store().get_messages("Kept", 0, 0, 32).messages().len(), 1);
+    // Nor is such a name, or any other no message could be put to, made a topic.
+    for topic in ["../x", "a b", "", &"x".repeat(128)] {
+        let err = b.create_topic(topic, 1).unwrap_err().to_string();
+        assert!(err.contains("topic"), "{topic:?}: {err}");
+        assert!(b.topic_config(topic).is_none());
+    }
+}

@@ -358,8 +358,9 @@ pub struct ConsumeQueueStore {
     root_dir: Option<std::fs::File>,
 }
 
-/// Whether `topic` is a single directory name (see `ConsumeQueueStore::find_or_create`).
-fn names_one_directory(topic: &str) -> bool {
+/// Whether `topic` is a single directory name (see `ConsumeQueueStore::find_or_create`): not
+/// empty, `.` or `..`, without a `/` or a NUL.
+pub(crate) fn names_one_directory(topic: &str) -> bool {
     !topic.is_empty() && topic != "." && topic != ".." && !topic.bytes().any(|b| b == b'/' || b == 0)
 }
 

@@ -723,7 +723,11 @@ impl MessageStore {
     /// (a key query still finds them), never get a unit again: not from the dispatcher, a
     /// restart or recovery (see `deleted_topics`). Its next record starts each queue again at
     /// queue offset 0, as in RocketMQ. Returns how many queues went.
+    ///
+    /// A name that is not one directory name (`..`, `.`, with a `/`) is refused: no topic has
+    /// it, and before, `..` removed the ConsumeQueue root's parent, the whole store.
     pub fn delete_topic(&self, topic: &str) -> Result<usize> {
+        refuse_path_steps(topic)?;
         self.writable()?;
         // No dispatch round meanwhile: one would put units into the queues being destroyed
         // (making their files again) from its cache.
@@ -758,6 +762,10 @@ impl MessageStore {
         let deleted = self.dispatcher.deleted_topics();
         let mut taken = 0;
         for (topic, &below) in deletions {
+            if let Err(e) = refuse_path_steps(topic) {
+                tracing::warn!(topic, "the master's deletion of a topic not taken: {e}");
+                continue;
+            }
             let known = deleted.below(topic).is_some_and(|b| b >= below);
             // A queue holding a unit below the deletion: one a crash left behind after the
             // deletion was recorded.
@@ -1530,14 +1538,24 @@ fn recover(
 }
 
 /// Destroys the files of a deleted topic's `queues` and removes its directory.
+/// Refuses a topic name that is not one directory name (see `names_one_directory`).
+fn refuse_path_steps(topic: &str) -> Result<()> {
+    if super::consume_queue::names_one_directory(topic) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!("{topic:?} is not a topic name: it is not one directory name")))
+    }
+}
+
 fn drop_queues(cqs: &ConsumeQueueStore, topic: &str, queues: &[Arc<ConsumeQueue>]) -> Result<()> {
     let failed =
         |e: std::io::Error| Error::Store(format!("deleting the ConsumeQueues of topic {topic:?}: {e}"));
     for q in queues {
         q.destroy().map_err(failed)?;
     }
+    // `root.join("..")` has the root as its parent too: only a name that is one directory.
     let dir = cqs.root().join(topic);
-    if dir.parent() == Some(cqs.root()) && dir.exists() {
+    if super::consume_queue::names_one_directory(topic) && dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(failed)?;
         super::mapped_file::sync_dir(cqs.root()).map_err(failed)?;
     }
