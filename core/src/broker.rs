@@ -646,7 +646,12 @@ impl Broker {
     pub fn delete_topic(&self, topic: &str) -> Result<()> {
         self.require_master("delete_topic")?;
         if !crate::store::consume_queue::names_one_directory(topic) {
-            return Err(Error::InvalidArgument(format!("{topic:?} is not a topic name")));
+            return Err(Error::InvalidArgument(format!("{:?} is not a topic name", crate::clip(topic, 64))));
+        }
+        // An unknown name must at least be one a topic could have.
+        let known = self.tables.topics().contains(topic) || !self.store.queue_ids(topic).is_empty();
+        if !known && let Some(reason) = crate::processor::topic_name_error(topic) {
+            return Err(Error::InvalidArgument(reason));
         }
         if crate::metadata::is_system_topic(topic) {
             return Err(Error::InvalidArgument(format!("the topic[{topic}] is conflict with system topic.")));

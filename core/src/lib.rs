@@ -49,3 +49,13 @@ pub use config::{BrokerConfig, BrokerRole, FlushDiskType};
 pub use error::{Error, Result};
 pub use message::Message;
 pub use store::{GetMessageResult, GetMessageStatus, MessageStore, PutResult, PutStatus, StoredMessage};
+
+/// At most the first `max` bytes of `s` (whole characters): for names a peer chose, which can
+/// be megabytes long, in logs and answers.
+pub(crate) fn clip(s: &str, max: usize) -> &str {
+    let mut end = max.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

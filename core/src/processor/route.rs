@@ -44,6 +44,8 @@ pub(crate) const REGISTER_INTERVAL: Duration = Duration::from_secs(10);
 /// A registration older than this no longer counts (four of rmqha's intervals; RocketMQ's
 /// name server allows 120 s against its brokers' 30 s).
 pub(crate) const REGISTRATION_EXPIRY: Duration = Duration::from_secs(40);
+/// The most live registrations kept: far more slaves than a group has.
+const MAX_REGISTRATIONS: usize = 64;
 
 #[derive(Debug, Clone)]
 struct Registration {
@@ -91,8 +93,16 @@ impl GroupTable {
         addrs
     }
 
-    fn register(&self, addr: &str, r: Registration) -> bool {
-        self.lock().insert(addr.to_owned(), r).is_none()
+    /// Records a registration; `None` when the table is full of live ones. Expired ones are
+    /// dropped here too: route queries alone did that, so without them every registration
+    /// (any client may send one) stayed in memory.
+    fn register(&self, addr: &str, r: Registration) -> Option<bool> {
+        let mut regs = self.lock();
+        regs.retain(|_, r| r.at.elapsed() < REGISTRATION_EXPIRY);
+        if regs.len() >= MAX_REGISTRATIONS && !regs.contains_key(addr) {
+            return None;
+        }
+        Some(regs.insert(addr.to_owned(), r).is_none())
     }
 
     fn unregister(&self, addr: &str) -> bool {
@@ -203,17 +213,25 @@ impl RouteProcessor {
                 format!("{name} already has a master: this broker"),
             ));
         }
-        if addr.parse::<SocketAddr>().is_err() && !addr.contains(':') {
+        if addr.len() > 255 || (addr.parse::<SocketAddr>().is_err() && !addr.contains(':')) {
             return Err(reply(
                 req,
                 response_code::SYSTEM_ERROR,
-                format!("brokerAddr {addr:?} is not host:port"),
+                format!("brokerAddr {:?} is not host:port", crate::clip(addr, 64)),
             ));
         }
         let reg =
             Registration { broker_id, cluster: cluster.to_owned(), peer_ip: peer.ip(), at: Instant::now() };
-        if self.shared.group.register(addr, reg) {
-            tracing::info!(broker_id, addr, %peer, "slave registered");
+        match self.shared.group.register(addr, reg) {
+            Some(true) => tracing::info!(broker_id, addr, %peer, "slave registered"),
+            Some(false) => {}
+            None => {
+                return Err(reply(
+                    req,
+                    response_code::SYSTEM_ERROR,
+                    format!("{MAX_REGISTRATIONS} slaves are registered already"),
+                ));
+            }
         }
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
             .with_ext("haServerAddr", ha_addr(b))

@@ -42,6 +42,9 @@ pub(crate) fn seed_system_topics(broker: &Broker) {
 }
 
 /// Why a topic name is refused (Java `TopicValidator.validateTopic`), or `None` if it is valid.
+/// The most queues a topic is created with or advertised with (UPDATE_AND_CREATE_TOPIC).
+pub(crate) const MAX_QUEUE_NUMS: i32 = 1024;
+
 pub(crate) fn topic_name_error(topic: &str) -> Option<String> {
     if topic.trim().is_empty() {
         return Some("The specified topic is blank.".into());
@@ -65,7 +68,9 @@ pub(crate) fn effective_topic(broker: &Broker, topic: &str) -> Option<TopicConfi
         return Some(c);
     }
     let ids = broker.store().queue_ids(topic);
-    let queues = ids.iter().copied().max()? + 1;
+    // Embedded puts may use any queue id; clients build one entry per queue, so at most as
+    // many as UPDATE_AND_CREATE_TOPIC allows (and `i32::MAX + 1` would overflow).
+    let queues = ids.iter().copied().max()?.saturating_add(1).min(MAX_QUEUE_NUMS);
     Some(TopicConfig::with_queues(topic, queues, queues, TopicConfig::PERM_READ | TopicConfig::PERM_WRITE))
 }
 
@@ -334,7 +339,7 @@ impl TopicProcessor {
         if let Some(reason) = topic_name_error(topic) {
             return Err(reply(req, response_code::SYSTEM_ERROR, reason));
         }
-        if !(0..=1024).contains(&read) || !(0..=1024).contains(&write) {
+        if !(0..=MAX_QUEUE_NUMS).contains(&read) || !(0..=MAX_QUEUE_NUMS).contains(&write) {
             return Err(reply(
                 req,
                 response_code::INVALID_PARAMETER,

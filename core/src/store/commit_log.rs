@@ -387,15 +387,19 @@ impl CommitLog {
 
     /// Deleting `topic`: with puts held off, calls `record(end)` with the end of the log (every
     /// record of the topic so far lies below it) and, if that succeeds, forgets the topic's
-    /// queue offsets, so its next record starts each queue again at 0.
+    /// queue offsets, so its next record starts each queue again at 0. `record` is called only
+    /// if the topic `has_queues` or queue offsets here: else the log holds no record of it.
     pub fn forget_topic_offsets<E>(
         &self,
         topic: &str,
+        has_queues: bool,
         record: impl FnOnce(u64) -> Result<(), E>,
     ) -> Result<u64, E> {
         let mut s = self.put.lock();
         let end = self.max_offset();
-        record(end)?;
+        if has_queues || s.queue_offsets.contains_key(topic) {
+            record(end)?;
+        }
         s.queue_offsets.remove(topic);
         Ok(end)
     }

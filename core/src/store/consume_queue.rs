@@ -359,9 +359,14 @@ pub struct ConsumeQueueStore {
 }
 
 /// Whether `topic` is a single directory name (see `ConsumeQueueStore::find_or_create`): not
-/// empty, `.` or `..`, without a `/` or a NUL.
+/// empty, `.` or `..`, without a `/` or a NUL, and at most 255 bytes (`NAME_MAX`; a longer
+/// one fails every attempt to make its directory, and a record's topic field can hold 32,767).
 pub(crate) fn names_one_directory(topic: &str) -> bool {
-    !topic.is_empty() && topic != "." && topic != ".." && !topic.bytes().any(|b| b == b'/' || b == 0)
+    !topic.is_empty()
+        && topic.len() <= 255
+        && topic != "."
+        && topic != ".."
+        && !topic.bytes().any(|b| b == b'/' || b == 0)
 }
 
 impl ConsumeQueueStore {
@@ -417,7 +422,7 @@ impl ConsumeQueueStore {
     }
 
     /// The queue, created if missing. A topic that cannot be one directory name under the
-    /// ConsumeQueue root (empty, `.`, `..`, a `/` or a NUL) is refused: puts allow only
+    /// ConsumeQueue root (empty, `.`, `..`, a `/` or a NUL, over 255 bytes) is refused: puts allow only
     /// RocketMQ's topic characters, but a record replicated from another master, or one
     /// written by an older version, must not make a directory anywhere else.
     pub fn find_or_create(&self, topic: &str, queue_id: i32) -> io::Result<Arc<ConsumeQueue>> {
@@ -535,6 +540,18 @@ mod tests {
     /// A new queue's first file is named without a directory sync on the dispatcher's
     /// thread (one per new queue held every queue's dispatch up; scale audit): the queue
     /// hands its directory, and the topic directory and root it made, to the flusher, once.
+    /// A record's topic field can hold 32,767 bytes; a directory name only 255. Such a topic
+    /// failed every attempt to make its directory with an error the dispatcher retried for
+    /// good, stopping dispatch of every topic.
+    #[test]
+    fn a_topic_longer_than_a_directory_name_is_invalid_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ConsumeQueueStore::load(dir.path(), 20 * CQ_UNIT_SIZE).unwrap();
+        let err = store.find_or_create(&"x".repeat(256), 0).err().expect("a 256-byte name");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        assert!(store.find_or_create(&"x".repeat(255), 0).is_ok());
+    }
+
     #[test]
     fn a_new_queue_leaves_its_directory_syncs_to_the_flusher() {
         let dir = tempfile::tempdir().unwrap();

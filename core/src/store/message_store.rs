@@ -733,9 +733,13 @@ impl MessageStore {
         // (making their files again) from its cache.
         let _no_dispatch = self.dispatcher.forget_topic(topic);
         let deleted = self.dispatcher.deleted_topics();
+        // A topic with neither queues nor queue offsets has no record in the log a unit could
+        // be made for: nothing to record (a deletion is kept until retention takes the log it
+        // covers, and any client may ask to delete any name).
+        let has_queues = !self.cqs.queues_of(topic).is_empty();
         let below = self
             .commit_log
-            .forget_topic_offsets(topic, |end| deleted.add(topic, end))
+            .forget_topic_offsets(topic, has_queues, |end| deleted.add(topic, end))
             .map_err(|e| Error::Store(format!("deleting topic {topic:?}: {e}")))?;
         let queues = self.cqs.remove_topic(topic);
         drop_queues(&self.cqs, topic, &queues)?;
@@ -762,8 +766,13 @@ impl MessageStore {
         let deleted = self.dispatcher.deleted_topics();
         let mut taken = 0;
         for (topic, &below) in deletions {
-            if let Err(e) = refuse_path_steps(topic) {
-                tracing::warn!(topic, "the master's deletion of a topic not taken: {e}");
+            // Every record's topic passed RocketMQ's name rule on its way into the log.
+            if let Some(reason) = crate::processor::topic_name_error(topic) {
+                tracing::warn!(
+                    "the master's deletion of topic {:?} not taken: {}",
+                    crate::clip(topic, 64),
+                    crate::clip(&reason, 200)
+                );
                 continue;
             }
             let known = deleted.below(topic).is_some_and(|b| b >= below);
@@ -1554,8 +1563,10 @@ fn drop_queues(cqs: &ConsumeQueueStore, topic: &str, queues: &[Arc<ConsumeQueue>
         q.destroy().map_err(failed)?;
     }
     // `root.join("..")` has the root as its parent too: only a name that is one directory.
+    // And only a topic that had queues: on a case-insensitive file system another spelling
+    // of a live topic's name finds that topic's directory.
     let dir = cqs.root().join(topic);
-    if super::consume_queue::names_one_directory(topic) && dir.exists() {
+    if !queues.is_empty() && super::consume_queue::names_one_directory(topic) && dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(failed)?;
         super::mapped_file::sync_dir(cqs.root()).map_err(failed)?;
     }
