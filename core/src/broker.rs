@@ -478,10 +478,24 @@ impl Broker {
     pub fn consumer_offset(&self, group: &str, topic: &str, queue_id: i32) -> i64 {
         self.tables.consumer_offsets().query(group, topic, queue_id).unwrap_or(-1)
     }
-    /// Commits a consumer group's offset (accepted on masters and slaves alike).
+    /// Commits a consumer group's offset (accepted on masters and slaves alike). Group and
+    /// topic must be names RocketMQ accepts: the offsets are kept under `topic@group`, which
+    /// a name with an `@` could make collide with another pair's.
     pub fn commit_consumer_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) -> Result<()> {
         if offset < 0 {
             return Err(Error::InvalidArgument(format!("consumer offset {offset} is negative")));
+        }
+        if queue_id < 0 {
+            return Err(Error::InvalidArgument(format!("queue id {queue_id} is negative")));
+        }
+        if !crate::message::codec::group_is_valid(group) {
+            return Err(Error::InvalidArgument(format!(
+                "consumer group {:?} is not a group name (1 to 255 of a-z A-Z 0-9 % | _ -)",
+                crate::clip(group, 64)
+            )));
+        }
+        if let Some(reason) = crate::processor::topic_name_error(topic) {
+            return Err(Error::InvalidArgument(reason));
         }
         self.store.writable()?;
         if self.shut.load(Ordering::Acquire) {

@@ -112,3 +112,18 @@ fn a_master_on_port_zero_puts_its_fast_port_at_port_minus_two() {
         m.shutdown();
     }
 }
+
+/// Consumer offsets are kept under `topic@group`: an `@` in either name could make two pairs
+/// share one entry (`A@B` + `C` and `A` + `B@C`), so names RocketMQ would refuse are refused.
+#[test]
+fn consumer_offsets_take_only_valid_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(common::broker_config(dir.path(), "ASYNC_MASTER", &[])).unwrap();
+    b.commit_consumer_offset("B@C", "A", 0, 5).unwrap_err();
+    b.commit_consumer_offset("C", "A@B", 0, 9).unwrap_err();
+    b.commit_consumer_offset("", "A", 0, 9).unwrap_err();
+    b.commit_consumer_offset("g", "A", -1, 9).unwrap_err();
+    b.commit_consumer_offset("%RETRY%g_1-a|b", "A", 0, 3).unwrap();
+    assert_eq!(b.consumer_offset("%RETRY%g_1-a|b", "A", 0), 3);
+    assert_eq!(b.consumer_offset("C", "A@B", 0), -1);
+}
