@@ -985,3 +985,27 @@ fn an_old_master_with_a_lost_tail_is_told_where_to_cut_and_then_follows() {
     n.shutdown();
     assert_same_commit_logs(md.path(), sd.path());
 }
+
+/// A frame whose end lies past `i64::MAX` (anything at `haMasterAddress` may send one): the
+/// slave's `offset + size` overflowed, which killed its HA thread in checked builds (still
+/// "connected", never reconnecting) and skipped the frame as "below" in release builds. Now
+/// the frame is refused, the connection closed with a reason, and the slave reconnects.
+#[test]
+fn a_frame_ending_past_the_largest_offset_is_refused_and_the_slave_reconnects() {
+    let sd = tempfile::tempdir().unwrap();
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = fake.local_addr().unwrap().to_string();
+    let slave =
+        Broker::start_slave(broker_config(sd.path(), "SLAVE", &[("haMasterAddress", &addr)])).unwrap();
+    let (mut conn, report) = accept_slave(&fake);
+    assert_eq!(report, 0);
+    send_frame(&mut conn, i64::MAX, b"x");
+    fake.set_nonblocking(true).unwrap();
+    let reconnected = wait_until(Duration::from_secs(10), || fake.accept().is_ok());
+    let err = slave.offsets().last_ha_error;
+    drop(conn);
+    slave.shutdown();
+    assert!(reconnected, "the slave never reconnected; last HA error: {err:?}");
+    assert!(err.is_some_and(|e| e.contains("largest offset")), "the reason is shown");
+    assert_eq!(slave.max_offset(), 0);
+}

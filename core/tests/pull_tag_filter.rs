@@ -206,3 +206,20 @@ fn a_slave_filters_during_the_scan_too() {
     s.shutdown();
     m.shutdown();
 }
+
+/// Any client may ask for 2^31 messages: with a filter nothing matches, that one pull read
+/// the whole queue. The window is `maxFilterMessageSize` bytes of units or one file's worth
+/// of units, whichever is more (RocketMQ stops at the file's end).
+#[test]
+fn a_pull_for_two_billion_messages_scans_a_bounded_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    for i in 0..3000 {
+        b.put_message_sync(&common::message("F", 0, i, 10)).unwrap();
+    }
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    let none = |_: i64| false;
+    let r = b.store().get_messages_filtered("F", 0, 0, i32::MAX, 128 << 20, Some(&none));
+    assert!(r.messages().is_empty());
+    assert!((1..=800).contains(&r.next_begin_offset), "one pull scanned {} units", r.next_begin_offset);
+}

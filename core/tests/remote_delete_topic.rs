@@ -277,3 +277,20 @@ fn a_topic_name_that_is_a_path_step_deletes_nothing() {
         assert!(b.topic_config(topic).is_none());
     }
 }
+
+/// A master's deletion below an offset past `i64::MAX` (from a sync answer) read as a negative
+/// offset: it was taken and hid every record of the topic, at any offset, for good. It is
+/// not taken now, and later records of the topic get their units.
+#[test]
+fn a_deletion_offset_past_the_largest_offset_is_not_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    b.put_message_sync(&rmqha_core::Message::new("T", b"before".to_vec())).unwrap();
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    let taken = b.store().apply_master_deletions(&[("T".to_string(), u64::MAX)].into()).unwrap();
+    assert_eq!(taken, 0);
+    b.put_message_sync(&rmqha_core::Message::new("T", b"after".to_vec())).unwrap();
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    assert_eq!(b.store().get_messages("T", 0, 0, 32).messages().len(), 2);
+    assert!(b.store().deleted_topics().is_empty());
+}

@@ -38,7 +38,8 @@ pub enum ParsedFrame<'a> {
     Frame { offset: i64, body: &'a [u8] },
     /// Not enough bytes yet.
     Partial,
-    /// A header that cannot be valid: negative size or a body over `MAX_FRAME_BODY`.
+    /// A header that cannot be valid: negative size or offset, a body over `MAX_FRAME_BODY`,
+    /// or an end past `i64::MAX`.
     Bad(String),
 }
 
@@ -51,6 +52,12 @@ pub fn parse_frame(buf: &[u8]) -> ParsedFrame<'_> {
     }
     if offset < 0 {
         return ParsedFrame::Bad(format!("frame declares negative offset {offset}"));
+    }
+    // Its end must be an offset too: `offset + size` is computed all along the slave's path.
+    if offset.checked_add(size as i64).is_none() {
+        return ParsedFrame::Bad(format!(
+            "frame at offset {offset} with {size} bytes ends past the largest offset"
+        ));
     }
     match buf.get(FRAME_HEADER_SIZE..FRAME_HEADER_SIZE + size as usize) {
         Some(body) => ParsedFrame::Frame { offset, body },

@@ -766,6 +766,14 @@ impl MessageStore {
         let deleted = self.dispatcher.deleted_topics();
         let mut taken = 0;
         for (topic, &below) in deletions {
+            // An offset is an i64: a larger one read as negative, so the deletion hid every
+            // record of the topic, at any offset, for good.
+            let Ok(below_offset) = i64::try_from(below) else {
+                tracing::warn!(
+                    "the master's deletion of topic {topic:?} below offset {below} not taken: no such offset"
+                );
+                continue;
+            };
             // Every record's topic passed RocketMQ's name rule on its way into the log.
             if let Some(reason) = crate::processor::topic_name_error(topic) {
                 tracing::warn!(
@@ -779,7 +787,7 @@ impl MessageStore {
             // A queue holding a unit below the deletion: one a crash left behind after the
             // deletion was recorded.
             let left = self.cqs.queues_of(topic).iter().any(|q| {
-                q.get(q.min_offset_in_queue()).is_some_and(|u| u.size > 0 && u.phy_offset < below as i64)
+                q.get(q.min_offset_in_queue()).is_some_and(|u| u.size > 0 && u.phy_offset < below_offset)
             });
             if known && !left {
                 continue;
@@ -916,7 +924,11 @@ impl MessageStore {
         }
         let max_msgs = max_msgs.max(1) as usize;
         let max_total = max_total_size.max(100);
-        let scan_units = (c.max_filter_message_size as usize).max(max_msgs * CQ_UNIT_SIZE) / CQ_UNIT_SIZE;
+        // A pull that filters scans `maxFilterMessageSize` bytes of units, or `max_msgs` units,
+        // but never more than one file's worth: any client may ask for 2^31 messages, and a
+        // filter nothing matches then read the whole queue in one request.
+        let per_file = cq.files().file_size() / CQ_UNIT_SIZE;
+        let scan_units = (c.max_filter_message_size as usize / CQ_UNIT_SIZE).max(max_msgs.min(per_file));
         let in_memory_span =
             (self.total_memory as f64 * c.access_message_in_memory_max_ratio as f64 / 100.0) as i64;
         let mut status = GetMessageStatus::NoMatchedMessage;
@@ -1579,7 +1591,8 @@ fn drop_queues(cqs: &ConsumeQueueStore, topic: &str, queues: &[Arc<ConsumeQueue>
 fn drop_deleted_leftovers(cqs: &ConsumeQueueStore, deleted: &DeletedTopics) -> Result<()> {
     for (topic, below) in deleted.all() {
         let left = cqs.queues_of(&topic);
-        if !left.is_empty() && left.iter().all(|q| q.max_physic_offset() <= below as i64) {
+        let below = i64::try_from(below).unwrap_or(i64::MAX);
+        if !left.is_empty() && left.iter().all(|q| q.max_physic_offset() <= below) {
             tracing::warn!(topic, "finishing the deletion of topic {topic:?}: removing its ConsumeQueues");
             let queues = cqs.remove_topic(&topic);
             drop_queues(cqs, &topic, &queues)?;
