@@ -664,7 +664,7 @@ impl Broker {
         }
         // An unknown name must at least be one a topic could have.
         let known = self.tables.topics().contains(topic) || !self.store.queue_ids(topic).is_empty();
-        if !known && let Some(reason) = crate::processor::topic_name_error(topic) {
+        if let Some(reason) = crate::processor::topic_name_error(topic).filter(|_| !known) {
             return Err(Error::InvalidArgument(reason));
         }
         if crate::metadata::is_system_topic(topic) {
