@@ -641,8 +641,9 @@ impl Broker {
     /// Master: a topic with `queues` read and write queues and read/write permission; the name
     /// as [`Self::put_topic`] requires.
     pub fn create_topic(&self, topic: &str, queues: i32) -> Result<()> {
-        if !(1..=1024).contains(&queues) {
-            return Err(Error::InvalidArgument(format!("queue count {queues} must be 1..1024")));
+        let max = crate::processor::MAX_QUEUE_NUMS;
+        if !(1..=max).contains(&queues) {
+            return Err(Error::InvalidArgument(format!("queue count {queues} must be 1..{max}")));
         }
         self.put_topic(TopicConfig::with_queues(
             topic,

@@ -263,11 +263,13 @@ impl<W: Wrapper> NamedTable<W> {
     fn snapshot(&self) -> Result<String, MetadataError> {
         let mut texts = self.file_text.lock().unwrap_or_else(|p| p.into_inner());
         let document = (|| {
-            let changes = texts.changes(self.read().table(), self.take_edits());
+            let changes = {
+                let state = self.read();
+                self.take_edits().changes(state.table())
+            };
             texts.apply::<W>(changes)?;
             let state = self.read();
-            let changes = texts.changes(state.table(), self.take_edits());
-            texts.apply::<W>(changes)?;
+            texts.apply::<W>(self.take_edits().changes(state.table()))?;
             let frame = state.without_table();
             #[cfg(debug_assertions)]
             let whole = state.clone();
@@ -341,22 +343,25 @@ struct Changes<C> {
     entries: Vec<(String, Option<C>)>,
 }
 
-impl FileText {
-    /// Copies of the entries of `table` that `edits` names (all of them if `edits.all`).
-    fn changes<C: Clone>(&self, table: &BTreeMap<String, C>, edits: Edits) -> Changes<C> {
-        let entries = if edits.all {
+impl Edits {
+    /// Copies of the entries of `table` these edits name (all of them if `all`).
+    fn changes<C: Clone>(self, table: &BTreeMap<String, C>) -> Changes<C> {
+        let entries = if self.all {
             table.iter().map(|(name, config)| (name.clone(), Some(config.clone()))).collect()
         } else {
-            edits
-                .names
+            self.names
                 .into_iter()
-                .map(|name| (table.get(&name).cloned(), name))
-                .map(|(c, n)| (n, c))
+                .map(|name| {
+                    let config = table.get(&name).cloned();
+                    (name, config)
+                })
                 .collect()
         };
-        Changes { all: edits.all, entries }
+        Changes { all: self.all, entries }
     }
+}
 
+impl FileText {
     fn apply<W: Wrapper>(&mut self, changes: Changes<W::Config>) -> Result<(), MetadataError> {
         if changes.all {
             self.entries.clear();
@@ -663,8 +668,7 @@ mod tests {
                 }
             }
         };
-        let changes = texts.changes(after.table(), edits);
-        texts.apply::<W>(changes).unwrap();
+        texts.apply::<W>(edits.changes(after.table())).unwrap();
         texts.document(&after.without_table()).unwrap()
     }
 

@@ -79,7 +79,7 @@ pub use query::QueryProcessor;
 pub use route::RouteProcessor;
 pub use send::SendProcessor;
 pub use topic::TopicProcessor;
-pub(crate) use topic::topic_name_error;
+pub(crate) use topic::{MAX_QUEUE_NUMS, topic_name_error};
 
 /// Java `MixAll.MASTER_ID`.
 pub const MASTER_ID: i64 = 0;
