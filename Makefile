@@ -8,8 +8,15 @@ CARGO ?= cargo
 
 .PHONY: demo test test-deps test-rust test-python test-node lint bench-store bench-ha header
 
+# DEMO_BIN runs the demo on a binary already built (CI passes the test build's
+# target/debug/rmqha, which saves a release build of the whole workspace).
+DEMO_BIN ?=
 demo:
-	$(CARGO) run --release -p rmqha-cli -- demo
+	@if [ -n "$(DEMO_BIN)" ]; then \
+		echo "$(DEMO_BIN) demo"; $(DEMO_BIN) demo; \
+	else \
+		echo "$(CARGO) run --release -p rmqha-cli -- demo"; $(CARGO) run --release -p rmqha-cli -- demo; \
+	fi
 
 test: test-deps test-rust test-python test-node
 
@@ -17,10 +24,13 @@ test: test-deps test-rust test-python test-node
 test-deps:
 	./scripts/install-test-deps.sh
 
-# One debug build serves the Rust, C (ffi crate) and CLI tests. cargo-nextest runs each test
-# in its own process and kills one that passes its time limit (.config/nextest.toml);
-# without it, cargo test runs them with no limit.
+# One debug build serves the Rust, C (ffi crate) and CLI tests, the Node addon and the demo in
+# CI: `cargo build --workspace --all-targets` resolves features as the test build does, so the
+# test build that follows finds every crate built. cargo-nextest runs each test in its own
+# process and kills one that passes its time limit (.config/nextest.toml); without it, cargo
+# test runs them with no limit.
 test-rust:
+	$(CARGO) build --workspace --all-targets
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 		$(CARGO) nextest run --workspace --no-fail-fast && $(CARGO) test --workspace --doc; \
 	else \
@@ -35,9 +45,19 @@ test-python:
 	MATURIN_PEP517_ARGS="--profile dev" $(PY_VENV)/bin/python -m pip install -q --force-reinstall --no-deps ./python
 	$(PY_VENV)/bin/python -m pytest -q python/tests
 
-# The Node addon in a debug build: reuses the core artifacts of test-rust.
+# The Node addon in a debug build. On Linux x86-64 (glibc) it is the cdylib of the workspace
+# build above, copied where napi's loader (node/index.js) looks for it: `napi build` passes
+# `--target`, which puts every crate in another directory and compiles all of them again
+# (about 3 minutes of CI on two cores). Elsewhere `npm run build:debug` builds it.
 test-node:
-	cd node && npm run build:debug && npm test
+	@if [ "$$(uname -sm)" = "Linux x86_64" ] && ldd --version 2>&1 | grep -qiE 'glibc|gnu libc'; then \
+		echo "Node addon: the workspace build's librmqha_node.so as node/rmqha.linux-x64-gnu.node"; \
+		$(CARGO) build --workspace --all-targets && \
+		cp "$${CARGO_TARGET_DIR:-target}/debug/librmqha_node.so" node/rmqha.linux-x64-gnu.node; \
+	else \
+		cd node && npm run build:debug; \
+	fi
+	cd node && npm test
 
 # Regenerates include/rmqha.h (a test fails when it drifts).
 header:
