@@ -684,9 +684,30 @@ fn with_tail_verification_off_a_rocketmq_slave_is_served_from_exactly_its_offset
     // The last 32 KiB, from wherever they start (the slave compares bytes, not records): no
     // walk over the file's record headers to find a record start.
     assert_eq!(offset, max - 32 * 1024, "resent from {offset}, before {max}");
+    // A stock slave closes on that frame (it starts before the slave's end). The master
+    // names both causes (a diverged log, or a stock slave) and the setting stock slaves need.
+    drop(s);
+    let refused_with = |what: &str| {
+        master
+            .offsets()
+            .refused_slaves
+            .iter()
+            .any(|r| r.reason.contains(what) && r.reason.contains("haVerifySlaveTail=false"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || refused_with(
+            "before acking the bytes resent before its offset"
+        )),
+        "{:?}",
+        master.offsets().refused_slaves
+    );
     let mut probe = TcpStream::connect(ha_addr(&master)).unwrap();
     probe.write_all(&(max - 7).to_be_bytes()).unwrap();
-    assert!(wait_until(Duration::from_secs(5), || !master.offsets().refused_slaves.is_empty()));
+    assert!(
+        wait_until(Duration::from_secs(5), || refused_with("not a record boundary")),
+        "{:?}",
+        master.offsets().refused_slaves
+    );
     master.shutdown();
 }
 

@@ -282,7 +282,7 @@ broker_config! {
     ha_send_heartbeat_interval: i64 = 5000, "haSendHeartbeatInterval";
     /// Milliseconds without traffic after which an HA connection is closed.
     ha_housekeeping_interval: i64 = 20000, "haHousekeepingInterval";
-    /// Maximum bytes per HA transfer frame (at most 4 MiB).
+    /// Maximum bytes per HA transfer frame (at most 4 MiB less the 12-byte frame header).
     ha_transfer_batch_size: i32 = 32768, "haTransferBatchSize";
     /// A slave this many bytes or more behind is not "available" for SYNC_MASTER puts.
     ha_slave_fallbehind_max: i64 = 268_435_456, "haSlaveFallbehindMax" | "haMaxGapNotInSync";
@@ -785,8 +785,12 @@ impl BrokerConfig {
             {
                 bad("must be between 20 and 2147483647 bytes")
             }
-            "haTransferBatchSize" if !(1..=4 * 1024 * 1024).contains(&self.ha_transfer_batch_size) => {
-                bad("must be between 1 and 4194304 bytes")
+            // A RocketMQ slave reads frames into a 4 MiB buffer: a larger frame (its 12-byte
+            // header included) never fits, and that slave stalls without a word.
+            "haTransferBatchSize" if !(1..=4 * 1024 * 1024 - 12).contains(&self.ha_transfer_batch_size) => {
+                bad(
+                    "must be between 1 and 4194292 bytes (a RocketMQ slave's 4 MiB read buffer holds a frame and its 12-byte header)",
+                )
             }
             "haSyncSlaveCount" if self.ha_sync_slave_count < 1 => bad("must be at least 1"),
             "maxMessageSize" if self.max_message_size <= 0 => bad("must be positive"),
@@ -1225,7 +1229,12 @@ mod tests {
         c.set("listenPort", "10999").unwrap();
         c.set("diskMaxUsedSpaceRatio", "80").unwrap();
         let warnings = c.warnings.len();
-        for (key, value) in [("listenPort", "70000"), ("haTransferBatchSize", "0"), ("slaveTimeout", "0")] {
+        for (key, value) in [
+            ("listenPort", "70000"),
+            ("haTransferBatchSize", "0"),
+            ("haTransferBatchSize", "4194293"),
+            ("slaveTimeout", "0"),
+        ] {
             let before = c.get(key);
             assert!(c.set(key, value).is_err(), "{key}={value}");
             assert_eq!(c.get(key), before, "{key} kept its value");
@@ -1233,6 +1242,7 @@ mod tests {
         }
         assert_eq!(c.get("listenPort").as_deref(), Some("10999"));
         assert_eq!(c.warnings.len(), warnings, "no warning from a refused value");
+        c.set("haTransferBatchSize", "4194292").unwrap();
         c.validate().unwrap();
     }
 

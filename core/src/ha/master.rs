@@ -86,6 +86,10 @@ struct Conn {
     /// once it compared the records resent before that offset, so its reports, from this
     /// one on, speak for bytes this master checked (see `distinct_acks`).
     confirmed: AtomicBool,
+    /// Whether bytes before the slave's first report were resent for it to compare, and it
+    /// has not reported since: a slave that closes the connection meanwhile is named in
+    /// `refused_slaves` with the two likely causes.
+    verifying: AtomicBool,
     /// The end of what the writer sent (or is sending) on this connection. A put publishes
     /// its bytes to readers (the writer) a moment before it raises the log's max offset, so
     /// an ack of bytes just sent may exceed the max offset read right after it.
@@ -534,7 +538,8 @@ impl Shared {
         } else {
             Err(format!(
                 "offset {req} is not a record boundary in this master's log: the slave's log diverged from this \
-                 master's (its records end elsewhere)"
+                 master's (its records end elsewhere), or it is a stock RocketMQ slave, whose log ends wherever \
+                 its last frame ended (for those, set haVerifySlaveTail=false on this master)"
             ))
         }
     }
@@ -596,6 +601,7 @@ fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         request_offset: AtomicI64::new(-1),
         ack_offset: AtomicI64::new(-1),
         confirmed: AtomicBool::new(false),
+        verifying: AtomicBool::new(false),
         sent: AtomicI64::new(-1),
         transferring: AtomicBool::new(false),
         closed: AtomicBool::new(false),
@@ -656,7 +662,7 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
             return "closing".into();
         }
         let n = match stream.read(&mut buf) {
-            Ok(0) => return "the slave closed the connection".into(),
+            Ok(0) => return closed_by_slave(shared, conn, "the slave closed the connection".into()),
             Ok(n) => n,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                 if conn.silent() > shared.opts.housekeeping_interval {
@@ -668,7 +674,7 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
                 continue;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return format!("read error: {e}"),
+            Err(e) => return closed_by_slave(shared, conn, format!("read error: {e}")),
         };
         conn.last_read_ms.store(conn.accepted.elapsed().as_millis() as u64, Ordering::Relaxed);
         // The first report is the first 8 bytes: what a peer that is no slave sent first.
@@ -695,6 +701,7 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
             return format!("the slave acked offset {offset} beyond this master's max offset {max}");
         }
         let prev = conn.ack_offset.fetch_max(offset, Ordering::AcqRel);
+        conn.verifying.store(false, Ordering::Release);
         let confirming = !conn.confirmed.swap(true, Ordering::AcqRel);
         if (offset > prev || confirming) && conn.transferring.load(Ordering::Acquire) {
             // A confirmation acking no more than the first report still releases the puts
@@ -702,6 +709,25 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
             shared.on_ack(offset);
         }
     }
+}
+
+/// Why a connection ended when its slave closed it (or reset it): `why`, and when the slave
+/// went away holding bytes resent for it to compare, in `refused_slaves` too. An rmqha slave
+/// closes then because its log differs there; a stock RocketMQ slave closes on any frame
+/// that does not start at its own end, and retries for ever, so the operator needs the hint.
+fn closed_by_slave(shared: &Shared, conn: &Conn, why: String) -> String {
+    let master_closed = conn.closed.load(Ordering::Acquire) || shared.stopping.load(Ordering::Acquire);
+    if master_closed || !conn.verifying.load(Ordering::Acquire) {
+        return why;
+    }
+    let reason = format!(
+        "{why} before acking the bytes resent before its offset: its log differs from this master's there \
+         (an rmqha slave then logs that its log diverged), it is a stock RocketMQ slave, which takes only \
+         frames that start at its own end (for those, set haVerifySlaveTail=false on this master), or it \
+         stopped"
+    );
+    shared.refuse(conn, conn.request_offset.load(Ordering::Acquire), reason.clone());
+    format!("refused: {reason}")
 }
 
 fn write_loop(shared: &Shared, conn: &Conn) -> String {
@@ -752,6 +778,7 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
     // The bytes before the slave's end are sent again for it to compare with its own.
     let resend = req - next as i64;
     let resend = if resend > 0 {
+        conn.verifying.store(true, Ordering::Release);
         format!(" (resending {resend} bytes for the divergence check)")
     } else {
         String::new()

@@ -299,12 +299,15 @@ impl LanguageCode {
     pub const DELPHI: Self = Self(4);
     pub const ERLANG: Self = Self(5);
     pub const RUBY: Self = Self(6);
+    /// What rmqha puts in the commands it builds: every RocketMQ release knows it. RUST exists
+    /// only since 4.9.4, and older brokers, name servers and tools fail to decode a JSON
+    /// header naming a language they do not know (fastjson: "No enum constant ...").
     pub const OTHER: Self = Self(7);
     pub const HTTP: Self = Self(8);
     pub const GO: Self = Self(9);
     pub const PHP: Self = Self(10);
     pub const OMS: Self = Self(11);
-    /// What rmqha puts in the commands it builds.
+    /// Since RocketMQ 4.9.4.
     pub const RUST: Self = Self(12);
     /// 5.x only.
     pub const NODE_JS: Self = Self(13);

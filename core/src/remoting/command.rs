@@ -47,12 +47,12 @@ pub struct RemotingCommand {
 }
 
 impl RemotingCommand {
-    /// A request with `code`, language RUST, version 0, opaque 0 (the client assigns one),
+    /// A request with `code`, language OTHER (see [`LanguageCode::OTHER`]), version 0, opaque 0 (the client assigns one),
     /// JSON header, no ext fields and no body.
     pub fn request(code: i32) -> Self {
         RemotingCommand {
             code,
-            language: LanguageCode::RUST,
+            language: LanguageCode::OTHER,
             version: 0,
             opaque: 0,
             flag: 0,
