@@ -191,10 +191,10 @@ unsafe extern "C" fn call_js(
             Err(failure) => sys::napi_reject_deferred(env, deferred.0, failure.into_value(&js_env)),
         };
     }
-    if shared.pending.fetch_sub(1, Ordering::Relaxed) == 1
-        && let Some(t) = *shared.tsfn()
-    {
-        unsafe { sys::napi_unref_threadsafe_function(env, t.0) };
+    if shared.pending.fetch_sub(1, Ordering::Relaxed) == 1 {
+        if let Some(t) = *shared.tsfn() {
+            unsafe { sys::napi_unref_threadsafe_function(env, t.0) };
+        }
     }
 }
 

@@ -306,10 +306,10 @@ impl PutTicket {
     /// like Python's Ctrl-C, wait in slices).
     pub fn wait_timeout(&self, timeout: Duration) -> Option<PutResult> {
         let deadline = crate::deadline_after(timeout);
-        if let Some(relay) = &self.inner.relay
-            && !relay.wait_until(&self.inner.word, Some(deadline))
-        {
-            return None;
+        if let Some(relay) = &self.inner.relay {
+            if !relay.wait_until(&self.inner.word, Some(deadline)) {
+                return None;
+            }
         }
         let mut s = lock(&self.inner.state);
         while s.pending > 0 {
