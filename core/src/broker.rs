@@ -786,10 +786,14 @@ impl Broker {
     }
 
     /// Stops in reverse order of start: remoting, HA, persistence, store (flush, join, abort
-    /// file removed only when fully dispatched). Idempotent.
+    /// file removed only when fully dispatched). Idempotent. A concurrent call returns only
+    /// once the first is done (the store unlocked), except from a put's callback: there it
+    /// returns at once, and the running stop finishes (it joins the callback's thread, or
+    /// runs the callback itself as it fails the puts still waiting).
     pub fn shutdown(&self) {
-        // A concurrent call returns only once the first is done (the store unlocked).
-        let _one = self.stopping.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(_one) = crate::store::wait::stop_lock(&self.stopping) else {
+            return;
+        };
         if self.shut.swap(true, Ordering::AcqRel) {
             return;
         }

@@ -181,3 +181,71 @@ fn shutdown_from_a_put_completed_by_group_commit() {
     drop(master);
     Broker::start_master(config()).unwrap().shutdown();
 }
+
+/// Runs `broker.shutdown()` on a thread of its own; whether it returned within 15 s.
+fn host_shutdown_returns(broker: &Arc<Broker>) -> bool {
+    let (tx, rx) = mpsc::channel();
+    let b = broker.clone();
+    std::thread::spawn(move || {
+        b.shutdown();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(15)).is_ok()
+}
+
+/// The host stops the broker while a put's callback, run by a thread that stop joins (group
+/// commit, finishing a slow flush), stops it too. The callback waited for the host's stop,
+/// which waited for the callback's thread: both hung (found by a lock audit).
+#[test]
+fn a_callback_stopping_the_broker_while_the_host_stops_it_returns() {
+    let _serial = count_panics();
+    let dir = tempfile::tempdir().unwrap();
+    let master =
+        Broker::start_master(broker_config(dir.path(), "ASYNC_MASTER", &[("flushDiskType", "SYNC_FLUSH")]))
+            .unwrap();
+    // A slow disk: the put is still waiting for its flush when the host's stop begins.
+    master.store().commit_log().inject_flush_delay(500);
+    let (tx, rx) = mpsc::channel();
+    let m = master.clone();
+    master
+        .put_message_async(&message("F", 0, 1, 100), move |r| {
+            m.shutdown(); // "stop the broker once this put is answered"
+            let _ = tx.send((std::thread::current().name().unwrap_or_default().to_owned(), r.status));
+        })
+        .unwrap();
+    assert!(host_shutdown_returns(&master), "the host's stop hung");
+    let (thread, status) = rx.recv_timeout(Duration::from_secs(5)).expect("the callback's stop hung");
+    assert_eq!((thread.as_str(), status), ("rmqha-group-commit", PutStatus::PutOk));
+    assert_eq!(common::panic_count().load(Ordering::SeqCst), 0, "threads panicked");
+    // Stopped for good: the store is let go.
+    Broker::start_master(broker_config(dir.path(), "ASYNC_MASTER", &[])).unwrap().shutdown();
+}
+
+/// The host's stop fails the puts still waiting for a slave (FLUSH_SLAVE_TIMEOUT) and runs
+/// their callbacks on its own thread; a callback that stops the broker locked the stop's lock
+/// a second time on that thread and hung it for good.
+#[test]
+fn a_callback_stopping_the_broker_from_inside_the_hosts_stop_returns() {
+    let _serial = count_panics();
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (master, proxy, slave) = sync_pair(md.path(), sd.path(), &[("slaveTimeout", "30000")]);
+    proxy.stall_up(true); // acks held back: the next put waits
+    let (tx, rx) = mpsc::channel();
+    let m = master.clone();
+    master
+        .put_message_async(&message("S", 0, 1, 100), move |r| {
+            if r.status != PutStatus::PutOk {
+                m.shutdown(); // "stop on any put that is not confirmed"
+            }
+            let _ = tx.send((std::thread::current().name().unwrap_or_default().to_owned(), r.status));
+        })
+        .unwrap();
+    let stopped = host_shutdown_returns(&master);
+    proxy.stall_up(false);
+    slave.shutdown();
+    assert!(stopped, "the host's stop hung");
+    let (_, status) = rx.recv_timeout(Duration::from_secs(5)).expect("the callback did not run");
+    assert_eq!(status, PutStatus::FlushSlaveTimeout);
+    assert_eq!(common::panic_count().load(Ordering::SeqCst), 0, "threads panicked");
+    Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap().shutdown();
+}

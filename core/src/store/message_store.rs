@@ -409,9 +409,12 @@ impl MessageStore {
 
     /// Flushes everything, stops and joins every thread, removes the abort file if all was
     /// dispatched and flushed, and lets go of the store's locks. Idempotent; a call while
-    /// another runs returns once that one is done.
+    /// another runs returns once that one is done, except from a put's callback, where it
+    /// returns at once (see `Broker::shutdown`).
     pub fn shutdown(&self) {
-        let _one = self.stopping.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(_one) = super::wait::stop_lock(&self.stopping) else {
+            return;
+        };
         if self.shut.swap(true, Ordering::AcqRel) {
             return;
         }

@@ -195,6 +195,39 @@ mod futex {
     pub fn wake(_word: &AtomicU32) {}
 }
 
+thread_local! {
+    /// How many put callbacks this thread is running (one may put, and complete another).
+    static IN_PUT_CALLBACK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs a put's callback, marked as such for [`stop_lock`].
+fn run_callback(cb: Callback, result: PutResult) {
+    struct Running;
+    impl Drop for Running {
+        fn drop(&mut self) {
+            IN_PUT_CALLBACK.with(|c| c.set(c.get() - 1));
+        }
+    }
+    IN_PUT_CALLBACK.with(|c| c.set(c.get() + 1));
+    let _running = Running;
+    cb(result);
+}
+
+/// Takes the lock a stop holds while it runs (a broker's or a store's), or `None` when a
+/// put's callback asks for a stop while another one runs: the running stop joins the thread
+/// the callback runs on, or runs the callback itself (failing the puts it leaves pending),
+/// so waiting for it would never end. That stop finishes the job.
+pub(crate) fn stop_lock(m: &Mutex<()>) -> Option<MutexGuard<'_, ()>> {
+    if IN_PUT_CALLBACK.with(|c| c.get()) == 0 {
+        return Some(lock(m));
+    }
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere must not wedge every later put: the protected data stays consistent
     // because every critical section here is a handful of assignments.
@@ -280,7 +313,7 @@ impl PutTicket {
             (s.callback.take(), s.result.clone(), slept)
         };
         if let Some(cb) = cb {
-            cb(result);
+            run_callback(cb, result);
         }
         self.inner.relay.as_ref().filter(|_| slept)
     }
@@ -333,7 +366,7 @@ impl PutTicket {
             }
             s.result.clone()
         };
-        f(result);
+        run_callback(Box::new(f), result);
     }
 
     /// The result as known now (status may still change while pending).
