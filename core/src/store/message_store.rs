@@ -970,12 +970,25 @@ impl MessageStore {
                 scanned += 1;
                 continue;
             }
+            let at = offset + scanned;
             match self.commit_log.read(phy as u64, size) {
                 Some((file, pos)) => {
-                    res.records.push(RawRecord::new(file, pos, size, phy, offset + scanned));
+                    let bytes = file.read(pos, size).unwrap_or_default();
+                    if let Some(why) = unit_mismatch(bytes, topic, queue_id, at, phy) {
+                        damaged_unit(topic, queue_id, at, &u, &why);
+                        scanned += 1;
+                        continue;
+                    }
+                    res.records.push(RawRecord::new(file, pos, size, phy, at));
                     total += size;
                     status = GetMessageStatus::Found;
                     next_phy_file_start = i64::MIN;
+                }
+                // Not a file retention took: the unit itself is damaged (a size beyond its
+                // file, an offset past the log's end). Rolling to the next file, as for a
+                // removed one, skipped every later unit of the window in this file.
+                None if phy as u64 >= self.commit_log.min_offset() => {
+                    damaged_unit(topic, queue_id, at, &u, "its bytes are not in the CommitLog");
                 }
                 None => {
                     if res.records.is_empty() {
@@ -1559,6 +1572,46 @@ fn recover(
         dispatch_from,
         indexed_records_lost: lost,
     })
+}
+
+/// Why the record a ConsumeQueue unit points at is not the unit's, if it is not: a unit
+/// damaged by bit rot, or a queue file from another store, must not serve another queue's
+/// message (or zero bytes as one). The dispatcher wrote each unit from its record, so the
+/// record's size, offset, topic, queue and queue offset are the unit's.
+fn unit_mismatch(bytes: &[u8], topic: &str, queue_id: i32, queue_offset: i64, phy: i64) -> Option<String> {
+    let rec = match decode_record(bytes) {
+        Ok(r) => r,
+        Err(e) => return Some(format!("no record of its size there ({e:?})")),
+    };
+    if rec.total_size as usize != bytes.len() || rec.physical_offset != phy {
+        return Some(format!(
+            "the record there has size {} and offset {}",
+            rec.total_size, rec.physical_offset
+        ));
+    }
+    if rec.topic != topic.as_bytes() || rec.queue_id != queue_id || rec.queue_offset != queue_offset {
+        return Some(format!(
+            "the record there is {}/{} #{}",
+            crate::clip(&String::from_utf8_lossy(rec.topic), 200),
+            rec.queue_id,
+            rec.queue_offset
+        ));
+    }
+    None
+}
+
+/// Logs a damaged unit (each queue at most once a minute), which a read skips.
+fn damaged_unit(topic: &str, queue_id: i32, queue_offset: i64, u: &CqUnit, why: &str) {
+    static DAMAGED: crate::logging::Throttle = crate::logging::Throttle::new(Duration::from_secs(60));
+    if let Some(n) = DAMAGED.note(&format!("{topic}/{queue_id}")) {
+        tracing::warn!(
+            "ConsumeQueue {topic}/{queue_id} unit {queue_offset} (CommitLog offset {}, size {}) is damaged: {why}; \
+             reads skip it{}",
+            u.phy_offset,
+            u.size,
+            crate::logging::recurred(n)
+        );
+    }
 }
 
 /// Destroys the files of a deleted topic's `queues` and removes its directory.
