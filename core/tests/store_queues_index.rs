@@ -721,7 +721,7 @@ fn a_unit_pointing_at_another_queues_record_is_skipped() {
     }
     assert!(store.wait_dispatched(Duration::from_secs(10)));
     store.shutdown();
-    let unit = CqUnit { phy_offset: b[3].phy_offset, size: b[3].size as i32, tags_code: 0 };
+    let unit = CqUnit { phy_offset: b[3].phy_offset, size: b[3].size, tags_code: 0 };
     patch(&dir.path().join("consumequeue/A/0/00000000000000000000"), 3 * 20, &unit.encode());
     let store = open_started(store_config(dir.path(), &[]));
     let got = store.get_messages("A", 0, 0, 32);
