@@ -700,3 +700,52 @@ fn recovery_after_a_crash_starts_no_later_than_the_checkpoints_offsets() {
     store.shutdown();
     assert_eq!(checkpoint_field(crash.path(), 40), end);
 }
+
+/// A topic deleted while the log's tail was not yet flushed, and then a power cut: the
+/// deletion (flushed at once) names an offset past the recovered end, and every record of
+/// the topic written there after the restart was hidden by it: PUT_OK, and never served
+/// (found by an audit of damaged files). The same for a store whose log files were removed
+/// while `deletedTopics.json` stayed. A master now lowers such deletions to the log's end.
+#[test]
+fn a_deletion_past_the_recovered_end_hides_no_new_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(store_config(dir.path(), &[])).unwrap();
+    store.start().unwrap();
+    let puts: Vec<_> = (0..20).map(|i| store.put_message_sync(&message("T", 0, i, 300)).unwrap()).collect();
+    assert!(puts.iter().all(|r| r.status == PutStatus::PutOk));
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    store.delete_topic("T").unwrap();
+    store.crash();
+    drop(store);
+    // The power cut: the last ten records never reached the disk.
+    let cut = puts[10].phy_offset as u64;
+    let end = (puts[19].phy_offset + puts[19].size as i64) as u64;
+    let (file, pos) = commit_log_file(dir.path(), cut, FILE);
+    patch(&file, pos, &vec![0u8; (end - cut) as usize]);
+    let reopened = || {
+        let s = MessageStore::open(store_config(dir.path(), &[])).unwrap();
+        s.start().unwrap();
+        s
+    };
+    let store = reopened();
+    assert_eq!(store.max_offset(), cut as i64);
+    let r = store.put_message_sync(&message("T", 0, 100, 300)).unwrap();
+    assert_eq!((r.status, r.phy_offset, r.queue_offset), (PutStatus::PutOk, cut as i64, 0));
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let got = store.get_messages("T", 0, 0, 32);
+    let served: Vec<_> = got.messages().iter().map(|m| m.phy_offset).collect();
+    assert_eq!(served, vec![cut as i64], "{:?}", got.status);
+    store.shutdown();
+    drop(store);
+
+    // The log's files removed (an operator starting afresh) and the deletion file kept.
+    for d in ["commitlog", "consumequeue", "index"] {
+        std::fs::remove_dir_all(dir.path().join(d)).unwrap();
+    }
+    let store = reopened();
+    let r = store.put_message_sync(&message("T", 0, 101, 300)).unwrap();
+    assert_eq!((r.status, r.phy_offset), (PutStatus::PutOk, 0));
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.get_messages("T", 0, 0, 32).messages().len(), 1);
+    store.shutdown();
+}

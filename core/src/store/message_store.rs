@@ -1325,6 +1325,27 @@ fn store_host(config: &BrokerConfig) -> SocketAddr {
 
 /// Recovery (spec 3): cut the CommitLog after its last valid record, make the ConsumeQueues
 /// match, and decide where dispatch resumes.
+/// A deletion is recorded at the log's end when it happens, flushed or not. A crash can then
+/// leave a log that ends below it (the unflushed tail lost, or the log's files removed while
+/// `deletedTopics.json` stayed), and the records a master writes there next are new: left as
+/// it was, the deletion hid every one of the topic's, acknowledged PUT_OK, from consumers for
+/// good. A slave keeps its deletions: the bytes it will take there again are its master's.
+fn deletions_past_the_end(config: &BrokerConfig, deleted: &DeletedTopics, end: u64) -> Result<()> {
+    if config.broker_role == BrokerRole::Slave {
+        return Ok(());
+    }
+    let past: Vec<_> = deleted.all().into_iter().filter(|&(_, below)| below > end).collect();
+    if past.is_empty() {
+        return Ok(());
+    }
+    tracing::warn!(
+        "recovery: topic deletions recorded past the CommitLog's end {end} (the log lost its tail, or its files \
+         were removed): {}; records written from {end} on are new, so they are deleted below {end} only",
+        past.iter().map(|(t, b)| format!("{t} below {b}")).collect::<Vec<_>>().join(", ")
+    );
+    deleted.truncate(end).map_err(|e| Error::Store(format!("recovery: deleted topics: {e}")))
+}
+
 fn recover(
     config: &BrokerConfig,
     cl: &CommitLog,
@@ -1364,6 +1385,7 @@ fn recover(
             i.destroy_all().map_err(|e| store_err("index", e))?;
         }
         cl.set_recovered_end(0).map_err(|e| store_err("commit log", e))?;
+        deletions_past_the_end(config, deleted, 0)?;
         return Ok(RecoveryReport {
             last_exit_ok,
             recovered_offset: 0,
@@ -1486,6 +1508,7 @@ fn recover(
         );
     }
     cl.set_recovered_end(end).map_err(|e| store_err("commit log", e))?;
+    deletions_past_the_end(config, deleted, end)?;
     for q in cqs.all() {
         q.truncate_dirty(end as i64).map_err(|e| store_err("consume queue", e))?;
     }
