@@ -782,3 +782,23 @@ fn zeroed_units_are_not_served_as_messages() {
     assert_eq!(offsets, (20..52).collect::<Vec<i64>>());
     store.shutdown();
 }
+
+/// `consumequeue/<topic>` moved to another disk and replaced by a symlink: recovery skipped
+/// it (it looked at the link, not at what it names), and the queue, opened later without
+/// recovery, took every file as full: its next put got queue offset 100 instead of 10, and
+/// offsets 10 to 99 read as holes.
+#[test]
+fn a_symlinked_topic_directory_is_recovered_like_any_other() {
+    let (dir, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    written_and_stopped(dir.path(), "T", 10, 100);
+    let t = dir.path().join("consumequeue/T");
+    let moved = other.path().join("T");
+    copy_dir(&t, &moved);
+    std::fs::remove_dir_all(&t).unwrap();
+    std::os::unix::fs::symlink(&moved, &t).unwrap();
+    let store = open_started(store_config(dir.path(), &[]));
+    assert_eq!(store.queue_max_offset("T", 0), 10);
+    let r = store.put_message_sync(&message("T", 0, 10, 100)).unwrap();
+    assert_eq!((r.status, r.queue_offset), (PutStatus::PutOk, 10));
+    store.shutdown();
+}

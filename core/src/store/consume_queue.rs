@@ -376,7 +376,9 @@ impl ConsumeQueueStore {
         let mut queues: HashMap<String, HashMap<i32, Arc<ConsumeQueue>>> = HashMap::new();
         for topic_entry in std::fs::read_dir(root)? {
             let topic_entry = topic_entry?;
-            if !topic_entry.file_type()?.is_dir() {
+            // Through a symlink too (a topic's queues moved to another disk): skipped, its
+            // queues were opened later, unrecovered, with every file taken as full.
+            if !std::fs::metadata(topic_entry.path()).is_ok_and(|m| m.is_dir()) {
                 continue;
             }
             let Some(topic) = topic_entry.file_name().to_str().map(str::to_string) else { continue };
