@@ -802,3 +802,19 @@ fn a_symlinked_topic_directory_is_recovered_like_any_other() {
     assert_eq!((r.status, r.queue_offset), (PutStatus::PutOk, 10));
     store.shutdown();
 }
+
+/// A queue file that cannot be opened (here a directory in its place; a permission error
+/// reads the same way) was reported as "cannot load consume queues
+/// (mappedFileSizeConsumeQueue) from <consumequeue>: Is a directory": no file named, and a
+/// setting blamed that has nothing to do with it.
+#[test]
+fn a_queue_file_that_cannot_be_opened_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    written_and_stopped(dir.path(), "T", 10, 100);
+    let file = dir.path().join("consumequeue/T/0/00000000000000000000");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    let err = MessageStore::open(store_config(dir.path(), &[])).err().expect("opened").to_string();
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(!err.contains("mappedFileSizeConsumeQueue"), "{err}");
+}

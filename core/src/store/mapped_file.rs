@@ -208,8 +208,9 @@ impl MappedFile {
     /// Opens an existing file, which must be exactly `size` bytes. Its positions start at the
     /// end (recovery sets the last file's positions).
     pub fn open(path: &Path, start_offset: u64, size: usize) -> io::Result<Self> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        let len = file.metadata()?.len();
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+        let file = OpenOptions::new().read(true).write(true).open(path).map_err(named)?;
+        let len = file.metadata().map_err(named)?.len();
         if len != size as u64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,

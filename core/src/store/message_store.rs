@@ -181,13 +181,27 @@ impl MessageStore {
                 },
                 Some(allocator.clone()),
             )
-            .map_err(|e| io_err(&cl_dir, "cannot load CommitLog (mappedFileSizeCommitLog) from", e))?,
+            .map_err(|e| {
+                let op = match e.kind() {
+                    std::io::ErrorKind::InvalidData => "cannot load CommitLog (mappedFileSizeCommitLog) from",
+                    _ => "cannot load CommitLog from",
+                };
+                io_err(&cl_dir, op, e)
+            })?,
         );
         let cq_dir = config.consume_queue_dir();
-        let cqs =
-            Arc::new(ConsumeQueueStore::load(&cq_dir, config.consume_queue_file_size() as usize).map_err(
-                |e| io_err(&cq_dir, "cannot load consume queues (mappedFileSizeConsumeQueue) from", e),
-            )?);
+        let cqs = Arc::new(
+            ConsumeQueueStore::load(&cq_dir, config.consume_queue_file_size() as usize).map_err(|e| {
+                // The key only where a file's size or a gap between files says it.
+                let op = match e.kind() {
+                    std::io::ErrorKind::InvalidData => {
+                        "cannot load consume queues (mappedFileSizeConsumeQueue) from"
+                    }
+                    _ => "cannot load consume queues from",
+                };
+                io_err(&cq_dir, op, e)
+            })?,
+        );
         let cp_path = config.checkpoint_path();
         let checkpoint = Arc::new(
             StoreCheckpoint::open(&cp_path).map_err(|e| io_err(&cp_path, "cannot open checkpoint", e))?,
