@@ -988,7 +988,7 @@ impl MessageStore {
             match self.commit_log.read(phy as u64, size) {
                 Some((file, pos)) => {
                     let bytes = file.read(pos, size).unwrap_or_default();
-                    if let Some(why) = unit_mismatch(bytes, topic, queue_id, at, phy) {
+                    if let Some(why) = unit_mismatch(bytes, topic, queue_id, at) {
                         damaged_unit(topic, queue_id, at, &u, &why);
                         scanned += 1;
                         continue;
@@ -1614,17 +1614,16 @@ fn recover(
 /// Why the record a ConsumeQueue unit points at is not the unit's, if it is not: a unit
 /// damaged by bit rot, or a queue file from another store, must not serve another queue's
 /// message (or zero bytes as one). The dispatcher wrote each unit from its record, so the
-/// record's size, offset, topic, queue and queue offset are the unit's.
-fn unit_mismatch(bytes: &[u8], topic: &str, queue_id: i32, queue_offset: i64, phy: i64) -> Option<String> {
+/// record's size, topic, queue and queue offset are the unit's.
+fn unit_mismatch(bytes: &[u8], topic: &str, queue_id: i32, queue_offset: i64) -> Option<String> {
     let rec = match decode_record(bytes) {
         Ok(r) => r,
         Err(e) => return Some(format!("no record of its size there ({e:?})")),
     };
-    if rec.total_size as usize != bytes.len() || rec.physical_offset != phy {
-        return Some(format!(
-            "the record there has size {} and offset {}",
-            rec.total_size, rec.physical_offset
-        ));
+    // Not its offset field: outside the body's checksum, it may be damaged in a record that
+    // is whole, which the dispatcher queues where it is.
+    if rec.total_size as usize != bytes.len() {
+        return Some(format!("the record there has size {}", rec.total_size));
     }
     if rec.topic != topic.as_bytes() || rec.queue_id != queue_id || rec.queue_offset != queue_offset {
         return Some(format!(
