@@ -76,8 +76,20 @@ impl IndexFile {
         let size = Self::size_for(slot_num, index_num);
         let file = Arc::new(MappedFile::open(path, 0, size)?.without_descriptor());
         let idx = IndexFile { file, slot_num, index_num };
-        let count = (idx.index_count().max(1) as usize).min(index_num);
-        idx.file.reset_positions(idx.entries_start() + count * INDEX_ENTRY_SIZE);
+        // A header no writer leaves (bit rot, a partial copy): trusting it, a zero count made
+        // the writer start again over the file's entries, and a begin offset past the log's
+        // end had recovery delete the file as one written after the log's end.
+        let (count, begin, end) = (idx.get_i32(36), idx.begin_phy_offset(), idx.end_phy_offset());
+        if count < 1 || count as usize > index_num || begin < 0 || begin > end {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "its header is damaged: {count} entries (1 to {index_num}), records from CommitLog offset \
+                     {begin} to {end}"
+                ),
+            ));
+        }
+        idx.file.reset_positions(idx.entries_start() + count as usize * INDEX_ENTRY_SIZE);
         Ok(idx)
     }
 
@@ -275,11 +287,20 @@ pub struct IndexService {
 /// The `beginPhyOffset` in an index file's header (its first 40 bytes, the same whatever the
 /// file's slot and entry counts), or 0 when it cannot be read.
 fn header_begin_phy_offset(path: &Path) -> u64 {
+    header_phy_offsets(path).0
+}
+
+/// The header's begin and end CommitLog offsets (0 where unreadable or negative).
+fn header_phy_offsets(path: &Path) -> (u64, u64) {
     use std::io::Read;
-    let mut header = [0u8; 24];
+    let mut header = [0u8; 32];
     match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header)) {
-        Ok(()) => i64::from_be_bytes(header[16..24].try_into().unwrap_or_default()).max(0) as u64,
-        Err(_) => 0,
+        Ok(()) => {
+            let at =
+                |i: usize| i64::from_be_bytes(header[i..i + 8].try_into().unwrap_or_default()).max(0) as u64;
+            (at(16), at(24))
+        }
+        Err(_) => (0, 0),
     }
 }
 
@@ -323,8 +344,16 @@ impl IndexService {
                 Err(e) => {
                     // Typically written with other maxHashSlotNum / maxIndexNum values, so its
                     // slots and entries cannot be found. Its header still says where its
-                    // records began: dispatch indexes them again from there.
-                    let begin = header_begin_phy_offset(&p);
+                    // records began: dispatch indexes them again from there. A damaged header
+                    // may not (a begin past its end): then from the previous file's end, where
+                    // this one began, or from the log's start.
+                    let (begin, end) = header_phy_offsets(&p);
+                    let prev_end = files.last().map(|f: &Arc<IndexFile>| f.end_phy_offset().max(0) as u64);
+                    let begin = if begin > end {
+                        prev_end.unwrap_or(0)
+                    } else {
+                        begin.min(prev_end.unwrap_or(begin))
+                    };
                     tracing::warn!(
                         "index file {} cannot be used ({e}); deleting it, dispatch indexes its records again \
                          from CommitLog offset {begin}",
