@@ -5,6 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use proptest::prelude::*;
+use rmqha_core::message::codec::record_identity;
 use rmqha_core::message::properties;
 use rmqha_core::message::{
     CheckOptions, CheckResult, Message, PreparedMessage, check_record, crc32_masked, decode_record,
@@ -15,6 +16,7 @@ const DELAYS: &[i64] = &[1000, 5000];
 
 fn validate(buf: &[u8]) {
     let _ = decode_record(buf);
+    let _ = record_identity(buf);
     for check_crc in [true, false] {
         let _ = check_record(buf, &CheckOptions { check_crc, delay_levels_ms: DELAYS });
     }
@@ -121,6 +123,9 @@ proptest! {
         prop_assert_eq!(v.sys_flag & 0x10 != 0, msg.born_host.unwrap().is_ipv6());
         prop_assert_eq!(v.sys_flag & 0x20 != 0, store.is_ipv6());
         prop_assert_eq!(properties::decode(v.properties), msg.properties.clone());
+        // What a read checks its records with: the same fields, without decoding the rest.
+        let id = record_identity(&buf).expect("identified");
+        prop_assert_eq!((id.total_size, id.queue_id, id.queue_offset, id.topic), (v.total_size, v.queue_id, v.queue_offset, v.topic));
         match check_record(&buf, &CheckOptions { check_crc: true, delay_levels_ms: DELAYS }) {
             CheckResult::Message(req) => {
                 prop_assert_eq!(req.msg_size as usize, p.total_len);

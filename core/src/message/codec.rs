@@ -497,6 +497,52 @@ pub fn decode_record(buf: &[u8]) -> Result<RecordView<'_>, DecodeError> {
     inner().ok_or(DecodeError::Corrupt)
 }
 
+/// Who a record belongs to, read from the few fields that say it without decoding the rest
+/// (a read checks each record it serves against its queue unit with these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordIdentity<'a> {
+    pub total_size: i32,
+    pub queue_id: i32,
+    pub queue_offset: i64,
+    pub topic: &'a [u8],
+}
+
+/// The [`RecordIdentity`] of the record at the start of `buf`; `None` if the bytes there
+/// are no record (bad magic, lengths past `buf`). Never panics.
+pub fn record_identity(buf: &[u8]) -> Option<RecordIdentity<'_>> {
+    let bytes = |at: usize, n: usize| buf.get(at..at.checked_add(n)?);
+    let i32_at = |at: usize| Some(i32::from_be_bytes(bytes(at, 4)?.try_into().ok()?));
+    let magic = i32_at(4)?;
+    if magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2 {
+        return None;
+    }
+    let sys_flag = i32_at(36)?;
+    let host = |v6: bool| if v6 { 20 } else { 8 };
+    // bornTimestamp, bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset.
+    let body_len_at: usize = 40
+        + 8
+        + host(sys_flag & sysflag::BORNHOST_V6 != 0)
+        + 8
+        + host(sys_flag & sysflag::STOREHOSTADDRESS_V6 != 0)
+        + 4
+        + 8;
+    let topic_len_at = (body_len_at + 4).checked_add(usize::try_from(i32_at(body_len_at)?).ok()?)?;
+    let (topic_len, topic_at) = if magic == MESSAGE_MAGIC_CODE {
+        (usize::try_from(bytes(topic_len_at, 1)?[0] as i8).ok()?, topic_len_at + 1)
+    } else {
+        (
+            usize::try_from(i16::from_be_bytes(bytes(topic_len_at, 2)?.try_into().ok()?)).ok()?,
+            topic_len_at + 2,
+        )
+    };
+    Some(RecordIdentity {
+        total_size: i32_at(0)?,
+        queue_id: i32_at(12)?,
+        queue_offset: i64::from_be_bytes(bytes(20, 8)?.try_into().ok()?),
+        topic: bytes(topic_at, topic_len)?,
+    })
+}
+
 /// What the dispatcher needs of a record (spec 1.8), borrowed from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DispatchRequest<'a> {

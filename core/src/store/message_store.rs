@@ -1616,9 +1616,8 @@ fn recover(
 /// message (or zero bytes as one). The dispatcher wrote each unit from its record, so the
 /// record's size, topic, queue and queue offset are the unit's.
 fn unit_mismatch(bytes: &[u8], topic: &str, queue_id: i32, queue_offset: i64) -> Option<String> {
-    let rec = match decode_record(bytes) {
-        Ok(r) => r,
-        Err(e) => return Some(format!("no record of its size there ({e:?})")),
+    let Some(rec) = crate::message::codec::record_identity(bytes) else {
+        return Some("no record of its size there".into());
     };
     // Not its offset field: outside the body's checksum, it may be damaged in a record that
     // is whole, which the dispatcher queues where it is.
