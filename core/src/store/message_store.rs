@@ -1337,8 +1337,6 @@ fn store_host(config: &BrokerConfig) -> SocketAddr {
     SocketAddr::new(ip, config.listen_port as u16)
 }
 
-/// Recovery (spec 3): cut the CommitLog after its last valid record, make the ConsumeQueues
-/// match, and decide where dispatch resumes.
 /// A deletion is recorded at the log's end when it happens, flushed or not. A crash can then
 /// leave a log that ends below it (the unflushed tail lost, or the log's files removed while
 /// `deletedTopics.json` stayed), and the records a master writes there next are new: left as
@@ -1360,6 +1358,8 @@ fn deletions_past_the_end(config: &BrokerConfig, deleted: &DeletedTopics, end: u
     deleted.truncate(end).map_err(|e| Error::Store(format!("recovery: deleted topics: {e}")))
 }
 
+/// Recovery (spec 3): cut the CommitLog after its last valid record, make the ConsumeQueues
+/// match, and decide where dispatch resumes.
 fn recover(
     config: &BrokerConfig,
     cl: &CommitLog,
