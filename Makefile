@@ -18,7 +18,9 @@ demo:
 		echo "$(CARGO) run --release -p rmqha-cli -- demo"; $(CARGO) run --release -p rmqha-cli -- demo; \
 	fi
 
-test: test-deps test-rust test-python test-node
+# Node before Python: maturin builds pyo3 with its own settings, after which the workspace
+# build that the Node step reuses would compile pyo3 and the Python crate again.
+test: test-deps test-rust test-node test-python
 
 # Installs what the tests need on a fresh machine.
 test-deps:

@@ -516,11 +516,10 @@ pub fn record_identity(buf: &[u8]) -> Option<RecordIdentity<'_>> {
     if magic != MESSAGE_MAGIC_CODE && magic != MESSAGE_MAGIC_CODE_V2 {
         return None;
     }
-    let sys_flag = i32_at(36)?;
+    let sys_flag = i32_at(SYSFLAG_POS)?;
     let host = |v6: bool| if v6 { 20 } else { 8 };
-    // bornTimestamp, bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset.
-    let body_len_at: usize = 40
-        + 8
+    // bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset.
+    let body_len_at: usize = BORN_HOST_POS
         + host(sys_flag & sysflag::BORNHOST_V6 != 0)
         + 8
         + host(sys_flag & sysflag::STOREHOSTADDRESS_V6 != 0)
@@ -538,7 +537,7 @@ pub fn record_identity(buf: &[u8]) -> Option<RecordIdentity<'_>> {
     Some(RecordIdentity {
         total_size: i32_at(0)?,
         queue_id: i32_at(12)?,
-        queue_offset: i64::from_be_bytes(bytes(20, 8)?.try_into().ok()?),
+        queue_offset: i64::from_be_bytes(bytes(QUEUE_OFFSET_POS, 8)?.try_into().ok()?),
         topic: bytes(topic_at, topic_len)?,
     })
 }
