@@ -236,6 +236,7 @@ impl Broker {
                 } else {
                     Duration::from_micros(500)
                 },
+                auth_secret: (!config.ha_auth_secret.is_empty()).then(|| config.ha_auth_secret.clone()),
             };
             let addr = SocketAddr::new(bind_ip, ha_configured);
             match HaMaster::start(addr, store.commit_log().clone(), opts) {
@@ -257,6 +258,7 @@ impl Broker {
                 connect_timeout: Duration::from_secs(3),
                 max_backoff: Duration::from_secs(5),
                 bind_address: config.ha_client_bind_address.parse().ok(),
+                auth_secret: (!config.ha_auth_secret.is_empty()).then(|| config.ha_auth_secret.clone()),
             };
             match HaSlave::start(store.clone(), &config.ha_master_address, opts) {
                 Ok(s) => (None, Some(s), 0),

@@ -166,6 +166,7 @@ fn slave_opts() -> HaSlaveOptions {
         connect_timeout: Duration::from_secs(1),
         max_backoff: Duration::from_millis(20),
         bind_address: None,
+        auth_secret: None,
     }
 }
 

@@ -110,6 +110,7 @@ fn the_ha_master_stops_when_the_process_is_out_of_descriptors() {
         sync_from_last_file: false,
         verify_slave_tail: true,
         linger: Duration::ZERO,
+        auth_secret: None,
     };
     let ha =
         Arc::new(HaMaster::start("127.0.0.1:0".parse().unwrap(), store.commit_log().clone(), opts).unwrap());

@@ -137,6 +137,40 @@ impl ConfigValue for bool {
     }
 }
 
+/// A setting that is never printed: `Debug` says whether it is set, not what it is, and an
+/// error about it does not repeat it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() { "Secret(unset)" } else { "Secret(hidden)" })
+    }
+}
+
+impl ConfigValue for Secret {
+    fn parse_value(s: &str) -> Result<Self, String> {
+        // Trimmed as every value is (RocketMQ's `properties2Object`).
+        Ok(Secret(s.trim().to_string()))
+    }
+    fn format_value(&self) -> String {
+        self.0.clone()
+    }
+}
+
 macro_rules! int_value {
     ($t:ty) => {
         impl ConfigValue for $t {
@@ -298,6 +332,11 @@ broker_config! {
     /// which report offsets inside records and close a connection whose first frame starts
     /// before their end (rmqha).
     ha_verify_slave_tail: bool = true, "haVerifySlaveTail";
+    /// A secret shared by a master and its slaves (rmqha; at least 16 characters): each HA
+    /// connection then starts with a challenge and response proving both sides know it, and
+    /// a client without it cannot pose as a slave. Empty (default): no authentication, as
+    /// RocketMQ. Master and slaves must agree; a stock RocketMQ slave cannot authenticate.
+    ha_auth_secret: Secret = Secret::default(), "haAuthSecret";
     /// Milliseconds a SYNC_FLUSH put waits for the flush.
     sync_flush_timeout: i64 = 5000, "syncFlushTimeout";
     /// Milliseconds a SYNC_MASTER put waits for a slave ack.
@@ -879,6 +918,21 @@ impl BrokerConfig {
                 bad("expected an IP address such as 0.0.0.0 or 127.0.0.1")
             }
             "remotingMaxFrameSize" if self.remoting_max_frame_size < 1024 => bad("must be at least 1024"),
+            "haAuthSecret"
+                if !self.ha_auth_secret.is_empty() && self.ha_auth_secret.expose().chars().count() < 16 =>
+            {
+                // Not `bad`: the error must not repeat the secret.
+                Err(ConfigError {
+                    key: Some(key.to_string()),
+                    value: None,
+                    path: None,
+                    line: None,
+                    reason: format!(
+                        "must be at least 16 characters (this one has {}), or empty for no authentication",
+                        self.ha_auth_secret.expose().chars().count()
+                    ),
+                })
+            }
             _ => Ok(()),
         }
     }

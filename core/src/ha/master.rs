@@ -43,6 +43,9 @@ pub struct HaMasterOptions {
     /// (0 sends at once). An ASYNC_MASTER's puts wait for no ack, so a short linger turns a
     /// frame, a wake-up and an ack per put into one per batch; a SYNC_MASTER uses 0.
     pub linger: Duration,
+    /// `haAuthSecret`: every connection must prove it knows this before its first report
+    /// counts (see `super::auth`); `None` takes any client, as RocketMQ.
+    pub auth_secret: Option<crate::config::Secret>,
 }
 
 /// A slave as the master sees it.
@@ -653,6 +656,15 @@ fn remove(shared: &Shared, conn: &Conn) {
 }
 
 fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
+    if let Some(secret) = &shared.opts.auth_secret {
+        let deadline = conn.accepted + shared.opts.housekeeping_interval;
+        if let Err(why) = super::auth::master_handshake(&mut stream, secret, deadline) {
+            if !conn.closed.load(Ordering::Acquire) && !shared.stopping.load(Ordering::Acquire) {
+                shared.refuse(conn, -1, why.clone());
+            }
+            return format!("refused: {why}");
+        }
+    }
     let mut buf = vec![0u8; 64 * 1024];
     let mut reports = ReportReader::default();
     // When the slave last sent bytes is kept on the connection (`last_report_ms` reads it).
@@ -690,6 +702,13 @@ fn read_loop(shared: &Shared, conn: &Conn, mut stream: TcpStream) -> String {
             return why;
         }
         if conn.request_offset.load(Ordering::Acquire) < 0 {
+            if offset == super::auth::magic_as_report() {
+                let why = "it asks to authenticate (its haAuthSecret is set), and this master has no haAuthSecret: \
+                           set the same secret on both"
+                    .to_string();
+                shared.refuse(conn, -1, why.clone());
+                return format!("refused: {why}");
+            }
             conn.request_offset.store(offset, Ordering::Release);
             conn.ack_offset.store(offset, Ordering::Release);
             conn.wake.notify();

@@ -24,6 +24,9 @@ pub struct HaSlaveOptions {
     pub max_backoff: Duration,
     /// Local address to connect from (None: the OS chooses).
     pub bind_address: Option<std::net::IpAddr>,
+    /// `haAuthSecret`: prove it to the master, and check the master's proof, before the first
+    /// report (see `super::auth`); `None` for a master without one.
+    pub auth_secret: Option<crate::config::Secret>,
 }
 
 /// What the slave knows of its master.
@@ -302,6 +305,12 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
     }
     if let Some(fault) = store.dispatcher().layout_fault() {
         return fault.to_string();
+    }
+    if let Some(secret) = &shared.opts.auth_secret {
+        let deadline = Instant::now() + shared.opts.housekeeping_interval;
+        if let Err(why) = super::auth::slave_handshake(&mut stream, secret, deadline) {
+            return why;
+        }
     }
     let mut reported = store.max_offset();
     // Frames are not aligned to records, so a connection that ended mid-stream often leaves
