@@ -102,6 +102,26 @@ impl std::fmt::Debug for Broker {
     }
 }
 
+/// A master's consumer offsets past the end of their queue (recovery cut a tail a crash tore
+/// or lost, or the store was cut back by hand) go back to that end: the master writes its
+/// next messages there, and a consumer at the old offset would skip them (or, pulling past
+/// the end, be sent back to the queue's start). Queues the store does not have are left.
+fn cap_consumer_offsets(store: &MessageStore, tables: &ConfigTables) {
+    let moved = tables.consumer_offsets().cap_at(|topic, queue_id| {
+        if store.queue_ids(topic).contains(&queue_id) {
+            store.queue_max_offset(topic, queue_id)
+        } else {
+            i64::MAX
+        }
+    });
+    if moved > 0 {
+        tracing::warn!(
+            "{moved} consumer offsets were past the end of their queue (the log's tail was lost or cut) and \
+             were moved back to it, so that consumers get the messages written there next"
+        );
+    }
+}
+
 /// Binds the remoting server on `listenPort` and, with `fastListenEnable`, the fast port at
 /// `listenPort − 2`, where a slave's config sync (RocketMQ's too) looks for it. With
 /// `listenPort=0` both are picked so that this holds: picking each freely put the fast port
@@ -220,6 +240,9 @@ impl Broker {
                 return Err(e.into());
             }
         };
+        if config.broker_role.is_master() {
+            cap_consumer_offsets(&store, &tables);
+        }
         let config = Arc::new(config);
         let (ha_master, ha_slave, ha_port) = if config.broker_role.is_master() {
             let opts = HaMasterOptions {
@@ -505,6 +528,25 @@ impl Broker {
             return Err(Error::Store(
                 "the broker is shut down: the consumer offset was not committed".into(),
             ));
+        }
+        // Kept, persisted and mirrored only for a queue that exists: one the topic's config
+        // names (as the wire path requires) or one holding messages (a topic put to through
+        // this API needs no config).
+        let configured =
+            self.topic_config(topic).is_some_and(|tc| queue_id < tc.read_queue_nums.max(tc.write_queue_nums));
+        if !configured && !self.store.queue_ids(topic).contains(&queue_id) {
+            return Err(Error::InvalidArgument(format!(
+                "queue {topic}:{queue_id} does not exist (no topic config names it, and it holds no message)"
+            )));
+        }
+        // Past the queue's end the offset names messages not written yet: the consumer would
+        // skip them when they come, and a pull from there is answered OFFSET_OVERFLOW_BADLY,
+        // which sends a consumer of a queue starting at 0 back to its start.
+        let end = self.store.queue_max_offset(topic, queue_id);
+        if offset > end {
+            return Err(Error::InvalidArgument(format!(
+                "consumer offset {offset} is past the end of queue {topic}:{queue_id} ({end})"
+            )));
         }
         self.tables.consumer_offsets().commit(group, topic, queue_id, offset);
         Ok(())

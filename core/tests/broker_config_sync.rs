@@ -29,6 +29,11 @@ fn slave_mirrors_the_masters_config_tables() {
     let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
     master.create_topic("OrderTopic", 8).unwrap();
     master.put_subscription_group(SubscriptionGroupConfig::new("order-consumers")).unwrap();
+    // Offsets up to 80 in queue 3 (a commit past a queue's end is refused).
+    for i in 0..80 {
+        master.put_message_sync(&common::message("OrderTopic", 3, i, 50)).unwrap();
+    }
+    assert!(master.store().wait_dispatched(Duration::from_secs(10)));
     master.commit_consumer_offset("order-consumers", "OrderTopic", 3, 42).unwrap();
     master.set_delay_offset(2, 17).unwrap();
     let slave = slave_of(&master, sd.path());
@@ -56,6 +61,7 @@ fn slave_mirrors_the_masters_config_tables() {
     // not moved back by a stale master (RocketMQ issue 1094).
     assert!(matches!(slave.create_topic("X", 1), Err(Error::NotMaster(_))));
     assert!(matches!(slave.set_delay_offset(1, 1), Err(Error::NotMaster(_))));
+    assert!(wait_until(Duration::from_secs(10), || slave.queue_max_offset("OrderTopic", 3) == 80));
     slave.commit_consumer_offset("order-consumers", "OrderTopic", 3, 70).unwrap();
     let report = slave.sync_config_now().unwrap();
     assert!(report.is_complete(), "{report:?}");
@@ -119,6 +125,10 @@ fn a_master_on_port_zero_puts_its_fast_port_at_port_minus_two() {
 fn consumer_offsets_take_only_valid_names() {
     let dir = tempfile::tempdir().unwrap();
     let b = Broker::start_master(common::broker_config(dir.path(), "ASYNC_MASTER", &[])).unwrap();
+    for i in 0..3 {
+        b.put_message_sync(&common::message("A", 0, i, 50)).unwrap();
+    }
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
     b.commit_consumer_offset("B@C", "A", 0, 5).unwrap_err();
     b.commit_consumer_offset("C", "A@B", 0, 9).unwrap_err();
     b.commit_consumer_offset("", "A", 0, 9).unwrap_err();

@@ -53,6 +53,9 @@ fn dropping_the_last_handle_stops_the_broker_on_the_callers_thread() {
         // A dirty table makes the persist thread write it on its next pass (each millisecond);
         // drop while that write is under way, when the thread held the broker.
         let before = inode(&json);
+        // Offset i needs i messages in the queue.
+        broker.put_message_sync(&rmqha_core::Message::new("T", vec![1])).unwrap();
+        assert!(broker.store().wait_dispatched(Duration::from_secs(10)));
         broker.commit_consumer_offset("G", "T", 0, i).unwrap();
         // The write's `.tmp` exists until it is renamed over the file (a new inode); catching
         // neither within 1 s only makes this round less likely to drop on that thread.

@@ -86,6 +86,10 @@ test('consumer offsets are committed and survive a restart', async (t) => {
   const dir = tmpStore(t, 'consumer')
   let b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
   assert.equal(b.consumerOffset('g1', 'T', 0), -1)
+  // An offset names a position in the queue: 42 needs 42 messages there.
+  for (let i = 0; i < 42; i++) await b.putMessage('T', `m${i}`)
+  await waitFor('dispatch', () => b.queueMaxOffset('T', 0) === 42)
+  assert.throws(() => b.commitConsumerOffset('g1', 'T', 0, 43), { code: 'INVALID_ARGUMENT', message: /past the end/ })
   b.commitConsumerOffset('g1', 'T', 0, 42)
   assert.equal(b.consumerOffset('g1', 'T', 0), 42)
   assert.throws(() => b.commitConsumerOffset('g1', 'T', 0, -5), { code: 'INVALID_ARGUMENT' })
@@ -151,13 +155,18 @@ test('errors carry a code', async (t) => {
   assert.throws(() => b.getMessages('T', 0, 0, 0), { code: 'INVALID_ARGUMENT' })
   assert.throws(() => b.getMessages('T', 2 ** 32, 0, 1), { code: 'INVALID_ARGUMENT' })
   assert.throws(() => b.getMessages('T', 0, NaN, 1), { code: 'INVALID_ARGUMENT' })
-  b.commitConsumerOffset('g', 'T', 0, 50)
+  // A commit for a queue that holds nothing and that no topic config names is refused.
+  assert.throws(() => b.commitConsumerOffset('g', 'T', 0, 0), { code: 'INVALID_ARGUMENT', message: /does not exist/ })
+  await b.putMessage('T', 'one')
+  const one = b.maxOffset()
+  await waitFor('dispatch', () => b.queueMaxOffset('T', 0) === 1)
+  b.commitConsumerOffset('g', 'T', 0, 1)
   for (const offset of [NaN, Infinity, 7.9, -1]) {
     assert.throws(() => b.commitConsumerOffset('g', 'T', 0, offset), { code: 'INVALID_ARGUMENT' }, `offset ${offset}`)
   }
-  assert.equal(b.consumerOffset('g', 'T', 0), 50, 'a refused commit changed nothing')
+  assert.equal(b.consumerOffset('g', 'T', 0), 1, 'a refused commit changed nothing')
   // Nothing was stored by the failures.
-  assert.equal(b.maxOffset(), 0)
+  assert.equal(b.maxOffset(), one)
 })
 
 test('setMasterAddress: a slave follows its master to new ports after a restart', async (t) => {

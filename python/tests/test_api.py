@@ -111,6 +111,16 @@ def test_consumer_offsets_persist_across_a_restart(tmp_path: Path) -> None:
     cfg = broker_config(tmp_path, "ASYNC_MASTER")
     with rmqha.start_master(cfg) as m:
         assert m.consumer_offset("G", "T", 0) == -1
+        # An offset names a position in its queue: 7 needs 7 messages there.
+        for i in range(7):
+            m.put_message_sync("T", b"m%d" % i)
+        for i in range(3):
+            m.put_message_sync("T", b"n%d" % i, queue_id=1)
+        assert wait_until(lambda: (m.queue_max_offset("T", 0), m.queue_max_offset("T", 1)) == (7, 3))
+        with pytest.raises(rmqha.InvalidArgumentError, match="past the end"):
+            m.commit_consumer_offset("G", "T", 0, 8)
+        with pytest.raises(rmqha.InvalidArgumentError, match="does not exist"):
+            m.commit_consumer_offset("G", "T", 2, 0)
         m.commit_consumer_offset("G", "T", 0, 7)
         m.commit_consumer_offset("G", "T", 1, 3)
         assert m.consumer_offset("G", "T", 0) == 7

@@ -218,9 +218,15 @@ int main(int argc, char **argv) {
   /* Consumer offsets. */
   CHECK_OK(rmqha_consumer_offset(master, "group-c", TOPIC, 0, &v));
   CHECK(v == -1, "never committed: %lld", (long long)v);
-  CHECK_OK(rmqha_commit_consumer_offset(master, "group-c", TOPIC, 0, 7));
+  /* An offset names a position in the queue: past its end is refused. */
+  int64_t queue_end = 0;
+  CHECK_OK(rmqha_queue_max_offset(master, TOPIC, 0, &queue_end));
+  CHECK(queue_end >= 1, "queue 0 ends at %lld", (long long)queue_end);
+  CHECK_STATUS(rmqha_commit_consumer_offset(master, "group-c", TOPIC, 0, queue_end + 1), RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(last_error(), "past the end") != NULL, "error says why: %s", last_error());
+  CHECK_OK(rmqha_commit_consumer_offset(master, "group-c", TOPIC, 0, queue_end));
   CHECK_OK(rmqha_consumer_offset(master, "group-c", TOPIC, 0, &v));
-  CHECK(v == 7, "committed: %lld", (long long)v);
+  CHECK(v == queue_end, "committed: %lld", (long long)v);
 
   /* Stop: the slave first, then the master; a put after shutdown stores nothing. */
   CHECK_OK(rmqha_shutdown(slave));
@@ -232,9 +238,9 @@ int main(int argc, char **argv) {
   CHECK(late.status == RMQHA_PUT_STATUS_SERVICE_NOT_AVAILABLE && late.phy_offset == -1 && late.msg_id[0] == '\0',
         "late put: %s", rmqha_put_status_name(late.status));
   /* A commit after shutdown would never be persisted: refused, not silently lost. */
-  CHECK_STATUS(rmqha_commit_consumer_offset(master, "group-c", TOPIC, 0, 9), RMQHA_STATUS_STORE);
+  CHECK_STATUS(rmqha_commit_consumer_offset(master, "group-c", TOPIC, 0, 0), RMQHA_STATUS_STORE);
   CHECK_OK(rmqha_consumer_offset(master, "group-c", TOPIC, 0, &v));
-  CHECK(v == 7, "the refused commit changed nothing: %lld", (long long)v);
+  CHECK(v == queue_end, "the refused commit changed nothing: %lld", (long long)v);
   CHECK_OK(rmqha_max_offset(master, &v)); /* offsets still answer */
   CHECK(v == mo.max_offset, "max offset after shutdown %lld", (long long)v);
   rmqha_broker_free(slave);
