@@ -69,7 +69,7 @@ impl QueryProcessor {
     /// The record at physical offset `offset` (decoded from an offset message id by the client).
     fn view_message(&self, b: &Broker, req: &RemotingCommand) -> Answer {
         let offset = req.ext_i64("offset").map_err(|e| bad_header(req, e))?;
-        match b.store().record_at(offset) {
+        match b.store().genuine_record_at(offset) {
             Some(rec) => Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
                 .with_body(rec.bytes().to_vec())),
             None => Err(reply(

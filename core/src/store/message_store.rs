@@ -78,6 +78,9 @@ pub struct RecoveryReport {
 pub const DELETED_TOPICS_FILE: &str = "deletedTopics.json";
 
 /// How long a stopping store waits for a dispatcher that does not move.
+/// Most records a key query reads (see `query_by_key`).
+pub const KEY_QUERY_CANDIDATES: usize = 4096;
+
 const STALLED_DISPATCH: Duration = Duration::from_millis(300);
 
 const ROLE_ASYNC_MASTER: u8 = 0;
@@ -1056,12 +1059,44 @@ impl MessageStore {
         r.view().map(|v| StoredMessage::from_view(&v))
     }
 
+    /// The record at `phy`, only if a record starts there. The offset of a message id comes
+    /// from anyone, and a body may hold bytes shaped like a record whose offset field names
+    /// where they lie (a producer can forge one, topic, keys and all). A record dispatch has
+    /// passed must be the one its queue lists at its queue offset; one it has not reached yet,
+    /// or that no queue lists, is found by hopping over record lengths from a known record
+    /// start (where dispatch stands, or its file's start).
+    pub fn genuine_record_at(&self, phy: i64) -> Option<RawRecord> {
+        let rec = self.record_at(phy)?;
+        let (topic, queue_id, queue_offset, takes_queue) = {
+            let v = rec.view()?;
+            if v.physical_offset != phy {
+                return None;
+            }
+            (
+                v.topic_str()?.to_string(),
+                v.queue_id,
+                v.queue_offset,
+                crate::message::sysflag::takes_queue_offset(v.sys_flag),
+            )
+        };
+        let reput = self.dispatcher.reput_from() as i64;
+        if phy < reput && takes_queue {
+            let unit = self.cqs.find(&topic, queue_id)?.get(queue_offset)?;
+            return (unit.phy_offset == phy && unit.size as usize == rec.bytes().len()).then_some(rec);
+        }
+        let fs = self.commit_log.file_size() as i64;
+        let file_start = phy - phy % fs;
+        let from = if (file_start..=phy).contains(&reput) { reput } else { file_start };
+        (self.commit_log.record_start_at_or_before(from as u64, phy as u64) == phy as u64).then_some(rec)
+    }
+
     /// The message with RocketMQ offset message id `msg_id`.
     pub fn message_by_id(&self, msg_id: &str) -> Option<StoredMessage> {
         let (_, phy) = decode_offset_msg_id(msg_id)?;
         // Only the message whose id this is: the offset alone also finds whatever record
         // another log put there (the id of a message an old master lost in a failover).
-        self.message_at(phy).filter(|m| m.msg_id.eq_ignore_ascii_case(msg_id))
+        let rec = self.genuine_record_at(phy)?;
+        rec.view().map(|v| StoredMessage::from_view(&v)).filter(|m| m.msg_id.eq_ignore_ascii_case(msg_id))
     }
 
     /// Messages of `topic` whose KEYS or UNIQ_KEY contain `key`, stored within
@@ -1069,7 +1104,10 @@ impl MessageStore {
     ///
     /// The index walk goes on past entries that are not this key's (hash collisions) and
     /// past repeats of a message (a key listed twice, or equal to the unique key), so neither
-    /// uses up `max`.
+    /// uses up `max`. It reads at most `KEY_QUERY_CANDIDATES` records, though: keys whose
+    /// Java hash codes are equal are easy to make ("Aa" and "BB"), and a query for one of a
+    /// hot key's would otherwise read every message of that key, a second or more per
+    /// million, on the thread that answers it.
     pub fn query_by_key(
         &self,
         topic: &str,
@@ -1085,10 +1123,24 @@ impl MessageStore {
             return out;
         }
         let mut seen = std::collections::HashSet::new();
+        let mut read = 0usize;
         index.for_each_offset(topic, key, begin, end, |phy| {
             if !seen.insert(phy) {
                 return true;
             }
+            if read == KEY_QUERY_CANDIDATES {
+                static CAPPED: crate::logging::Throttle = crate::logging::Throttle::new(Duration::from_secs(60));
+                if let Some(n) = CAPPED.note(topic) {
+                    tracing::warn!(
+                        "a query for key {:?} of topic {topic:?} stopped after reading {KEY_QUERY_CANDIDATES} \
+                         messages whose keys hash alike (older matches, if any, are not returned){}",
+                        crate::clip(key, 64),
+                        crate::logging::recurred(n)
+                    );
+                }
+                return false;
+            }
+            read += 1;
             let Some(m) = self.message_at(phy) else { return true };
             // Hashes collide: keep only real matches.
             let uniq = m.property(crate::message::properties::keys::UNIQ_KEY) == Some(key);
