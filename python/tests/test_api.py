@@ -198,3 +198,23 @@ def test_a_slave_follows_its_master_to_new_ports(tmp_path: Path) -> None:
             assert s.offsets()["connected"]
     finally:
         m.close()
+
+
+def test_ha_auth_secret_keeps_out_a_slave_without_it(tmp_path: Path) -> None:
+    """haAuthSecret passes through the config dict like any key: a slave with the master's
+    secret replicates (PUT_OK with its bytes on the slave); one with another is refused, and
+    both sides say why."""
+    secret = "a secret of some length"
+    m_cfg = broker_config(tmp_path / "m", "SYNC_MASTER", haAuthSecret=secret, slaveTimeout=5000)
+    with rmqha.start_master(m_cfg) as m:
+        ha = f"127.0.0.1:{m.ha_port()}"
+        with rmqha.start_slave(broker_config(tmp_path / "s", "SLAVE", haMasterAddress=ha, haAuthSecret=secret)) as s:
+            assert wait_until(lambda: slave_streaming(m)), m.offsets()
+            r = m.put_message_sync("Auth", b"kept on both")
+            assert r.status == "PUT_OK"
+            assert s.max_offset() >= r.phy_offset + r.size
+        other = broker_config(tmp_path / "o", "SLAVE", haMasterAddress=ha, haAuthSecret="some other secret!!")
+        with rmqha.start_slave(other) as o:
+            assert wait_until(lambda: "haAuthSecret values differ" in (o.offsets()["last_ha_error"] or ""))
+            assert wait_until(lambda: any("differs" in r["reason"] for r in m.offsets()["refused_slaves"]))
+            assert o.max_offset() == 0
