@@ -23,6 +23,9 @@ pub fn store_settings(file_size: u64, flush_disk_type: &str) -> Vec<(&'static st
         ("listenPort", "0".into()),
         ("haSendHeartbeatInterval", "1000".into()),
         ("slaveTimeout", "1000".into()),
+        // Every reconnect through the proxy's cuts and stalls opens with the challenge and
+        // response (the other tests cover the default, no secret).
+        ("haAuthSecret", "rmqha-chaos shared secret".into()),
         ("flushIntervalCommitLog", "100".into()),
         ("flushIntervalConsumeQueue", "200".into()),
         // Retention would (rightly) delete old CommitLog files on a full disk; the harness
