@@ -22,7 +22,8 @@ pub struct BrokerArgs {
 pub fn apply_overrides(config: &mut BrokerConfig, sets: &[String]) -> Result<(), String> {
     for kv in sets {
         let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv:?}: expected KEY=VALUE"))?;
-        config.set(k, v).map_err(|e| format!("--set {kv}: {e}"))?;
+        // The key only: the error names the value where it may (never a secret's).
+        config.set(k, v).map_err(|e| format!("--set {}: {e}", k.trim()))?;
     }
     Ok(())
 }

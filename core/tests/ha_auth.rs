@@ -87,17 +87,21 @@ fn a_client_without_the_secret_releases_no_put() {
     let mut got = Vec::new();
     let _ = rogue.read_to_end(&mut got);
     assert!(got.is_empty(), "the master sent {} bytes to an unauthenticated client", got.len());
-    // A hello followed by a forged proof fails too.
+    // A hello followed by a forged proof fails too. Such a client gets the master's nonce and
+    // nothing else: no value derived from the secret to test guesses against offline.
     let mut forger = TcpStream::connect(ha_addr(&master)).unwrap();
     forger.write_all(b"RMQHAUT1").unwrap();
     forger.write_all(&[7u8; 32]).unwrap();
-    let mut prove = [0u8; 72];
+    let mut challenge = [0u8; 40];
     forger.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    forger.read_exact(&mut prove).unwrap();
-    assert_eq!(&prove[..8], b"RMQHAUT1");
+    forger.read_exact(&mut challenge).unwrap();
+    assert_eq!(&challenge[..8], b"RMQHAUT1");
     forger.write_all(&[0u8; 32]).unwrap();
-    forger.write_all(&0i64.to_be_bytes()).unwrap();
+    let _ = forger.write_all(&0i64.to_be_bytes());
     assert!(refused_for(&master, "does not match this master's haAuthSecret"));
+    let mut rest = Vec::new();
+    let _ = forger.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "the master sent {} more bytes to a client that failed its proof", rest.len());
     assert_eq!(transferring(&master), 0);
     master.shutdown();
 }
@@ -122,7 +126,7 @@ fn different_secrets_are_refused_on_both_sides() {
     master.put_message_sync(&message("Auth", 0, 0, 100)).unwrap();
     let slave = slave_of(sd.path(), &master, &[("haAuthSecret", "another secret of some length")]);
     assert!(slave_error_says(&slave, "the two haAuthSecret values differ"));
-    assert!(refused_for(&master, "haAuthSecret differs"));
+    assert!(refused_for(&master, "does not match this master's haAuthSecret: the two secrets differ"));
     assert_eq!(transferring(&master), 0);
     assert_eq!(slave.max_offset(), 0);
     slave.shutdown();
@@ -162,4 +166,27 @@ fn the_secret_is_checked_and_never_printed() {
     // Empty is "no authentication".
     c.set("haAuthSecret", "").unwrap();
     c.validate().unwrap();
+}
+
+/// A client that sends its hello a byte at a time, each within the socket's read timeout, is
+/// held to the handshake's deadline (`haHousekeepingInterval`, 2 s here) all the same: before,
+/// each byte restarted the wait, and 40 bytes at 200 ms kept the handshake open for 8 s.
+#[test]
+fn a_trickling_client_is_held_to_the_deadline() {
+    let md = tempfile::tempdir().unwrap();
+    let master = master_with(md.path(), Some(SECRET));
+    let mut client = TcpStream::connect(ha_addr(&master)).unwrap();
+    let mut hello = b"RMQHAUT1".to_vec();
+    hello.extend_from_slice(&[1u8; 32]);
+    let mut sent = 0;
+    for b in &hello {
+        if client.write_all(std::slice::from_ref(b)).is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(refused_for(&master, "within the time allowed"));
+    assert!(sent < hello.len(), "the whole hello went through, a byte every 200 ms");
+    master.shutdown();
 }
