@@ -323,3 +323,14 @@ test('version() is the workspace version, and package.json carries the same', ()
   assert.equal(rmqha.version(), workspace)
   assert.equal(require('../package.json').version, workspace)
 })
+
+test('haAuthSecret is taken only as a string', async (t) => {
+  const dir = tmpStore(t, 'secret')
+  // Refused before anything starts, as a config that is no object is.
+  assert.throws(() => rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER', { haAuthSecret: 12345678901234567890 })), {
+    code: 'INVALID_ARGUMENT',
+    message: /haAuthSecret must be a string/,
+  })
+  const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER', { haAuthSecret: '12345678901234567890' }))
+  await b.close()
+})

@@ -24,6 +24,12 @@ pub(crate) fn config_pairs(env: &Env, config: Unknown) -> napi::Result<Vec<(Stri
     }
     // SAFETY: the value belongs to this call's environment.
     let config = unsafe { JsConfig::from_napi_value(env.raw(), config.raw()) }?;
+    // A number past 2^53 loses digits on its way here: a secret written as one would differ
+    // from the same digits given as a string (or to Python, which keeps them).
+    if matches!(config.get("haAuthSecret"), Some(Either3::B(_) | Either3::C(_))) {
+        let failure = Failure::invalid("haAuthSecret must be a string".to_string());
+        return Err(failure.into_js(env));
+    }
     Ok(config
         .into_iter()
         .map(|(k, v)| {
