@@ -107,13 +107,9 @@ impl std::fmt::Debug for Broker {
 /// next messages there, and a consumer at the old offset would skip them (or, pulling past
 /// the end, be sent back to the queue's start). Queues the store does not have are left.
 fn cap_consumer_offsets(store: &MessageStore, tables: &ConfigTables) {
-    let moved = tables.consumer_offsets().cap_at(|topic, queue_id| {
-        if store.queue_ids(topic).contains(&queue_id) {
-            store.queue_max_offset(topic, queue_id)
-        } else {
-            i64::MAX
-        }
-    });
+    let moved = tables
+        .consumer_offsets()
+        .cap_at(|topic, queue_id| store.existing_queue_max_offset(topic, queue_id).unwrap_or(i64::MAX));
     if moved > 0 {
         tracing::warn!(
             "{moved} consumer offsets were past the end of their queue (the log's tail was lost or cut) and \
@@ -244,6 +240,7 @@ impl Broker {
             cap_consumer_offsets(&store, &tables);
         }
         let config = Arc::new(config);
+        let auth_secret = (!config.ha_auth_secret.is_empty()).then(|| config.ha_auth_secret.clone());
         let (ha_master, ha_slave, ha_port) = if config.broker_role.is_master() {
             let opts = HaMasterOptions {
                 heartbeat_interval: Duration::from_millis(config.ha_send_heartbeat_interval as u64),
@@ -259,7 +256,7 @@ impl Broker {
                 } else {
                     Duration::from_micros(500)
                 },
-                auth_secret: (!config.ha_auth_secret.is_empty()).then(|| config.ha_auth_secret.clone()),
+                auth_secret: auth_secret.clone(),
             };
             let addr = SocketAddr::new(bind_ip, ha_configured);
             match HaMaster::start(addr, store.commit_log().clone(), opts) {
@@ -281,7 +278,7 @@ impl Broker {
                 connect_timeout: Duration::from_secs(3),
                 max_backoff: Duration::from_secs(5),
                 bind_address: config.ha_client_bind_address.parse().ok(),
-                auth_secret: (!config.ha_auth_secret.is_empty()).then(|| config.ha_auth_secret.clone()),
+                auth_secret,
             };
             match HaSlave::start(store.clone(), &config.ha_master_address, opts) {
                 Ok(s) => (None, Some(s), 0),
@@ -532,9 +529,10 @@ impl Broker {
         // Kept, persisted and mirrored only for a queue that exists: one the topic's config
         // names (as the wire path requires) or one holding messages (a topic put to through
         // this API needs no config).
+        let held = self.store.existing_queue_max_offset(topic, queue_id);
         let configured =
             self.topic_config(topic).is_some_and(|tc| queue_id < tc.read_queue_nums.max(tc.write_queue_nums));
-        if !configured && !self.store.queue_ids(topic).contains(&queue_id) {
+        if held.is_none() && !configured {
             return Err(Error::InvalidArgument(format!(
                 "queue {topic}:{queue_id} does not exist (no topic config names it, and it holds no message)"
             )));
@@ -542,7 +540,7 @@ impl Broker {
         // Past the queue's end the offset names messages not written yet: the consumer would
         // skip them when they come, and a pull from there is answered OFFSET_OVERFLOW_BADLY,
         // which sends a consumer of a queue starting at 0 back to its start.
-        let end = self.store.queue_max_offset(topic, queue_id);
+        let end = held.unwrap_or(0);
         if offset > end {
             return Err(Error::InvalidArgument(format!(
                 "consumer offset {offset} is past the end of queue {topic}:{queue_id} ({end})"

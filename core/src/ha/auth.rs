@@ -37,12 +37,13 @@ use sha2::Sha256;
 
 use crate::config::Secret;
 
-/// The first 8 bytes of a HELLO and of a PROVE. Read as a slave's first report by a master
-/// without a secret, it is an offset of about 5.9 EB, which that master recognises.
+/// The first 8 bytes of each side's hello. Read as a slave's first report by a master without
+/// a secret, it is an offset of about 5.9 EB, which that master recognises.
 pub const MAGIC: [u8; 8] = *b"RMQHAUT1";
 const NONCE_LEN: usize = 32;
 const MAC_LEN: usize = 32;
 const HELLO_LEN: usize = MAGIC.len() + NONCE_LEN;
+
 /// The magic as a slave's first report reads it.
 pub fn magic_as_report() -> i64 {
     i64::from_be_bytes(MAGIC)
@@ -64,8 +65,7 @@ fn nonce() -> io::Result<[u8; NONCE_LEN]> {
     Ok(n)
 }
 
-/// Reads exactly `buf.len()` bytes by `deadline` from a stream whose reads time out (each
-/// timeout checks the deadline).
+/// Reads exactly `buf.len()` bytes by `deadline` from a stream whose reads time out.
 fn read_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
     let mut got = 0;
     while got < buf.len() {

@@ -485,7 +485,6 @@ impl ConsumeQueueStore {
             .collect()
     }
 
-    /// The queue ids of a topic.
     /// The queues of `topic`.
     pub fn queues_of(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
         self.queues
@@ -496,6 +495,7 @@ impl ConsumeQueueStore {
             .unwrap_or_default()
     }
 
+    /// The queue ids of a topic, in order.
     pub fn queue_ids(&self, topic: &str) -> Vec<i32> {
         let mut ids: Vec<i32> = self
             .queues

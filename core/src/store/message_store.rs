@@ -729,6 +729,11 @@ impl MessageStore {
     pub fn queue_max_offset(&self, topic: &str, queue_id: i32) -> i64 {
         self.cqs.find(topic, queue_id).map(|q| q.max_offset_in_queue()).unwrap_or(0)
     }
+    /// The next queue offset of a queue the store has (it holds or held messages), `None` for
+    /// any other.
+    pub fn existing_queue_max_offset(&self, topic: &str, queue_id: i32) -> Option<i64> {
+        self.cqs.find(topic, queue_id).map(|q| q.max_offset_in_queue())
+    }
     /// The first readable queue offset, 0 for an unknown queue.
     pub fn queue_min_offset(&self, topic: &str, queue_id: i32) -> i64 {
         self.cqs.find(topic, queue_id).map(|q| q.min_offset_in_queue()).unwrap_or(0)
