@@ -243,6 +243,45 @@ fn silent_connections_make_room_for_new_ones() {
     master.shutdown();
 }
 
+/// A flood of silent connections from one host cannot push out another host's connection
+/// that has not reported yet (a slave in its `haAuthSecret` handshake, or just connecting):
+/// before, the oldest silent connection went first, whichever host it came from.
+#[test]
+fn a_flood_from_one_host_spares_another_hosts_connection() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "SYNC_MASTER", &[])).unwrap();
+    let ha = ha_addr(&master);
+    // The other host: 127.0.0.2, also loopback. It connects and has not reported yet.
+    let other = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    other.bind(&"127.0.0.2:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+    other.connect(&ha.into()).unwrap();
+    let mut other: TcpStream = other.into();
+    let mut flood: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(ha).unwrap()).collect();
+    // The master accepts in order: once a slave connected after the flood streams, it has
+    // seen all of it.
+    let slave =
+        Broker::start_slave(broker_config(sd.path(), "SLAVE", &[("haMasterAddress", &ha.to_string())]))
+            .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || transferring(&master) == 1));
+    let closed = |s: &mut TcpStream| {
+        s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut b = [0u8; 1];
+        !matches!(s.read(&mut b), Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
+    };
+    assert!(flood[..30].iter_mut().all(closed), "the flood's oldest connections were kept");
+    assert!(!closed(&mut other), "the other host's connection was closed to make room for the flood");
+    // It reports now and is a slave like any other.
+    other.write_all(&0i64.to_be_bytes()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || master
+        .offsets()
+        .slaves
+        .iter()
+        .any(|s| s.addr.ip() == std::net::IpAddr::from([127, 0, 0, 2]))));
+    drop(flood);
+    slave.shutdown();
+    master.shutdown();
+}
+
 /// A slave pointed at a master whose log has the same length but other bytes (another store,
 /// or one that lost records in a crash and wrote new ones up to the slave's offset) must not
 /// take new bytes onto its diverged log. The master resends the records before the slave's

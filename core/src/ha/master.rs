@@ -587,6 +587,11 @@ const MAX_CONNECTIONS: usize = 256;
 /// sockets cannot hold threads until the housekeeping interval closes them, nor keep a real
 /// slave out.
 const MAX_UNREPORTED: usize = 16;
+/// Most connections from one host that have not sent their first report. Past it, or at
+/// `MAX_UNREPORTED` in all, the host holding the most gives up its oldest: a flood from one
+/// host cannot push out another host's slave while that one connects (with `haAuthSecret`
+/// its handshake takes a round trip or two before its report).
+const MAX_UNREPORTED_PER_HOST: usize = 8;
 
 fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
     let peer = stream.peer_addr()?;
@@ -613,11 +618,21 @@ fn start_connection(stream: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
     {
         let mut conns = shared.conns.lock().unwrap_or_else(|e| e.into_inner());
         conns.retain(|c| !c.closed.load(Ordering::Acquire));
-        let silent = conns.iter().filter(|c| c.request_offset.load(Ordering::Acquire) < 0);
-        if silent.clone().count() >= MAX_UNREPORTED {
-            if let Some(oldest) = silent.min_by_key(|c| c.accepted) {
+        let silent: Vec<&Arc<Conn>> =
+            conns.iter().filter(|c| c.request_offset.load(Ordering::Acquire) < 0).collect();
+        let from = |ip: IpAddr| silent.iter().filter(|c| c.peer.ip() == ip).count();
+        let host = if from(peer.ip()) >= MAX_UNREPORTED_PER_HOST {
+            Some(peer.ip())
+        } else if silent.len() >= MAX_UNREPORTED {
+            silent.iter().map(|c| c.peer.ip()).max_by_key(|&ip| from(ip))
+        } else {
+            None
+        };
+        if let Some(host) = host {
+            if let Some(oldest) = silent.iter().filter(|c| c.peer.ip() == host).min_by_key(|c| c.accepted) {
                 oldest.close(&format!(
-                    "no report yet, and {MAX_UNREPORTED} connections without one: making room for {peer}"
+                    "no report yet, and too many connections without one ({MAX_UNREPORTED} in all, \
+                     {MAX_UNREPORTED_PER_HOST} from one host): making room for {peer}"
                 ));
             }
             conns.retain(|c| !c.closed.load(Ordering::Acquire));
