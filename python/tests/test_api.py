@@ -216,5 +216,5 @@ def test_ha_auth_secret_keeps_out_a_slave_without_it(tmp_path: Path) -> None:
         other = broker_config(tmp_path / "o", "SLAVE", haMasterAddress=ha, haAuthSecret="some other secret!!")
         with rmqha.start_slave(other) as o:
             assert wait_until(lambda: "haAuthSecret values differ" in (o.offsets()["last_ha_error"] or ""))
-            assert wait_until(lambda: any("differs" in r["reason"] for r in m.offsets()["refused_slaves"]))
+            assert wait_until(lambda: any("secrets differ" in r["reason"] for r in m.offsets()["refused_slaves"]))
             assert o.max_offset() == 0
