@@ -627,6 +627,20 @@ rmqha_status rmqha_query_by_key(const struct rmqha_broker *broker,
                                 size_t max,
                                 struct rmqha_get_result_t **out);
 
+// `rmqha_query_by_key` for messages stored from `begin_ms` to `end_ms` (both included,
+// milliseconds since the epoch), as RocketMQ's `queryMessage`: with `end_ms` set below the
+// oldest store time a query returned, the next one goes on where it stopped.
+// `RMQHA_STATUS_INVALID_ARGUMENT` when `begin_ms` > `end_ms`.
+//
+// Ownership: as `rmqha_get_messages`. Thread safety: callable from any thread.
+rmqha_status rmqha_query_by_key_between(const struct rmqha_broker *broker,
+                                        const char *topic,
+                                        const char *key,
+                                        size_t max,
+                                        int64_t begin_ms,
+                                        int64_t end_ms,
+                                        struct rmqha_get_result_t **out);
+
 // Frees a result and every message, body and string in it. NULL is allowed and does nothing.
 //
 // Ownership: takes back what `rmqha_get_messages`, `rmqha_message_by_id` or

@@ -29,8 +29,11 @@ export declare class Broker {
   putMessageSync(topic: string, body: Uint8Array | string, opts?: PutOptions | undefined | null): PutResult
   /** Up to `maxMsgs` messages of a queue from ConsumeQueue offset `offset`. */
   getMessages(topic: string, queueId: number, offset: number, maxMsgs: number): Promise<GetMessagesResult>
-  /** Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`. */
-  queryByKey(topic: string, key: string, max: number): Promise<Array<StoredMessage>>
+  /**
+   * Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`, stored
+   * from `begin` to `end` ms since the epoch (both included; defaults: no bound).
+   */
+  queryByKey(topic: string, key: string, max: number, begin?: number | undefined | null, end?: number | undefined | null): Promise<Array<StoredMessage>>
   /** The message with this offset message id, or null. */
   messageById(msgId: string): Promise<StoredMessage | null>
   /** ASYNC_MASTER, SYNC_MASTER or SLAVE. */

@@ -471,6 +471,19 @@ impl Broker {
     pub fn query_by_key(&self, topic: &str, key: &str, max: usize) -> Vec<StoredMessage> {
         self.store.query_by_key(topic, key, max, 0, i64::MAX)
     }
+    /// `query_by_key` for messages stored from `begin` to `end` ms (both included), as
+    /// RocketMQ's `queryMessage`: with `end` set below the oldest store time a query
+    /// returned, the next query goes on where it stopped.
+    pub fn query_by_key_between(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin: i64,
+        end: i64,
+    ) -> Vec<StoredMessage> {
+        self.store.query_by_key(topic, key, max, begin, end)
+    }
 
     pub fn max_offset(&self) -> i64 {
         self.store.max_offset()

@@ -309,6 +309,44 @@ pub unsafe extern "C" fn rmqha_query_by_key(
     })
 }
 
+/// `rmqha_query_by_key` for messages stored from `begin_ms` to `end_ms` (both included,
+/// milliseconds since the epoch), as RocketMQ's `queryMessage`: with `end_ms` set below the
+/// oldest store time a query returned, the next one goes on where it stopped.
+/// `RMQHA_STATUS_INVALID_ARGUMENT` when `begin_ms` > `end_ms`.
+///
+/// Ownership: as `rmqha_get_messages`. Thread safety: callable from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmqha_query_by_key_between(
+    broker: *const rmqha_broker,
+    topic: *const c_char,
+    key: *const c_char,
+    max: usize,
+    begin_ms: i64,
+    end_ms: i64,
+    out: *mut *mut rmqha_get_result_t,
+) -> rmqha_status {
+    guard(|| {
+        args::out(out, "out")?;
+        // SAFETY: checked non-NULL above; set first so a failure leaves NULL.
+        unsafe { args::write(out, std::ptr::null_mut()) };
+        // SAFETY: the caller passes a live handle and C strings.
+        let (b, topic, key) =
+            unsafe { (broker_arg(broker)?, args::str(topic, "topic")?, args::str(key, "key")?) };
+        if begin_ms > end_ms {
+            return Err(Failure::new(
+                rmqha_status::InvalidArgument,
+                format!("begin_ms {begin_ms} is after end_ms {end_ms}"),
+            ));
+        }
+        let msgs = b.query_by_key_between(topic, key, max, begin_ms, end_ms);
+        let status =
+            if msgs.is_empty() { GetMessageStatus::NoMatchedMessage } else { GetMessageStatus::Found };
+        // SAFETY: checked non-NULL above.
+        unsafe { args::write(out, into_raw(status, -1, -1, -1, false, msgs)) };
+        Ok(())
+    })
+}
+
 /// Frees a result and every message, body and string in it. NULL is allowed and does nothing.
 ///
 /// Ownership: takes back what `rmqha_get_messages`, `rmqha_message_by_id` or

@@ -69,6 +69,12 @@ test('put, read back by queue, key and id; offsets are numbers', async (t) => {
 
   await waitFor('index', async () => (await b.queryByKey('Orders', 'customer-9', 10)).length === 1)
   assert.deepEqual(await b.queryByKey('Orders', 'nobody', 10), [])
+  // Within store times (ms, both ends included).
+  const [hit] = await b.queryByKey('Orders', 'customer-9', 10)
+  assert.equal((await b.queryByKey('Orders', 'customer-9', 10, hit.storeTimestamp, hit.storeTimestamp)).length, 1)
+  assert.deepEqual(await b.queryByKey('Orders', 'customer-9', 10, 0, hit.storeTimestamp - 1), [])
+  assert.deepEqual(await b.queryByKey('Orders', 'customer-9', 10, hit.storeTimestamp + 1), [])
+  assert.throws(() => b.queryByKey('Orders', 'customer-9', 10, 5, 4), { code: 'INVALID_ARGUMENT', message: /after end/ })
   const byId = await b.messageById(r2.msgId)
   assert.equal(byId.body.toString(), 'second')
   assert.equal(await b.messageById('00000000000000000000000000FFFFFF'), null)

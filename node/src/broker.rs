@@ -119,7 +119,8 @@ impl Broker {
         Ok(AsyncTask::new(GetMessagesTask { broker, topic, queue_id, offset, max_msgs }))
     }
 
-    /// Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`.
+    /// Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`, stored
+    /// from `begin` to `end` ms since the epoch (both included; defaults: no bound).
     #[napi(catch_unwind)]
     pub fn query_by_key(
         &self,
@@ -127,10 +128,23 @@ impl Broker {
         topic: String,
         key: String,
         max: f64,
+        begin: Option<f64>,
+        end: Option<f64>,
     ) -> Result<AsyncTask<QueryByKeyTask>> {
         let max = to_js(&env, int_in("max", max, 0, u32::MAX as i64))? as u32;
+        let begin = begin
+            .map(|v| to_js(&env, int_in("begin", v, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)))
+            .transpose()?
+            .unwrap_or(0);
+        let end = end
+            .map(|v| to_js(&env, int_in("end", v, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)))
+            .transpose()?
+            .unwrap_or(i64::MAX);
+        if begin > end {
+            return Err(Failure::invalid(format!("begin {begin} is after end {end}")).into_js(&env));
+        }
         let broker = to_js(&env, self.core())?;
-        Ok(AsyncTask::new(QueryByKeyTask { broker, topic, key, max }))
+        Ok(AsyncTask::new(QueryByKeyTask { broker, topic, key, max, begin, end }))
     }
 
     /// The message with this offset message id, or null.

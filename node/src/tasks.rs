@@ -120,6 +120,8 @@ pub struct QueryByKeyTask {
     pub(crate) topic: String,
     pub(crate) key: String,
     pub(crate) max: u32,
+    pub(crate) begin: i64,
+    pub(crate) end: i64,
 }
 
 #[napi]
@@ -129,7 +131,13 @@ impl Task for QueryByKeyTask {
 
     fn compute(&mut self) -> Result<Self::Output> {
         guarded(|| {
-            let found = self.broker.query_by_key(&self.topic, &self.key, self.max as usize);
+            let found = self.broker.query_by_key_between(
+                &self.topic,
+                &self.key,
+                self.max as usize,
+                self.begin,
+                self.end,
+            );
             Ok(found.into_iter().map(StoredMessage::from).collect())
         })
     }

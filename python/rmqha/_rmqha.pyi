@@ -165,8 +165,12 @@ class Broker:
     def get_messages(
         self, topic: str, queue_id: int, offset: int, max_msgs: int = 32
     ) -> GetMessagesResult: ...
-    def query_by_key(self, topic: str, key: str, max: int = 32) -> list[Message]:
-        """Messages of topic whose KEYS (or UNIQ_KEY) hold key, newest first."""
+    def query_by_key(
+        self, topic: str, key: str, max: int = 32, begin: int = 0, end: int | None = None
+    ) -> list[Message]:
+        """Messages of topic whose KEYS (or UNIQ_KEY) hold key, newest first, stored from
+        begin to end ms since the epoch (both included; end=None: no bound). InvalidArgumentError
+        when begin is after end."""
     def message_by_id(self, msg_id: str) -> Message | None: ...
     def max_offset(self) -> int: ...
     def min_offset(self) -> int: ...

@@ -144,16 +144,23 @@ impl PyBroker {
         PyGetMessagesResult::new(py, &r, msgs)
     }
 
-    /// Messages of `topic` whose KEYS (or UNIQ_KEY) hold `key`, newest first, at most `max`.
-    #[pyo3(signature = (topic, key, max=32))]
+    /// Messages of `topic` whose KEYS (or UNIQ_KEY) hold `key`, newest first, at most `max`,
+    /// stored from `begin` to `end` ms since the epoch (both included; `end=None`: no bound).
+    #[pyo3(signature = (topic, key, max=32, begin=0, end=None))]
     fn query_by_key<'py>(
         &self,
         py: Python<'py>,
         topic: &str,
         key: &str,
         max: usize,
+        begin: i64,
+        end: Option<i64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let msgs = self.with(py, |b| b.query_by_key(topic, key, max))?;
+        let end = end.unwrap_or(i64::MAX);
+        if begin > end {
+            return Err(errors::InvalidArgumentError::new_err(format!("begin {begin} is after end {end}")));
+        }
+        let msgs = self.with(py, |b| b.query_by_key_between(topic, key, max, begin, end))?;
         message_list(py, msgs)
     }
 

@@ -74,6 +74,15 @@ def test_lookups_by_id_and_key(master: rmqha.Broker) -> None:
     assert [m.body for m in master.query_by_key("Keys", "order-1")] == [b"b5", b"b3", b"b1"]
     assert [m.body for m in master.query_by_key("Keys", "order-1", max=2)] == [b"b5", b"b3"]
     assert master.query_by_key("Keys", "nobody") == []
+    # Within store times (ms, both ends included).
+    found = master.query_by_key("Keys", "order-1")
+    newest, oldest = found[0].store_timestamp, found[-1].store_timestamp
+    assert all(m.store_timestamp == newest for m in master.query_by_key("Keys", "order-1", begin=newest, end=newest))
+    assert master.query_by_key("Keys", "order-1", begin=newest, end=newest)[0].body == b"b5"
+    assert master.query_by_key("Keys", "order-1", end=oldest - 1) == []
+    assert len(master.query_by_key("Keys", "order-1", begin=oldest)) == 3
+    with pytest.raises(rmqha.InvalidArgumentError, match="after end"):
+        master.query_by_key("Keys", "order-1", begin=5, end=4)
 
 
 def test_offsets_of_a_master(master: rmqha.Broker) -> None:

@@ -189,6 +189,21 @@ int main(int argc, char **argv) {
   CHECK_OK(rmqha_query_by_key(master, TOPIC, "no-such-key", 32, &by_key));
   CHECK(by_key->status == RMQHA_GET_STATUS_NO_MATCHED_MESSAGE && by_key->message_count == 0, "no key");
   rmqha_get_result_free(by_key);
+  /* Within store times: the newest one's alone, then none before the oldest. */
+  CHECK_OK(rmqha_query_by_key(master, TOPIC, "order-0", 32, &by_key));
+  int64_t newest = by_key->messages[0].store_timestamp;
+  int64_t oldest = by_key->messages[by_key->message_count - 1].store_timestamp;
+  rmqha_get_result_free(by_key);
+  CHECK_OK(rmqha_query_by_key_between(master, TOPIC, "order-0", 32, newest, newest, &by_key));
+  CHECK(by_key->status == RMQHA_GET_STATUS_FOUND && by_key->message_count >= 1, "at the newest time");
+  for (size_t i = 0; i < by_key->message_count; i++)
+    CHECK(by_key->messages[i].store_timestamp == newest, "time bound");
+  rmqha_get_result_free(by_key);
+  CHECK_OK(rmqha_query_by_key_between(master, TOPIC, "order-0", 32, 0, oldest - 1, &by_key));
+  CHECK(by_key->status == RMQHA_GET_STATUS_NO_MATCHED_MESSAGE && by_key->message_count == 0, "before the oldest");
+  rmqha_get_result_free(by_key);
+  CHECK_STATUS(rmqha_query_by_key_between(master, TOPIC, "order-0", 32, 5, 4, &by_key), RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK(by_key == NULL, "a failed read leaves NULL");
 
   /* The master restarts on its store with new ports. Told the new HA address, the slave
    * follows it, and a SYNC put is PUT_OK again with its bytes on the slave at the return. */
