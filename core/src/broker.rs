@@ -469,7 +469,7 @@ impl Broker {
     }
     /// Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`.
     pub fn query_by_key(&self, topic: &str, key: &str, max: usize) -> Vec<StoredMessage> {
-        self.store.query_by_key(topic, key, max, 0, i64::MAX)
+        self.query_by_key_between(topic, key, max, 0, i64::MAX)
     }
     /// `query_by_key` for messages stored from `begin` to `end` ms (both included), as
     /// RocketMQ's `queryMessage`: with `end` set below the oldest store time a query

@@ -293,20 +293,8 @@ pub unsafe extern "C" fn rmqha_query_by_key(
     max: usize,
     out: *mut *mut rmqha_get_result_t,
 ) -> rmqha_status {
-    guard(|| {
-        args::out(out, "out")?;
-        // SAFETY: checked non-NULL above; set first so a failure leaves NULL.
-        unsafe { args::write(out, std::ptr::null_mut()) };
-        // SAFETY: the caller passes a live handle and C strings.
-        let (b, topic, key) =
-            unsafe { (broker_arg(broker)?, args::str(topic, "topic")?, args::str(key, "key")?) };
-        let msgs = b.query_by_key(topic, key, max);
-        let status =
-            if msgs.is_empty() { GetMessageStatus::NoMatchedMessage } else { GetMessageStatus::Found };
-        // SAFETY: checked non-NULL above.
-        unsafe { args::write(out, into_raw(status, -1, -1, -1, false, msgs)) };
-        Ok(())
-    })
+    // SAFETY: the caller's pointers, passed on as they came.
+    unsafe { rmqha_query_by_key_between(broker, topic, key, max, 0, i64::MAX, out) }
 }
 
 /// `rmqha_query_by_key` for messages stored from `begin_ms` to `end_ms` (both included,
