@@ -2,11 +2,11 @@
 #   make demo   - the main job: a SYNC_MASTER and a SLAVE replicating on temporary directories
 #   make test   - every test (Rust, C, Python, Node), installing what they need first
 #
-# Other targets: lint, bench-store, bench-ha, header.
+# Other targets: lint, bench-store, bench-ha, header, install-c.
 
 CARGO ?= cargo
 
-.PHONY: demo test test-deps test-rust test-python test-node lint bench-store bench-ha header
+.PHONY: demo test test-deps test-rust test-python test-node lint bench-store bench-ha header install-c
 
 # DEMO_BIN runs the demo on a binary already built (CI passes the test build's
 # target/debug/rmqha, which saves a release build of the whole workspace).
@@ -60,6 +60,12 @@ test-node:
 		cd node && npm run build:debug; \
 	fi
 	cd node && npm test
+
+# Installs the C library (release build), its header and a pkg-config file under PREFIX
+# (default /usr/local); LIBDIR, INCLUDEDIR and DESTDIR as GNU makefiles take them.
+install-c:
+	$(CARGO) build --release -p rmqha-ffi
+	./scripts/install-c.sh "$${CARGO_TARGET_DIR:-target}/release"
 
 # Regenerates include/rmqha.h (a test fails when it drifts).
 header:

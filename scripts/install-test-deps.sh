@@ -5,6 +5,7 @@ set -euo pipefail
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # Debian and Ubuntu ship `python3 -m venv` without ensurepip unless python3-venv is installed.
 python3 -c 'import ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -218,3 +218,91 @@ fn c_valgrind() {
         run(dir.path(), &valgrind, &bin, args, Duration::from_secs(120));
     }
 }
+
+/// `scripts/install-c.sh` (behind `make install-c`) installs the library, the header and a
+/// pkg-config file that a C program elsewhere builds with; the program runs against the
+/// installed library alone. With `DESTDIR` the files land under it while the `.pc` file names
+/// the final paths, as packagers need.
+#[test]
+fn c_installed_with_pkg_config() {
+    let dir = scratch();
+    let prefix = dir.path().join("prefix");
+    let script = workspace().join("scripts/install-c.sh");
+    let install = |destdir: Option<&Path>| {
+        let mut cmd = Command::new(&script);
+        cmd.arg(lib_dir()).env("PREFIX", &prefix).env_remove("LIBDIR").env_remove("INCLUDEDIR");
+        match destdir {
+            Some(d) => cmd.env("DESTDIR", d),
+            None => cmd.env_remove("DESTDIR"),
+        };
+        let out = cmd.output().expect("run install-c.sh");
+        assert!(out.status.success(), "install-c.sh failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    };
+    install(None);
+    let (lib, inc) = (prefix.join("lib"), prefix.join("include"));
+    assert_eq!(
+        std::fs::read(lib.join("librmqha.so")).unwrap(),
+        std::fs::read(lib_dir().join("librmqha.so")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(lib.join("librmqha.a")).unwrap(),
+        std::fs::read(lib_dir().join("librmqha.a")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(inc.join("rmqha.h")).unwrap(),
+        std::fs::read(workspace().join("include/rmqha.h")).unwrap()
+    );
+
+    let pkg_config = |args: &[&str]| {
+        let out = Command::new("pkg-config")
+            .args(args)
+            .arg("rmqha")
+            .env("PKG_CONFIG_PATH", lib.join("pkgconfig"))
+            .env_remove("PKG_CONFIG_LIBDIR")
+            .output()
+            .expect("pkg-config is not installed (apt-get install pkg-config)");
+        assert!(out.status.success(), "pkg-config {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(pkg_config(&["--modversion"]), env!("CARGO_PKG_VERSION"));
+    let cflags = pkg_config(&["--cflags"]);
+    let libs = pkg_config(&["--libs"]);
+    assert_eq!(cflags, format!("-I{}", inc.display()));
+    assert_eq!(libs, format!("-L{} -lrmqha", lib.display()));
+    assert!(pkg_config(&["--static", "--libs"]).ends_with("-lpthread -lm -ldl"));
+
+    // The example, built as a user elsewhere would and run against the installed library.
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let bin = dir.path().join("example");
+    let out = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+        .arg(workspace().join("examples/c/master_slave.c"))
+        .args(cflags.split_whitespace())
+        .args(libs.split_whitespace())
+        .arg("-o")
+        .arg(&bin)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cc}: {e}"));
+    assert!(out.status.success(), "{cc} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let loader_path = format!("LD_LIBRARY_PATH={}", lib.display());
+    let out = run(dir.path(), &["env", &loader_path], &bin, &[], Duration::from_secs(30));
+    assert!(out.contains("slave read: FOUND, 5 messages"), "{out}");
+
+    // Staged: files under DESTDIR, paths in the .pc file without it.
+    let stage = dir.path().join("stage");
+    install(Some(&stage));
+    let staged = stage.join(prefix.strip_prefix("/").unwrap());
+    assert!(staged.join("lib/librmqha.so").is_file() && staged.join("include/rmqha.h").is_file());
+    let pc = std::fs::read_to_string(staged.join("lib/pkgconfig/rmqha.pc")).unwrap();
+    assert!(pc.contains(&format!("prefix={}\n", prefix.display())), "{pc}");
+    assert!(!pc.contains(stage.to_str().unwrap()), "{pc}");
+
+    // Nothing built: the script names what is missing and installs nothing.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = Command::new(&script).arg(&empty).env("PREFIX", dir.path().join("other")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no librmqha.so in"), "{stderr}");
+    assert!(!dir.path().join("other").exists());
+}
