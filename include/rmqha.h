@@ -463,6 +463,19 @@ rmqha_status rmqha_commit_consumer_offset(const struct rmqha_broker *broker,
 // Ownership: `ha_address` is borrowed for the call. Thread safety: callable from any thread.
 rmqha_status rmqha_set_master_address(const struct rmqha_broker *broker, const char *ha_address);
 
+// Copies the broker's metrics as Prometheus text (exposition format 0.0.4: offsets, each
+// slave's ack offset and lag, put counters by status, a histogram of how long puts waited
+// for a flush or a slave) into `buf`, NUL-terminated and truncated to `len` bytes, and
+// stores the text's full length in `*out_len` (a value >= `len` means truncated: call again
+// with a buffer of at least `*out_len + 1` bytes; `buf` may be NULL when `len` is 0).
+// `out_len` may be NULL. Serve it at `/metrics` from your own HTTP server for Prometheus.
+//
+// Ownership: `buf` belongs to the caller. Thread safety: callable from any thread.
+rmqha_status rmqha_metrics(const struct rmqha_broker *broker,
+                           char *buf,
+                           size_t len,
+                           size_t *out_len);
+
 // Fills `*out` with one consistent-enough snapshot of the broker's offsets (each value is read
 // once; they are not taken under one lock).
 //

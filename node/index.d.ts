@@ -56,6 +56,12 @@ export declare class Broker {
   queueMaxOffset(topic: string, queueId: number): number
   /** One snapshot of the offsets and replication state. */
   offsets(): Offsets
+  /**
+   * The broker's metrics as Prometheus text (exposition format 0.0.4): offsets, each
+   * slave's ack offset and lag, put counters by status, and a histogram of how long puts
+   * waited for a flush or a slave. Serve it at /metrics for Prometheus.
+   */
+  metrics(): string
   /** A consumer group's committed offset of a queue (-1 if none). */
   consumerOffset(group: string, topic: string, queueId: number): number
   /** Commits a consumer group's offset of a queue (persisted in the background and at close). */

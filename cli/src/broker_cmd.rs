@@ -16,6 +16,10 @@ pub struct BrokerArgs {
     /// Override a property (repeatable), e.g. --set listenPort=0.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9100; port 0 picks
+    /// one, printed in the start line).
+    #[arg(long = "metrics-listen", value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Applies `--set KEY=VALUE` overrides to a config.
@@ -43,9 +47,19 @@ pub fn run(args: BrokerArgs) -> Result<(), String> {
     }
     let mut signals = Signals::new(wanted).map_err(|e| format!("cannot handle signals: {e}"))?;
     let broker = Broker::start(config).map_err(|e| e.to_string())?;
+    let metrics = match args.metrics_listen {
+        Some(addr) => match crate::metrics_http::serve(addr, &broker) {
+            Ok(bound) => format!(" metrics=http://{bound}/metrics"),
+            Err(e) => {
+                let _ = broker.close();
+                return Err(e);
+            }
+        },
+        None => String::new(),
+    };
     // One line a script can wait for.
     say(&format!(
-        "rmqha broker started: role={} listenPort={} haPort={} store={}",
+        "rmqha broker started: role={} listenPort={} haPort={} store={}{metrics}",
         broker.role(),
         broker.listen_port(),
         broker.ha_port(),

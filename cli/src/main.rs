@@ -6,6 +6,7 @@ mod broker_cmd;
 mod client_cmd;
 mod demo;
 mod ha_bench;
+mod metrics_http;
 mod remote_bench;
 mod status;
 mod truncate_cmd;

@@ -442,3 +442,71 @@ fn a_stop_that_loses_config_exits_non_zero() {
     assert_eq!(status.code(), Some(1), "{status:?}");
     p.wait_line("rmqha broker stopped UNCLEANLY", Duration::from_secs(5));
 }
+
+/// One HTTP request over a fresh connection; the whole answer.
+fn http(addr: &str, request: &[u8]) -> String {
+    use std::io::Read;
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(request).unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// `--metrics-listen`: Prometheus text at /metrics, counting what the broker was sent; other
+/// paths and methods are refused, and a client that never finishes its request holds up no
+/// scrape.
+#[test]
+fn metrics_are_served_over_http() {
+    let store = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(RMQHA);
+    cmd.args(["broker", "-c"]).arg(examples().join("broker-a.properties"));
+    for s in [
+        format!("storePathRootDir={}", store.path().display()),
+        "listenPort=0".into(),
+        "haListenPort=0".into(),
+        "bindAddress=127.0.0.1".into(),
+        "brokerIP1=127.0.0.1".into(),
+        "brokerRole=ASYNC_MASTER".into(),
+        "mappedFileSizeCommitLog=1048576".into(),
+    ] {
+        cmd.arg("--set").arg(s);
+    }
+    cmd.args(["--metrics-listen", "127.0.0.1:0"]).env("RMQHA_LOG", "warn");
+    let p = Proc::spawn(cmd);
+    let line = p.wait_line("rmqha broker started", Duration::from_secs(20));
+    let url = field(&line, "metrics");
+    let addr = url.strip_prefix("http://").and_then(|u| u.strip_suffix("/metrics")).unwrap().to_string();
+    let port = field(&line, "listenPort");
+
+    // A client that sends half a request and waits: scrapes go on beside it.
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"GET /metr").unwrap();
+
+    let out = Command::new(RMQHA)
+        .args(["put", "--topic", "TopicTest", &format!("127.0.0.1:{port}")])
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(b"hello")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success(), "put failed: {}", String::from_utf8_lossy(&out.stderr));
+
+    let answer = http(&addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.contains("Content-Type: text/plain; version=0.0.4"), "{head}");
+    assert!(head.contains(&format!("Content-Length: {}", body.len())), "{head}");
+    assert!(body.contains("role=\"ASYNC_MASTER\""), "{body}");
+    assert!(body.lines().any(|l| l == "rmqha_puts_stored_total 1"), "{body}");
+    assert!(body.lines().any(|l| l == "rmqha_ha_slaves 0"), "{body}");
+
+    assert!(http(&addr, b"GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 "));
+    assert!(http(&addr, b"POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405 "));
+    assert!(http(&addr, &[0u8; 9000]).starts_with("HTTP/1.1 431 "));
+    drop(slow);
+    p.stop();
+}

@@ -428,6 +428,7 @@ impl Broker {
     /// Puts messages as one batch (contiguous, one file); see `put_message`.
     pub fn put_messages(&self, msgs: &[Message]) -> Result<PutHandle> {
         if self.shut.load(Ordering::Acquire) {
+            self.store.put_metrics().refused(PutStatus::ServiceNotAvailable);
             return Err(Error::PutFailed {
                 status: PutStatus::ServiceNotAvailable,
                 reason: "broker shut down".into(),
@@ -564,6 +565,12 @@ impl Broker {
     }
 
     /// The offsets and replication state now.
+    /// The broker's offsets, slaves and put counters as Prometheus text (format 0.0.4; see
+    /// `metrics::render` for the families).
+    pub fn metrics(&self) -> String {
+        crate::metrics::render(self)
+    }
+
     pub fn offsets(&self) -> Offsets {
         let slave = self.ha_slave.as_ref().map(|s| s.status());
         Offsets {

@@ -21,6 +21,7 @@ pub mod ha;
 pub mod logging;
 pub mod message;
 pub mod metadata;
+pub mod metrics;
 pub mod net;
 pub mod processor;
 pub mod remoting;

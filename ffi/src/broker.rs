@@ -359,6 +359,34 @@ pub struct rmqha_offsets_t {
     pub last_ha_error: [c_char; RMQHA_ERROR_SIZE],
 }
 
+/// Copies the broker's metrics as Prometheus text (exposition format 0.0.4: offsets, each
+/// slave's ack offset and lag, put counters by status, a histogram of how long puts waited
+/// for a flush or a slave) into `buf`, NUL-terminated and truncated to `len` bytes, and
+/// stores the text's full length in `*out_len` (a value >= `len` means truncated: call again
+/// with a buffer of at least `*out_len + 1` bytes; `buf` may be NULL when `len` is 0).
+/// `out_len` may be NULL. Serve it at `/metrics` from your own HTTP server for Prometheus.
+///
+/// Ownership: `buf` belongs to the caller. Thread safety: callable from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmqha_metrics(
+    broker: *const rmqha_broker,
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> rmqha_status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle.
+        let text = unsafe { broker_arg(broker) }?.metrics();
+        // SAFETY: `buf` has `len` writable bytes (or is NULL) by the caller's contract.
+        let n = unsafe { args::copy_to_buf(&text, buf, len) };
+        if !out_len.is_null() {
+            // SAFETY: non-NULL, and the caller's.
+            unsafe { args::write(out_len, n) };
+        }
+        Ok(())
+    })
+}
+
 /// Fills `*out` with one consistent-enough snapshot of the broker's offsets (each value is read
 /// once; they are not taken under one lock).
 ///

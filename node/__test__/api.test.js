@@ -312,6 +312,19 @@ test('loadProperties reads a broker.properties file', async (t) => {
   await assert.rejects(rmqha.loadProperties(path.join(dir, 'missing.properties')), { code: 'CONFIG' })
 })
 
+test('metrics() counts the puts and their answers as Prometheus text', async (t) => {
+  const dir = tmpStore(t, 'metrics')
+  const b = await rmqha.startMaster(brokerConfig(dir, 'SYNC_MASTER'))
+  cleanup(t, () => b.close())
+  for (let i = 0; i < 2; i++) assert.equal((await b.putMessage('T', 'x')).status, 'SLAVE_NOT_AVAILABLE')
+  await assert.rejects(b.putMessage('bad topic', 'x'))
+  const lines = b.metrics().split('\n')
+  assert.ok(lines.includes('rmqha_puts_waited_total{status="SLAVE_NOT_AVAILABLE"} 2'), lines.join('\n'))
+  assert.ok(lines.includes('rmqha_puts_refused_total{status="MESSAGE_ILLEGAL"} 1'))
+  assert.ok(lines.includes('rmqha_puts_stored_total 2'))
+  assert.ok(lines.includes(`rmqha_commitlog_max_offset_bytes ${b.maxOffset()}`))
+})
+
 test('a store is removed after its broker is closed, leaving nothing behind', async (t) => {
   let dir
   await t.test('a broker that persists its config as it closes', async (t) => {

@@ -216,6 +216,14 @@ impl Broker {
         self.read(&env, |b| b.offsets().into())
     }
 
+    /// The broker's metrics as Prometheus text (exposition format 0.0.4): offsets, each
+    /// slave's ack offset and lag, put counters by status, and a histogram of how long puts
+    /// waited for a flush or a slave. Serve it at /metrics for Prometheus.
+    #[napi(catch_unwind)]
+    pub fn metrics(&self, env: Env) -> Result<String> {
+        self.read(&env, |b| b.metrics())
+    }
+
     /// A consumer group's committed offset of a queue (-1 if none).
     #[napi(catch_unwind)]
     pub fn consumer_offset(&self, env: Env, group: String, topic: String, queue_id: f64) -> Result<i64> {

@@ -209,6 +209,13 @@ impl PyBroker {
         offsets_dict(py, o)
     }
 
+    /// The broker's metrics as Prometheus text (exposition format 0.0.4): offsets, each
+    /// slave's ack offset and lag, put counters by status, and a histogram of how long puts
+    /// waited for a flush or a slave. Serve it at /metrics for Prometheus.
+    fn metrics(&self, py: Python<'_>) -> PyResult<String> {
+        self.with(py, |b| b.metrics())
+    }
+
     /// A consumer group's committed offset of a queue (-1 if none).
     fn consumer_offset(&self, py: Python<'_>, group: &str, topic: &str, queue_id: i32) -> PyResult<i64> {
         self.with(py, |b| b.consumer_offset(group, topic, queue_id))

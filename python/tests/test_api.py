@@ -109,6 +109,20 @@ def test_a_sync_master_without_slave_answers_slave_not_available(tmp_path: Path)
         assert m.get_messages("T", 0, 0, 1).messages[0].msg_id == r.msg_id
 
 
+def test_metrics_count_the_puts_and_their_answers(tmp_path: Path) -> None:
+    with rmqha.start_master(broker_config(tmp_path, "SYNC_MASTER")) as m:
+        for _ in range(3):
+            assert m.put_message_sync("T", b"x").status == "SLAVE_NOT_AVAILABLE"
+        with pytest.raises(rmqha.PutError):
+            m.put_message_sync("bad topic", b"x")
+        lines = m.metrics().splitlines()
+        assert 'rmqha_puts_waited_total{status="SLAVE_NOT_AVAILABLE"} 3' in lines
+        assert 'rmqha_puts_refused_total{status="MESSAGE_ILLEGAL"} 1' in lines
+        assert "rmqha_puts_stored_total 3" in lines
+        assert f"rmqha_commitlog_max_offset_bytes {m.max_offset()}" in lines
+        assert "# TYPE rmqha_put_wait_seconds histogram" in lines
+
+
 def test_sync_flush_waits_for_the_disk(tmp_path: Path) -> None:
     with rmqha.start_master(broker_config(tmp_path, "ASYNC_MASTER", flushDiskType="SYNC_FLUSH")) as m:
         r = m.put_message_sync("T", b"x")

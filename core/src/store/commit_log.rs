@@ -90,6 +90,10 @@ struct PutState {
     /// Set (under this lock) when the store shuts down: no append may land after its final
     /// flush, or after its locks are released to the next owner of the directory.
     closed: bool,
+    /// Puts (calls) and messages appended since the log was opened, for monitoring:
+    /// counted here, under the lock, they cost the put path no locked instruction.
+    stored_puts: u64,
+    stored_messages: u64,
 }
 
 /// A map hashed with FxHash (rustc's hasher). The queue-offset table is looked up under the
@@ -202,6 +206,8 @@ impl CommitLog {
                 scratch: Vec::new(),
                 clock: StoreClock::default(),
                 closed: false,
+                stored_puts: 0,
+                stored_messages: 0,
             })),
             max_offset: CachePadded::new(AtomicU64::new(max)),
             locked_since: AtomicI64::new(0),
@@ -404,6 +410,12 @@ impl CommitLog {
         Ok(end)
     }
 
+    /// Puts (calls) and messages appended since the log was opened.
+    pub fn stored_counts(&self) -> (u64, u64) {
+        let s = self.put.lock();
+        (s.stored_puts, s.stored_messages)
+    }
+
     /// The next queue offset of a queue as the put path sees it.
     pub fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
         let s = self.put.lock();
@@ -515,6 +527,10 @@ impl CommitLog {
         self.locked_since.store(store_ts, Ordering::Relaxed);
         let result = self.append_locked(&mut state, prepared, total, store_ts);
         self.locked_since.store(0, Ordering::Relaxed);
+        if result.is_ok() {
+            state.stored_puts += 1;
+            state.stored_messages += prepared.len() as u64;
+        }
         drop(state);
         if result.is_ok() {
             self.replicate.notify();

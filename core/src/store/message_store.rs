@@ -18,6 +18,7 @@ use super::index::{IndexOptions, IndexService};
 use super::lock::{self, StoreLock};
 use super::mapped_file::Populate;
 use super::mapped_file_queue::Allocator;
+use super::put_metrics::PutMetrics;
 use super::read::{GetMessageResult, GetMessageStatus, RawRecord, StoredMessage, total_physical_memory};
 use super::retention::{self, DiskGuard, RetentionOptions, RetentionReport, StoreClock, SystemClock};
 use super::status::{PutResult, PutStatus};
@@ -108,6 +109,7 @@ pub struct MessageStore {
     flush_waiters: Arc<OffsetWaiters>,
     /// How threads blocked on this store's puts are woken (see `WakeRelay`).
     wake: Option<Arc<WakeRelay>>,
+    put_metrics: Arc<PutMetrics>,
     clock: Arc<dyn StoreClock>,
     /// Set while the disk is above `diskSpaceWarningLevelRatio`: puts are refused.
     disk: Arc<DiskGuard>,
@@ -265,6 +267,7 @@ impl MessageStore {
             dispatcher,
             flush_waiters,
             wake: WakeRelay::new(),
+            put_metrics: Arc::default(),
             clock,
             disk: Arc::new(DiskGuard::default()),
             stop: StopSignal::new(),
@@ -635,6 +638,25 @@ impl MessageStore {
     /// Appends; if `replica_part`, the returned ticket has a second part for the caller to
     /// register with its replication waiters.
     pub fn put_messages_with(&self, msgs: &[Message], replica_part: bool) -> Result<PutHandle> {
+        let handle = self.put_or_refuse(msgs, replica_part);
+        if let Err(Error::PutFailed { status, .. }) = &handle {
+            self.put_metrics.refused(*status);
+        }
+        handle
+    }
+
+    /// The put path's counters: refusals, and the puts that waited (see `stored_counts`
+    /// for the puts stored).
+    pub fn put_metrics(&self) -> &PutMetrics {
+        &self.put_metrics
+    }
+
+    /// Puts (calls) and messages stored since the store was opened.
+    pub fn stored_counts(&self) -> (u64, u64) {
+        self.commit_log.stored_counts()
+    }
+
+    fn put_or_refuse(&self, msgs: &[Message], replica_part: bool) -> Result<PutHandle> {
         if self.fork.forked() {
             return Err(Error::PutFailed {
                 status: PutStatus::ServiceNotAvailable,
@@ -683,7 +705,7 @@ impl MessageStore {
             return Ok(PutHandle::Ready(result));
         }
         let end = result.end_offset();
-        let ticket = PutTicket::with_relay(result, parts, self.wake.clone());
+        let ticket = PutTicket::with_relay(result, parts, self.wake.clone(), Some(self.put_metrics.clone()));
         if flush_wait {
             let deadline = Instant::now() + Duration::from_millis(self.config.sync_flush_timeout as u64);
             self.flush_waiters.register(end, deadline, &ticket);

@@ -13,6 +13,7 @@ pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message_store;
 pub mod notify;
+pub mod put_metrics;
 pub mod read;
 pub mod retention;
 pub mod status;

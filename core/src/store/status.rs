@@ -31,6 +31,20 @@ pub enum PutStatus {
 }
 
 impl PutStatus {
+    /// Every status, in code order (`status as usize` indexes it).
+    pub const ALL: [PutStatus; 10] = [
+        PutStatus::PutOk,
+        PutStatus::FlushDiskTimeout,
+        PutStatus::FlushSlaveTimeout,
+        PutStatus::SlaveNotAvailable,
+        PutStatus::ServiceNotAvailable,
+        PutStatus::MessageIllegal,
+        PutStatus::PropertiesSizeExceeded,
+        PutStatus::OsPageCacheBusy,
+        PutStatus::CreateMappedFileFailed,
+        PutStatus::UnknownError,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             PutStatus::PutOk => "PUT_OK",

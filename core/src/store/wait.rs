@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::put_metrics::PutMetrics;
 use super::status::{PutResult, PutStatus};
 
 type Callback = Box<dyn FnOnce(PutResult) + Send>;
@@ -42,6 +43,8 @@ struct TicketInner {
     /// Where a blocked caller's wake-up comes from: this word, woken through the store's relay
     /// (see `WakeRelay`), or the ticket's own condvar where there is none.
     relay: Option<Arc<WakeRelay>>,
+    /// Where the final status and the time waited for it are counted, and when the wait began.
+    metrics: Option<(Arc<PutMetrics>, Instant)>,
 }
 
 const PENDING: u32 = 0;
@@ -255,11 +258,17 @@ impl PutTicket {
 
     /// A ticket that completes after `parts` parts complete.
     pub(crate) fn with_parts(result: PutResult, parts: u8) -> Self {
-        Self::with_relay(result, parts, None)
+        Self::with_relay(result, parts, None, None)
     }
 
-    /// A ticket whose blocked caller is woken through `relay` (see `WakeRelay`).
-    pub(crate) fn with_relay(result: PutResult, parts: u8, relay: Option<Arc<WakeRelay>>) -> Self {
+    /// A ticket whose blocked caller is woken through `relay` (see `WakeRelay`), and whose
+    /// final status and wait are counted in `metrics`.
+    pub(crate) fn with_relay(
+        result: PutResult,
+        parts: u8,
+        relay: Option<Arc<WakeRelay>>,
+        metrics: Option<Arc<PutMetrics>>,
+    ) -> Self {
         PutTicket {
             inner: Arc::new(TicketInner {
                 state: Mutex::new(TicketState {
@@ -272,6 +281,7 @@ impl PutTicket {
                 cv: Condvar::new(),
                 word: AtomicU32::new(if parts == 0 { DONE } else { PENDING }),
                 relay,
+                metrics: metrics.map(|m| (m, Instant::now())),
             }),
         }
     }
@@ -306,6 +316,9 @@ impl PutTicket {
             } else {
                 s.result.status
             };
+            if let Some((metrics, began)) = &self.inner.metrics {
+                metrics.waited(s.result.status, began.elapsed());
+            }
             let slept = self.inner.word.swap(DONE, Ordering::AcqRel) == SLEEPING;
             if self.inner.relay.is_none() {
                 self.inner.cv.notify_all();
@@ -661,7 +674,7 @@ mod tests {
         let far = Instant::now() + Duration::from_secs(60);
         let tickets = (1..=n)
             .map(|i| {
-                let t = PutTicket::with_relay(result(i * 10), 1, Some(relay.clone()));
+                let t = PutTicket::with_relay(result(i * 10), 1, Some(relay.clone()), None);
                 w.register(i * 10, far, &t);
                 t
             })
@@ -730,7 +743,7 @@ mod tests {
     #[test]
     fn a_single_completion_wakes_its_sleeper() {
         let relay = WakeRelay::new().unwrap();
-        let t = PutTicket::with_relay(result(10), 2, Some(relay));
+        let t = PutTicket::with_relay(result(10), 2, Some(relay), None);
         let waiter = {
             let t = t.clone();
             std::thread::spawn(move || t.wait())
@@ -749,7 +762,7 @@ mod tests {
             let w = w.clone();
             std::thread::spawn(move || w.run_deadlines())
         };
-        let t = PutTicket::with_relay(result(100), 1, WakeRelay::new());
+        let t = PutTicket::with_relay(result(100), 1, WakeRelay::new(), None);
         w.register(100, Instant::now() + Duration::from_millis(30), &t);
         let waiter = {
             let t = t.clone();

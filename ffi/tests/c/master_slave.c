@@ -115,6 +115,24 @@ int main(int argc, char **argv) {
   CHECK(v == 0, "queue min offset %lld", (long long)v);
   CHECK_OK(rmqha_flushed_offset(master, &v));
   CHECK(v >= 0 && v <= mo.max_offset, "flushed %lld", (long long)v);
+  /* Metrics as Prometheus text: the length first, then the text into a buffer that fits. */
+  size_t mlen = 0;
+  CHECK_OK(rmqha_metrics(master, NULL, 0, &mlen));
+  CHECK(mlen > 100, "metrics length %zu", mlen);
+  char *metrics = malloc(mlen + 1);
+  CHECK(metrics != NULL, "malloc");
+  size_t mlen2 = 0;
+  CHECK_OK(rmqha_metrics(master, metrics, mlen + 1, &mlen2));
+  CHECK(mlen2 == mlen && strlen(metrics) == mlen, "metrics %zu then %zu bytes", mlen, mlen2);
+  char want_line[64];
+  snprintf(want_line, sizeof want_line, "\nrmqha_puts_waited_total{status=\"PUT_OK\"} %d\n", n);
+  CHECK(strstr(metrics, want_line) != NULL, "no %s in:\n%s", want_line, metrics);
+  CHECK(strstr(metrics, "role=\"SYNC_MASTER\"") != NULL && strstr(metrics, "\nrmqha_ha_slaves 1\n") != NULL,
+        "metrics:\n%s", metrics);
+  free(metrics);
+  char small[16];
+  CHECK_OK(rmqha_metrics(slave, small, sizeof small, &mlen));
+  CHECK(mlen >= sizeof small && strlen(small) == sizeof small - 1, "truncated to the buffer");
   rmqha_slave_info_t info;
   CHECK_OK(rmqha_slave_info(master, 0, &info));
   CHECK(info.ack_offset == mo.max_offset && info.transferring, "slave info ack %lld", (long long)info.ack_offset);
