@@ -482,17 +482,25 @@ impl IndexService {
         if !has_keys {
             return Ok(());
         }
-        let mut file = self.last_file()?;
         // Already indexed (a rebuild): everything before the last indexed record, and that
         // record itself, whose start the header keeps as its end (skipping only what lies
         // before it indexed its keys a second time). A file with no entry holds the previous
-        // file's end, or 0 for the first file, where a record at 0 is new.
-        let end = file.end_phy_offset();
-        if req.commit_log_offset < end
-            || (req.commit_log_offset == end && (end > 0 || file.index_count() > 1))
-        {
-            return Ok(());
+        // file's end, or 0 for the first file, where a record at 0 is new. Checked against
+        // the last file before a full one is rolled: a rebuild that made a new, empty file
+        // after a full one left a file that truncation did not see past (see `truncate`).
+        let last = self.files.read().unwrap_or_else(|e| e.into_inner()).last().cloned();
+        if let Some(f) = &last {
+            let end = f.end_phy_offset();
+            if req.commit_log_offset < end
+                || (req.commit_log_offset == end && (end > 0 || f.index_count() > 1))
+            {
+                return Ok(());
+            }
         }
+        let mut file = match last {
+            Some(f) if !f.is_full() => f,
+            prev => self.roll(prev)?,
+        };
         let keys = || {
             req.uniq_key
                 .into_iter()
@@ -578,9 +586,13 @@ impl IndexService {
     /// records written again at those offsets are indexed instead of being taken for
     /// already-indexed ones. Entries left pointing beyond `offset` are harmless: a query
     /// re-reads each message and checks its topic and keys.
+    /// Files with no entry at the end go too, whatever their begin: such a file only carries
+    /// the previous file's end, and kept, it hid that file, whose end stayed past the cut. A
+    /// rebuild after a later crash then skipped the records written again there as indexed,
+    /// and their keys were never found.
     pub fn truncate(&self, offset: i64) -> io::Result<()> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
-        while files.last().is_some_and(|f| f.index_count() > 1 && f.begin_phy_offset() >= offset) {
+        while files.last().is_some_and(|f| f.index_count() <= 1 || f.begin_phy_offset() >= offset) {
             let f = files.pop().expect("last");
             f.file.destroy()?;
         }
@@ -797,6 +809,39 @@ mod tests {
         for key in ["e", "f", "g", "h"] {
             assert_eq!(offsets(&index, key, 0, i64::MAX), vec![300], "key {key}");
         }
+    }
+
+    /// Truncation with an empty file at the end (rolled, then its entries' blocks could not
+    /// be reserved): the file goes, and the full file before it gets its end lowered to the
+    /// cut. Kept, the empty file hid the full one, whose end stayed past the cut; after a
+    /// crash the file holding the keys written at the cut was rebuilt (newer than the
+    /// checkpoint), and the rebuild skipped them as indexed below that stale end.
+    #[test]
+    fn a_cut_behind_an_empty_last_file_lowers_the_full_files_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
+        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
+        for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+            index.build_index(&request(100 * (i as i64 + 1), key, 1_000_000 + i as i64)).unwrap();
+        }
+        let full = index.files.read().unwrap()[0].clone();
+        assert!(full.is_full());
+        index.roll(Some(full.clone())).unwrap();
+        index.join_flushers();
+        assert_eq!(cp.get().index_msg_timestamp, 1_000_002, "the full file's end, in the checkpoint");
+        assert_eq!(index.file_count(), 2);
+        index.truncate(200).unwrap();
+        assert_eq!(index.file_count(), 1, "the empty file went");
+        assert_eq!(full.end_phy_offset(), 199);
+        // Written again at the cut, later in time: into a new file.
+        index.build_index(&request(200, "x", 2_000_000)).unwrap();
+        assert_eq!(offsets(&index, "x", 0, i64::MAX), vec![200]);
+        drop(index);
+        // A crash: the new file is newer than the checkpoint and is rebuilt.
+        let index = IndexService::load(&dir.path().join("index"), opts, cp, false).unwrap();
+        index.build_index(&request(200, "x", 2_000_000)).unwrap();
+        assert_eq!(offsets(&index, "x", 0, i64::MAX), vec![200], "the key written at the cut");
     }
 
     /// Shutdown waits for the thread flushing a full file: left running, it wrote the

@@ -1090,8 +1090,8 @@ impl MessageStore {
     /// from anyone, and a body may hold bytes shaped like a record whose offset field names
     /// where they lie (a producer can forge one, topic, keys and all). A record dispatch has
     /// passed must be the one its queue lists at its queue offset; one it has not reached yet,
-    /// or that no queue lists, is found by hopping over record lengths from a known record
-    /// start (where dispatch stands, or its file's start).
+    /// or that no queue lists (a deleted topic's), is found by hopping over record lengths
+    /// from a known record start (where dispatch stands, or its file's start).
     pub fn genuine_record_at(&self, phy: i64) -> Option<RawRecord> {
         let rec = self.record_at(phy)?;
         let (topic, queue_id, queue_offset, takes_queue) = {
@@ -1107,7 +1107,13 @@ impl MessageStore {
             )
         };
         let reput = self.dispatcher.reput_from() as i64;
-        if phy < reput && takes_queue {
+        // A deleted topic's record stays in the log until retention takes it, and its key
+        // still finds it, but no queue lists it any more (or a queue of the topic made again
+        // lists another record at its queue offset): it is checked by hopping, as RocketMQ's
+        // lookup by id, which reads the log, finds it.
+        let deleted =
+            || self.dispatcher.deleted_topics().below(&topic).is_some_and(|below| (phy as u64) < below);
+        if phy < reput && takes_queue && !deleted() {
             let unit = self.cqs.find(&topic, queue_id)?.get(queue_offset)?;
             return (unit.phy_offset == phy && unit.size as usize == rec.bytes().len()).then_some(rec);
         }
