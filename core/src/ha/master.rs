@@ -270,7 +270,12 @@ impl HaMaster {
         let listener = Arc::new(TcpListener::bind(addr)?);
         let local_addr = listener.local_addr()?;
         cl.set_served_to_slaves(true);
-        let waiters = OffsetWaiters::new(WaitPart::Replica, PutStatus::FlushSlaveTimeout, -1);
+        let waiters = OffsetWaiters::new(
+            WaitPart::Replica,
+            PutStatus::FlushSlaveTimeout,
+            -1,
+            Some(cl.put_metrics().clone()),
+        );
         let timeout_ms = opts.slave_timeout.as_millis();
         let shared = Arc::new(Shared {
             cl,
@@ -332,7 +337,11 @@ impl HaMaster {
     /// completes it with SLAVE_NOT_AVAILABLE at once if no slave can ack it.
     pub fn wait_for_replica(&self, end: i64, ticket: &PutTicket) {
         if !self.is_slave_ok(end) {
-            ticket.complete_part(WaitPart::Replica, PutStatus::SlaveNotAvailable);
+            ticket.complete_part(
+                WaitPart::Replica,
+                PutStatus::SlaveNotAvailable,
+                Some(self.shared.cl.put_metrics()),
+            );
             self.shared.health.unavailable(|| self.why_not_ok(end));
             return;
         }

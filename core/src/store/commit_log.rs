@@ -15,6 +15,7 @@ use super::clock::StoreClock;
 use super::mapped_file::{FOLIO_ALIGN, MappedFile, OS_PAGE_SIZE, ZERO_CHUNK};
 use super::mapped_file_queue::{Allocator, MappedFileQueue};
 use super::notify::Notifier;
+use super::put_metrics::PutMetrics;
 use super::status::PutStatus;
 use crate::message::codec::{BLANK_HEADER_LEN, write_blank};
 use crate::message::{
@@ -113,6 +114,8 @@ pub struct CommitLog {
     put: CachePadded<parking_lot::Mutex<PutState>>,
     /// End of the data visible to readers.
     max_offset: CachePadded<AtomicU64>,
+    /// Counters of the put path (see `put_metrics`).
+    put_metrics: Arc<PutMetrics>,
     /// When the current holder took the put lock (ms), 0 when free.
     locked_since: AtomicI64,
     poisoned: OnceLock<String>,
@@ -210,6 +213,7 @@ impl CommitLog {
                 stored_messages: 0,
             })),
             max_offset: CachePadded::new(AtomicU64::new(max)),
+            put_metrics: Arc::default(),
             locked_since: AtomicI64::new(0),
             poisoned: OnceLock::new(),
             appended: CachePadded::new(Notifier::new()),
@@ -408,6 +412,12 @@ impl CommitLog {
         }
         s.queue_offsets.remove(topic);
         Ok(end)
+    }
+
+    /// The put path's counters (refusals, and the final statuses of puts that waited),
+    /// shared with the flush and replica waiters that complete those puts.
+    pub fn put_metrics(&self) -> &Arc<PutMetrics> {
+        &self.put_metrics
     }
 
     /// Puts (calls) and messages appended since the log was opened.

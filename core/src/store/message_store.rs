@@ -109,7 +109,6 @@ pub struct MessageStore {
     flush_waiters: Arc<OffsetWaiters>,
     /// How threads blocked on this store's puts are woken (see `WakeRelay`).
     wake: Option<Arc<WakeRelay>>,
-    put_metrics: Arc<PutMetrics>,
     clock: Arc<dyn StoreClock>,
     /// Set while the disk is above `diskSpaceWarningLevelRatio`: puts are refused.
     disk: Arc<DiskGuard>,
@@ -242,7 +241,12 @@ impl MessageStore {
             recovery.dispatch_from,
         ));
         let flushed = commit_log.flushed_offset() as i64;
-        let flush_waiters = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, flushed);
+        let flush_waiters = OffsetWaiters::new(
+            WaitPart::Flush,
+            PutStatus::FlushDiskTimeout,
+            flushed,
+            Some(commit_log.put_metrics().clone()),
+        );
         // A disk slower than syncFlushTimeout answered puts FLUSH_DISK_TIMEOUT without a word.
         let (timeout_ms, dir) = (config.sync_flush_timeout, config.commit_log_dir());
         let timeouts = crate::logging::Throttle::new(std::time::Duration::from_secs(60));
@@ -267,7 +271,6 @@ impl MessageStore {
             dispatcher,
             flush_waiters,
             wake: WakeRelay::new(),
-            put_metrics: Arc::default(),
             clock,
             disk: Arc::new(DiskGuard::default()),
             stop: StopSignal::new(),
@@ -640,7 +643,7 @@ impl MessageStore {
     pub fn put_messages_with(&self, msgs: &[Message], replica_part: bool) -> Result<PutHandle> {
         let handle = self.put_or_refuse(msgs, replica_part);
         if let Err(Error::PutFailed { status, .. }) = &handle {
-            self.put_metrics.refused(*status);
+            self.commit_log.put_metrics().refused(*status);
         }
         handle
     }
@@ -648,7 +651,7 @@ impl MessageStore {
     /// The put path's counters: refusals, and the puts that waited (see `stored_counts`
     /// for the puts stored).
     pub fn put_metrics(&self) -> &PutMetrics {
-        &self.put_metrics
+        self.commit_log.put_metrics()
     }
 
     /// Puts (calls) and messages stored since the store was opened.
@@ -705,7 +708,7 @@ impl MessageStore {
             return Ok(PutHandle::Ready(result));
         }
         let end = result.end_offset();
-        let ticket = PutTicket::with_relay(result, parts, self.wake.clone(), Some(self.put_metrics.clone()));
+        let ticket = PutTicket::with_relay(result, parts, self.wake.clone());
         if flush_wait {
             let deadline = Instant::now() + Duration::from_millis(self.config.sync_flush_timeout as u64);
             self.flush_waiters.register(end, deadline, &ticket);

@@ -25,6 +25,26 @@ pub struct PutMetrics {
     wait_sum_ns: AtomicU64,
 }
 
+/// Waits counted by one thread (completing a batch of puts), added to `PutMetrics` at once.
+#[derive(Debug, Default)]
+pub struct WaitTally {
+    count: u64,
+    waited: [u64; PutStatus::ALL.len()],
+    buckets: [u64; WAIT_BUCKETS.len() + 1],
+    sum_ns: u64,
+}
+
+impl WaitTally {
+    /// A put that waited `waited` for its final `status`.
+    pub fn waited(&mut self, status: PutStatus, waited: Duration) {
+        self.count += 1;
+        self.waited[status as usize] += 1;
+        let secs = waited.as_secs_f64();
+        self.buckets[WAIT_BUCKETS.iter().position(|&b| secs <= b).unwrap_or(WAIT_BUCKETS.len())] += 1;
+        self.sum_ns = self.sum_ns.saturating_add(u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX));
+    }
+}
+
 /// A copy of the counters at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PutMetricsSnapshot {
@@ -46,11 +66,27 @@ impl PutMetrics {
 
     /// A put that waited `waited` for its final `status`.
     pub fn waited(&self, status: PutStatus, waited: Duration) {
-        self.waited[status as usize].fetch_add(1, Ordering::Relaxed);
-        let secs = waited.as_secs_f64();
-        let bucket = WAIT_BUCKETS.iter().position(|&b| secs <= b).unwrap_or(WAIT_BUCKETS.len());
-        self.wait_buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        self.wait_sum_ns.fetch_add(u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        let mut t = WaitTally::default();
+        t.waited(status, waited);
+        self.add(&t);
+    }
+
+    /// Adds what a thread tallied while completing a batch of puts.
+    pub fn add(&self, t: &WaitTally) {
+        if t.count == 0 {
+            return;
+        }
+        for (c, &n) in self.waited.iter().zip(&t.waited) {
+            if n > 0 {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        for (c, &n) in self.wait_buckets.iter().zip(&t.buckets) {
+            if n > 0 {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        self.wait_sum_ns.fetch_add(t.sum_ns, Ordering::Relaxed);
     }
 
     pub fn snapshot(&self) -> PutMetricsSnapshot {
