@@ -251,18 +251,7 @@ mod tests {
         for (i, s) in rmqha_put_status::ALL.iter().enumerate() {
             assert_eq!(*s as u32, i as u32);
         }
-        for core in [
-            PutStatus::PutOk,
-            PutStatus::FlushDiskTimeout,
-            PutStatus::FlushSlaveTimeout,
-            PutStatus::SlaveNotAvailable,
-            PutStatus::ServiceNotAvailable,
-            PutStatus::MessageIllegal,
-            PutStatus::PropertiesSizeExceeded,
-            PutStatus::OsPageCacheBusy,
-            PutStatus::CreateMappedFileFailed,
-            PutStatus::UnknownError,
-        ] {
+        for core in PutStatus::ALL {
             let ours = rmqha_put_status::from(core);
             assert_eq!(ours as u32, core as u32);
             assert_eq!(ours.name().to_str().unwrap(), core.as_str());

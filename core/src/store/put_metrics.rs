@@ -1,10 +1,10 @@
 //! Counters of the put path for monitoring (`Broker::metrics`): puts refused by status,
 //! puts that waited for a flush or a slave by final status, and how long they waited.
 //!
-//! Puts that do not wait (ASYNC_FLUSH on an ASYNC_MASTER, or `waitStoreMsgOK=false`) are
-//! counted under the put lock by the CommitLog (`CommitLog::stored_counts`), where counting
-//! costs no locked instruction; the clock is read only for puts that wait, whose waits take
-//! microseconds to seconds.
+//! Stored puts are counted under the put lock by the CommitLog (`CommitLog::stored_counts`),
+//! where counting costs no locked instruction. The clock is read only for puts that wait,
+//! whose waits take microseconds to seconds, and the thread that completes a batch of them
+//! tallies it (`WaitTally`) and adds it here at once.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -64,13 +64,6 @@ impl PutMetrics {
         self.refused[status as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A put that waited `waited` for its final `status`.
-    pub fn waited(&self, status: PutStatus, waited: Duration) {
-        let mut t = WaitTally::default();
-        t.waited(status, waited);
-        self.add(&t);
-    }
-
     /// Adds what a thread tallied while completing a batch of puts.
     pub fn add(&self, t: &WaitTally) {
         if t.count == 0 {
@@ -113,10 +106,15 @@ mod tests {
     #[test]
     fn waits_fall_in_cumulative_buckets_by_their_upper_bound() {
         let m = PutMetrics::default();
-        m.waited(PutStatus::PutOk, Duration::from_micros(100)); // exactly the first bound
-        m.waited(PutStatus::PutOk, Duration::from_micros(101));
-        m.waited(PutStatus::FlushSlaveTimeout, Duration::from_secs(3));
-        m.waited(PutStatus::FlushSlaveTimeout, Duration::from_secs(60));
+        let mut t = WaitTally::default();
+        t.waited(PutStatus::PutOk, Duration::from_micros(100)); // exactly the first bound
+        t.waited(PutStatus::PutOk, Duration::from_micros(101));
+        t.waited(PutStatus::FlushSlaveTimeout, Duration::from_secs(3));
+        m.add(&t);
+        let mut t = WaitTally::default();
+        t.waited(PutStatus::FlushSlaveTimeout, Duration::from_secs(60));
+        m.add(&t);
+        m.add(&WaitTally::default());
         m.refused(PutStatus::MessageIllegal);
         let s = m.snapshot();
         assert_eq!(s.waited[PutStatus::PutOk as usize], 2);
