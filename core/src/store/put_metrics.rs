@@ -15,7 +15,7 @@ use super::status::PutStatus;
 pub const WAIT_BUCKETS: [f64; 16] =
     [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
-/// Put counters shared by the store and its tickets.
+/// Put counters, kept by the CommitLog and added to by the waiters that complete puts.
 #[derive(Debug, Default)]
 pub struct PutMetrics {
     refused: [AtomicU64; PutStatus::ALL.len()],
@@ -28,7 +28,6 @@ pub struct PutMetrics {
 /// Waits counted by one thread (completing a batch of puts), added to `PutMetrics` at once.
 #[derive(Debug, Default)]
 pub struct WaitTally {
-    count: u64,
     waited: [u64; PutStatus::ALL.len()],
     buckets: [u64; WAIT_BUCKETS.len() + 1],
     sum_ns: u64,
@@ -37,7 +36,6 @@ pub struct WaitTally {
 impl WaitTally {
     /// A put that waited `waited` for its final `status`.
     pub fn waited(&mut self, status: PutStatus, waited: Duration) {
-        self.count += 1;
         self.waited[status as usize] += 1;
         let secs = waited.as_secs_f64();
         self.buckets[WAIT_BUCKETS.iter().position(|&b| secs <= b).unwrap_or(WAIT_BUCKETS.len())] += 1;
@@ -66,7 +64,7 @@ impl PutMetrics {
 
     /// Adds what a thread tallied while completing a batch of puts.
     pub fn add(&self, t: &WaitTally) {
-        if t.count == 0 {
+        if t.waited.iter().all(|&n| n == 0) {
             return;
         }
         for (c, &n) in self.waited.iter().zip(&t.waited) {
