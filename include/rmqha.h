@@ -190,6 +190,25 @@ typedef uint32_t rmqha_get_status;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Which end `rmqha_queue_offset_by_time` answers (RocketMQ 5's `BoundaryType`).
+enum rmqha_time_boundary
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // The first message stored at or after the time.
+  RMQHA_TIME_BOUNDARY_LOWER = 0,
+  // The last message stored at or before the time.
+  RMQHA_TIME_BOUNDARY_UPPER = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum rmqha_time_boundary rmqha_time_boundary;
+#else
+typedef uint32_t rmqha_time_boundary;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // A running broker (master or slave). Opaque; create with `rmqha_start_master` or
 // `rmqha_start_slave`; stop with `rmqha_shutdown`, then free with `rmqha_broker_free`.
 //
@@ -432,6 +451,23 @@ rmqha_status rmqha_queue_max_offset(const struct rmqha_broker *broker,
                                     const char *topic,
                                     int32_t queue_id,
                                     int64_t *out);
+
+// A queue's offset by store time into `*out`, as SEARCH_OFFSET_BY_TIMESTAMP answers:
+// with `RMQHA_TIME_BOUNDARY_LOWER` the first message stored at or after `timestamp_ms`
+// (milliseconds since the epoch; the queue's max offset when every message is older), with
+// `RMQHA_TIME_BOUNDARY_UPPER` the last message stored at or before it (the last message when
+// every message is older). Either answers the queue's min offset when every message is
+// newer, and 0 for an unknown queue. Use it to start reading a queue from a point in time.
+// `RMQHA_STATUS_INVALID_ARGUMENT` for a `boundary` that is neither.
+//
+// Ownership: `topic` is borrowed for the call; `*out` is the caller's. Thread safety:
+// callable from any thread.
+rmqha_status rmqha_queue_offset_by_time(const struct rmqha_broker *broker,
+                                        const char *topic,
+                                        int32_t queue_id,
+                                        int64_t timestamp_ms,
+                                        uint32_t boundary,
+                                        int64_t *out);
 
 // A consumer group's committed offset of a queue into `*out`, -1 if it never committed.
 //

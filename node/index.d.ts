@@ -54,6 +54,13 @@ export declare class Broker {
   queueMinOffset(topic: string, queueId: number): number
   /** ConsumeQueue max offset of a queue (the next offset to be written). */
   queueMaxOffset(topic: string, queueId: number): number
+  /**
+   * A queue's offset by store time (ms since the epoch), as SEARCH_OFFSET_BY_TIMESTAMP
+   * answers: `'lower'` (the default) the first message stored at or after it (the queue's
+   * max offset when every message is older), `'upper'` the last stored at or before it.
+   * Either answers the min offset when every message is newer, and 0 for an unknown queue.
+   */
+  queueOffsetByTime(topic: string, queueId: number, timestampMs: number, boundary?: 'lower' | 'upper'): number
   /** One snapshot of the offsets and replication state. */
   offsets(): Offsets
   /**

@@ -22,7 +22,9 @@ use crate::remoting::{
     Dispatch, Handled, RemotingCommand, RemotingServer, RequestContext, RequestHandler, ServerConfig,
 };
 use crate::store::flush::StopSignal;
-use crate::store::{GetMessageResult, MessageStore, PutHandle, PutResult, PutStatus, StoredMessage};
+use crate::store::{
+    GetMessageResult, MessageStore, PutHandle, PutResult, PutStatus, StoredMessage, TimeBoundary,
+};
 use crate::sync::{SlaveSyncConfig, SlaveSynchronizer, SyncReport};
 
 /// One snapshot of a broker's offsets and replication state (API.md `offsets()`).
@@ -508,6 +510,18 @@ impl Broker {
     }
     pub fn queue_min_offset(&self, topic: &str, queue_id: i32) -> i64 {
         self.store.queue_min_offset(topic, queue_id)
+    }
+    /// The queue offset of a store time (ms): with `TimeBoundary::Lower` the first message
+    /// stored at or after it, with `Upper` the last at or before it, as SEARCH_OFFSET_BY_TIMESTAMP
+    /// answers (`MessageStore::queue_offset_by_time_bounded` has the edge cases).
+    pub fn queue_offset_by_time(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        timestamp_ms: i64,
+        boundary: TimeBoundary,
+    ) -> i64 {
+        self.store.queue_offset_by_time_bounded(topic, queue_id, timestamp_ms, boundary)
     }
 
     /// A consumer group's committed offset of a queue (-1 if none).

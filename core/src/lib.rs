@@ -49,7 +49,9 @@ pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant
 pub use config::{BrokerConfig, BrokerRole, FlushDiskType};
 pub use error::{Error, Result};
 pub use message::Message;
-pub use store::{GetMessageResult, GetMessageStatus, MessageStore, PutResult, PutStatus, StoredMessage};
+pub use store::{
+    GetMessageResult, GetMessageStatus, MessageStore, PutResult, PutStatus, StoredMessage, TimeBoundary,
+};
 
 /// At most the first `max` bytes of `s` (whole characters): for names a peer chose, which can
 /// be megabytes long, in logs and answers.

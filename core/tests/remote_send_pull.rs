@@ -110,6 +110,22 @@ fn v1_v2_and_batch_sends_are_pulled_back_with_their_fields() {
     assert_eq!(q(request_code::GET_MIN_OFFSET, &[]), 0);
     assert_eq!(q(request_code::SEARCH_OFFSET_BY_TIMESTAMP, &[("timestamp", 0)]), 0);
     assert_eq!(q(request_code::SEARCH_OFFSET_BY_TIMESTAMP, &[("timestamp", now_ms() + 3_600_000)]), 2);
+    // RocketMQ 5's boundaryType (sent as the enum's name; read case-blind, anything but
+    // "upper" is LOWER): UPPER answers the last message at or before the time.
+    let by_time = |ts: i64, boundary: &str| {
+        let req = RemotingCommand::request(request_code::SEARCH_OFFSET_BY_TIMESTAMP)
+            .with_ext("topic", "T")
+            .with_ext("queueId", 0)
+            .with_ext("timestamp", ts)
+            .with_ext("boundaryType", boundary);
+        ext_i64(&call(&c, req), "offset")
+    };
+    let future = now_ms() + 3_600_000;
+    assert_eq!(by_time(future, "UPPER"), 1);
+    assert_eq!(by_time(future, "upper"), 1);
+    assert_eq!(by_time(future, "LOWER"), 2);
+    assert_eq!(by_time(future, "sideways"), 2);
+    assert_eq!(by_time(0, "UPPER"), 0);
 
     // View by the offset in the message id, and query by key.
     let view = call(

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{list_files, message, store_config, wait_until};
-use rmqha_core::store::GetMessageStatus;
 use rmqha_core::store::retention::ManualClock;
+use rmqha_core::store::{GetMessageStatus, TimeBoundary};
 use rmqha_core::{Error, MessageStore, PutResult, PutStatus};
 
 const HOUR: i64 = 3_600_000;
@@ -96,6 +96,11 @@ fn check_after_deletion(f: &Fixture) {
         let ours: Vec<&(PutResult, Vec<u8>)> = f.puts.iter().filter(|(r, _)| r.queue_id == q).collect();
         let first_alive = ours.iter().position(|(r, _)| r.phy_offset >= cl_min).unwrap() as i64;
         assert_eq!(store.queue_min_offset("Ret", q), first_alive, "queue {q} min follows the CommitLog");
+        // A search by time before every message left answers the first one left, whichever
+        // boundary (RocketMQ's UPPER answers 0, an offset gone).
+        for b in [TimeBoundary::Lower, TimeBoundary::Upper] {
+            assert_eq!(store.queue_offset_by_time_bounded("Ret", q, 0, b), first_alive, "{b:?}");
+        }
         let got = store.get_messages("Ret", q, 0, 4);
         assert_eq!((got.status, got.next_begin_offset), (GetMessageStatus::OffsetTooSmall, first_alive));
         let got = store.get_messages("Ret", q, first_alive, 4);

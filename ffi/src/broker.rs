@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use rmqha_core::{Broker, BrokerRole};
+use rmqha_core::{Broker, BrokerRole, TimeBoundary};
 
 use crate::args;
 use crate::config::rmqha_config;
@@ -266,6 +266,58 @@ pub unsafe extern "C" fn rmqha_queue_max_offset(
     out: *mut i64,
 ) -> rmqha_status {
     queue_query(broker, topic, out, |b, t| b.queue_max_offset(t, queue_id))
+}
+
+/// Which end `rmqha_queue_offset_by_time` answers (RocketMQ 5's `BoundaryType`).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rmqha_time_boundary {
+    /// The first message stored at or after the time.
+    Lower = 0,
+    /// The last message stored at or before the time.
+    Upper = 1,
+}
+
+/// A queue's offset by store time into `*out`, as SEARCH_OFFSET_BY_TIMESTAMP answers:
+/// with `RMQHA_TIME_BOUNDARY_LOWER` the first message stored at or after `timestamp_ms`
+/// (milliseconds since the epoch; the queue's max offset when every message is older), with
+/// `RMQHA_TIME_BOUNDARY_UPPER` the last message stored at or before it (the last message when
+/// every message is older). Either answers the queue's min offset when every message is
+/// newer, and 0 for an unknown queue. Use it to start reading a queue from a point in time.
+/// `RMQHA_STATUS_INVALID_ARGUMENT` for a `boundary` that is neither.
+///
+/// Ownership: `topic` is borrowed for the call; `*out` is the caller's. Thread safety:
+/// callable from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmqha_queue_offset_by_time(
+    broker: *const rmqha_broker,
+    topic: *const c_char,
+    queue_id: i32,
+    timestamp_ms: i64,
+    boundary: u32,
+    out: *mut i64,
+) -> rmqha_status {
+    guard(|| {
+        args::out(out, "out")?;
+        let boundary = match boundary {
+            b if b == rmqha_time_boundary::Lower as u32 => TimeBoundary::Lower,
+            b if b == rmqha_time_boundary::Upper as u32 => TimeBoundary::Upper,
+            b => {
+                return Err(Failure::new(
+                    rmqha_status::InvalidArgument,
+                    format!(
+                        "boundary {b} is neither RMQHA_TIME_BOUNDARY_LOWER (0) nor RMQHA_TIME_BOUNDARY_UPPER (1)"
+                    ),
+                ));
+            }
+        };
+        // SAFETY: the caller passes a live handle and a C string.
+        let (b, topic) = unsafe { (broker_arg(broker)?, args::str(topic, "topic")?) };
+        let v = b.queue_offset_by_time(topic, queue_id, timestamp_ms, boundary);
+        // SAFETY: checked non-NULL above.
+        unsafe { args::write(out, v) };
+        Ok(())
+    })
 }
 
 /// A consumer group's committed offset of a queue into `*out`, -1 if it never committed.

@@ -75,6 +75,18 @@ test('put, read back by queue, key and id; offsets are numbers', async (t) => {
   assert.deepEqual(await b.queryByKey('Orders', 'customer-9', 10, 0, hit.storeTimestamp - 1), [])
   assert.deepEqual(await b.queryByKey('Orders', 'customer-9', 10, hit.storeTimestamp + 1), [])
   assert.throws(() => b.queryByKey('Orders', 'customer-9', 10, 5, 4), { code: 'INVALID_ARGUMENT', message: /after end/ })
+  // By store time: lower is the first message stored at or after it, upper the last at or
+  // before it.
+  const times = got.messages.map((m) => m.storeTimestamp)
+  for (const ts of [times[0] - 1, ...times, times[1] + 1]) {
+    const lower = times.findIndex((x) => x >= ts)
+    const upper = times.findLastIndex((x) => x <= ts)
+    assert.equal(b.queueOffsetByTime('Orders', 1, ts), lower === -1 ? 2 : lower, `lower of ${ts}`)
+    assert.equal(b.queueOffsetByTime('Orders', 1, ts, 'upper'), upper === -1 ? 0 : upper, `upper of ${ts}`)
+  }
+  assert.equal(b.queueOffsetByTime('Orders', 3, times[0], 'lower'), 0)
+  assert.throws(() => b.queueOffsetByTime('Orders', 1, 0, 'sideways'), { code: 'INVALID_ARGUMENT', message: /sideways/ })
+  assert.throws(() => b.queueOffsetByTime('Orders', 1, 0.5), { code: 'INVALID_ARGUMENT', message: /timestampMs/ })
   const byId = await b.messageById(r2.msgId)
   assert.equal(byId.body.toString(), 'second')
   assert.equal(await b.messageById('00000000000000000000000000FFFFFF'), null)
@@ -223,6 +235,7 @@ test('use after close throws or rejects with CLOSED; close is idempotent', async
     assert.throws(() => b[f](), closed, f)
   }
   assert.throws(() => b.queueMaxOffset('T', 0), closed)
+  assert.throws(() => b.queueOffsetByTime('T', 0, 0), closed)
   assert.throws(() => b.queueMinOffset('T', 0), closed)
   assert.throws(() => b.consumerOffset('g', 'T', 0), closed)
   assert.throws(() => b.commitConsumerOffset('g', 'T', 0, 1), closed)

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, Weak};
 use napi::Result;
 use napi::bindgen_prelude::{AsyncTask, Either, Env, Object, Uint8Array};
 use napi_derive::napi;
-use rmqha_core::Broker as CoreBroker;
+use rmqha_core::{Broker as CoreBroker, TimeBoundary};
 
 use crate::error::{Failure, MAX_SAFE_INTEGER, Outcome, int_in, to_js};
 use crate::put::Settler;
@@ -208,6 +208,31 @@ impl Broker {
     pub fn queue_max_offset(&self, env: Env, topic: String, queue_id: f64) -> Result<i64> {
         let queue_id = to_js(&env, int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64))? as i32;
         self.read(&env, |b| b.queue_max_offset(&topic, queue_id))
+    }
+
+    /// A queue's offset by store time (ms since the epoch), as SEARCH_OFFSET_BY_TIMESTAMP
+    /// answers: `'lower'` (the default) the first message stored at or after it (the queue's
+    /// max offset when every message is older), `'upper'` the last stored at or before it.
+    /// Either answers the min offset when every message is newer, and 0 for an unknown queue.
+    #[napi(
+        catch_unwind,
+        ts_args_type = "topic: string, queueId: number, timestampMs: number, boundary?: 'lower' | 'upper'"
+    )]
+    pub fn queue_offset_by_time(
+        &self,
+        env: Env,
+        topic: String,
+        queue_id: f64,
+        timestamp_ms: f64,
+        boundary: Option<String>,
+    ) -> Result<i64> {
+        let queue_id = to_js(&env, int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64))? as i32;
+        let ts = to_js(&env, int_in("timestampMs", timestamp_ms, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER))?;
+        let boundary = match boundary.as_deref() {
+            None => TimeBoundary::Lower,
+            Some(s) => to_js(&env, s.parse::<TimeBoundary>().map_err(Failure::from))?,
+        };
+        self.read(&env, |b| b.queue_offset_by_time(&topic, queue_id, ts, boundary))
     }
 
     /// One snapshot of the offsets and replication state.

@@ -3,7 +3,7 @@
 import os
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Self, final
+from typing import Literal, Self, final
 
 from typing_extensions import Buffer
 
@@ -180,6 +180,11 @@ class Broker:
     def ha_port(self) -> int: ...
     def queue_min_offset(self, topic: str, queue_id: int) -> int: ...
     def queue_max_offset(self, topic: str, queue_id: int) -> int: ...
+    def queue_offset_by_time(
+        self, topic: str, queue_id: int, timestamp_ms: int, boundary: Literal["lower", "upper"] = "lower"
+    ) -> int:
+        """A queue's offset by store time (ms): "lower" the first message stored at or after
+        it (the max offset when every message is older), "upper" the last at or before it."""
     def offsets(self) -> Offsets: ...
     def metrics(self) -> str:
         """The broker's metrics as Prometheus text (exposition format 0.0.4): offsets, each

@@ -13,7 +13,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 use rmqha_core::store::PutHandle;
-use rmqha_core::{Broker, BrokerConfig, Message};
+use rmqha_core::{Broker, BrokerConfig, Message, TimeBoundary};
 
 use crate::errors;
 use crate::results::{PyGetMessagesResult, PyMessage, PyPutResult, message_list, offsets_dict};
@@ -201,6 +201,23 @@ impl PyBroker {
     /// The ConsumeQueue's next offset (its number of entries).
     fn queue_max_offset(&self, py: Python<'_>, topic: &str, queue_id: i32) -> PyResult<i64> {
         self.with(py, |b| b.queue_max_offset(topic, queue_id))
+    }
+
+    /// A queue's offset by store time (ms since the epoch), as SEARCH_OFFSET_BY_TIMESTAMP
+    /// answers: `boundary="lower"` the first message stored at or after it (the queue's max
+    /// offset when every message is older), `"upper"` the last stored at or before it. Either
+    /// answers the min offset when every message is newer, and 0 for an unknown queue.
+    #[pyo3(signature = (topic, queue_id, timestamp_ms, boundary="lower"))]
+    fn queue_offset_by_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        timestamp_ms: i64,
+        boundary: &str,
+    ) -> PyResult<i64> {
+        let boundary: TimeBoundary = boundary.parse().map_err(|e| errors::to_py(py, e))?;
+        self.with(py, |b| b.queue_offset_by_time(topic, queue_id, timestamp_ms, boundary))
     }
 
     /// One snapshot of the offsets and replication state, as a dict.

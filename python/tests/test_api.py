@@ -85,6 +85,23 @@ def test_lookups_by_id_and_key(master: rmqha.Broker) -> None:
         master.query_by_key("Keys", "order-1", begin=5, end=4)
 
 
+def test_queue_offset_by_store_time(master: rmqha.Broker) -> None:
+    for i in range(5):
+        master.put_message_sync("Time", f"t{i}".encode())
+    assert wait_until(lambda: master.queue_max_offset("Time", 0) == 5)
+    times = [m.store_timestamp for m in master.get_messages("Time", 0, 0, 10).messages]
+    # Lower: the first message stored at or after the time; upper: the last at or before it.
+    for ts in {times[0] - 1, *times, times[-1] + 1}:
+        lower = next((i for i, t in enumerate(times) if t >= ts), len(times))
+        upper = max((i for i, t in enumerate(times) if t <= ts), default=0)
+        assert master.queue_offset_by_time("Time", 0, ts) == lower
+        assert master.queue_offset_by_time("Time", 0, ts, boundary="lower") == lower
+        assert master.queue_offset_by_time("Time", 0, ts, boundary="UPPER") == upper
+    assert master.queue_offset_by_time("Nothing", 0, times[0]) == 0
+    with pytest.raises(rmqha.InvalidArgumentError, match="sideways"):
+        master.queue_offset_by_time("Time", 0, 0, boundary="sideways")
+
+
 def test_offsets_of_a_master(master: rmqha.Broker) -> None:
     r = master.put_message_sync("Off", b"x" * 100)
     o = master.offsets()

@@ -196,6 +196,7 @@ CALLS: list[tuple[str, tuple[Any, ...]]] = [
     ("ha_port", ()),
     ("queue_min_offset", ("T", 0)),
     ("queue_max_offset", ("T", 0)),
+    ("queue_offset_by_time", ("T", 0, 0)),
     ("offsets", ()),
     ("consumer_offset", ("G", "T", 0)),
     ("commit_consumer_offset", ("G", "T", 0, 1)),

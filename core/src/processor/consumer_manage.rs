@@ -13,6 +13,7 @@ use crate::broker::Broker;
 use crate::remoting::{
     Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
 };
+use crate::store::TimeBoundary;
 
 use super::{Shared, bad_header, broker_gone, java_bool, reply};
 
@@ -111,7 +112,8 @@ impl ConsumerManageProcessor {
             request_code::GET_MIN_OFFSET => b.queue_min_offset(topic, queue_id),
             _ => {
                 let ts = req.ext_i64("timestamp").map_err(h)?;
-                b.store().queue_offset_by_time(topic, queue_id, ts)
+                let boundary = TimeBoundary::from_name(req.ext("boundaryType"));
+                b.queue_offset_by_time(topic, queue_id, ts, boundary)
             }
         };
         Ok(Self::offset_answer(req, offset))

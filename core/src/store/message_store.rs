@@ -19,7 +19,9 @@ use super::lock::{self, StoreLock};
 use super::mapped_file::Populate;
 use super::mapped_file_queue::Allocator;
 use super::put_metrics::PutMetrics;
-use super::read::{GetMessageResult, GetMessageStatus, RawRecord, StoredMessage, total_physical_memory};
+use super::read::{
+    GetMessageResult, GetMessageStatus, RawRecord, StoredMessage, TimeBoundary, total_physical_memory,
+};
 use super::retention::{self, DiskGuard, RetentionOptions, RetentionReport, StoreClock, SystemClock};
 use super::status::{PutResult, PutStatus};
 use super::wait::{OffsetWaiters, PutTicket, WaitPart, WakeRelay};
@@ -865,16 +867,51 @@ impl MessageStore {
         Ok(taken)
     }
 
-    /// The queue offset of the first message stored at or after `timestamp` ms.
+    /// The queue offset of the first message stored at or after `timestamp` ms
+    /// (`TimeBoundary::Lower`, see `queue_offset_by_time_bounded`).
     pub fn queue_offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> i64 {
+        self.queue_offset_by_time_bounded(topic, queue_id, timestamp, TimeBoundary::Lower)
+    }
+
+    /// The queue offset a search by store time answers, as RocketMQ 5's
+    /// `getOffsetInQueueByTime(timestamp, boundaryType)`:
+    ///
+    /// - `Lower`: the first message stored at or after `timestamp` ms; the queue's max offset
+    ///   (the next to be written) when every message is older, its min offset when every
+    ///   message is newer.
+    /// - `Upper`: the last message stored at or before `timestamp` ms; the last message when
+    ///   every message is older, and the queue's min offset when every message is newer
+    ///   (RocketMQ answers 0 there, an offset retention may have removed).
+    ///
+    /// Messages that share a store time are all inside `[lower, upper]` of that time. The
+    /// whole queue is searched (RocketMQ searches the one file whose modification time
+    /// passes the timestamp, and misses messages of older files stored after it). 0 for a
+    /// queue that does not exist.
+    pub fn queue_offset_by_time_bounded(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        timestamp: i64,
+        boundary: TimeBoundary,
+    ) -> i64 {
         let Some(q) = self.cqs.find(topic, queue_id) else { return 0 };
-        let (mut lo, mut hi) = (q.min_offset_in_queue(), q.max_offset_in_queue());
+        let (min, max) = (q.min_offset_in_queue(), q.max_offset_in_queue());
+        // The first offset whose message is stored after the timestamp (Upper), or at or
+        // after it (Lower). A unit whose record cannot be read counts as newer.
+        let after = |ts: i64| match boundary {
+            TimeBoundary::Lower => ts >= timestamp,
+            TimeBoundary::Upper => ts > timestamp,
+        };
+        let (mut lo, mut hi) = (min, max);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let ts = q.get(mid).and_then(|u| self.store_time_at(u.phy_offset, u.size)).unwrap_or(i64::MAX);
-            if ts < timestamp { lo = mid + 1 } else { hi = mid }
+            if after(ts) { hi = mid } else { lo = mid + 1 }
         }
-        lo
+        match boundary {
+            TimeBoundary::Lower => lo,
+            TimeBoundary::Upper => (lo - 1).max(min),
+        }
     }
 
     fn store_time_at(&self, phy: i64, size: i32) -> Option<i64> {

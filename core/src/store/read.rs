@@ -7,6 +7,46 @@ use super::mapped_file::MappedFile;
 use crate::message::properties::{self, keys};
 use crate::message::{RecordView, decode_record, offset_msg_id};
 
+/// Which end a search by store time answers (RocketMQ 5's `BoundaryType`), see
+/// `MessageStore::queue_offset_by_time_bounded`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TimeBoundary {
+    /// The first message stored at or after the time.
+    #[default]
+    Lower,
+    /// The last message stored at or before the time.
+    Upper,
+}
+
+impl TimeBoundary {
+    /// Reads a `boundaryType` as RocketMQ's `BoundaryType.getType` does: `upper` in any case
+    /// is `Upper`, anything else (absent, empty, `LOWER`, unknown) is `Lower`.
+    pub fn from_name(name: Option<&str>) -> TimeBoundary {
+        match name {
+            Some(n) if n.eq_ignore_ascii_case("upper") => TimeBoundary::Upper,
+            _ => TimeBoundary::Lower,
+        }
+    }
+}
+
+/// `lower` or `upper`, in any case; anything else is an error naming it (the bindings' reading,
+/// stricter than the wire's `from_name`).
+impl std::str::FromStr for TimeBoundary {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<TimeBoundary> {
+        if s.eq_ignore_ascii_case("lower") {
+            Ok(TimeBoundary::Lower)
+        } else if s.eq_ignore_ascii_case("upper") {
+            Ok(TimeBoundary::Upper)
+        } else {
+            Err(crate::Error::InvalidArgument(format!(
+                "boundary {:?} is neither \"lower\" nor \"upper\"",
+                crate::clip(s, 64)
+            )))
+        }
+    }
+}
+
 /// Outcome of `get_messages`, with RocketMQ's names and order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]

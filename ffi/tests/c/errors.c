@@ -128,6 +128,12 @@ static void broker_errors(rmqha_broker *master) {
   CHECK_STATUS(rmqha_queue_max_offset(master, "T", 0, NULL), RMQHA_STATUS_NULL_ARGUMENT);
   CHECK_OK(rmqha_queue_max_offset(master, "NoSuchTopic", 3, &v));
   CHECK(v == 0, "unknown queue max %lld", (long long)v);
+  CHECK_STATUS(rmqha_queue_offset_by_time(master, "T", 0, 0, 2, &v), RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE("boundary 2");
+  CHECK_STATUS(rmqha_queue_offset_by_time(master, "T", 0, 0, RMQHA_TIME_BOUNDARY_LOWER, NULL),
+               RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_OK(rmqha_queue_offset_by_time(master, "NoSuchTopic", 3, 0, RMQHA_TIME_BOUNDARY_UPPER, &v));
+  CHECK(v == 0, "unknown queue by time %lld", (long long)v);
   CHECK_STATUS(rmqha_consumer_offset(master, NULL, "T", 0, &v), RMQHA_STATUS_NULL_ARGUMENT);
   CHECK_MESSAGE("group");
   CHECK_STATUS(rmqha_commit_consumer_offset(master, "g", "T", 0, -5), RMQHA_STATUS_INVALID_ARGUMENT);

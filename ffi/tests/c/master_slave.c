@@ -255,6 +255,14 @@ int main(int argc, char **argv) {
   int64_t queue_end = 0;
   CHECK_OK(rmqha_queue_max_offset(master, TOPIC, 0, &queue_end));
   CHECK(queue_end >= 1, "queue 0 ends at %lld", (long long)queue_end);
+  /* By store time: after every message, LOWER is the next offset and UPPER the last message;
+     before every message both answer the first. */
+  CHECK_OK(rmqha_queue_offset_by_time(master, TOPIC, 0, INT64_MAX, RMQHA_TIME_BOUNDARY_LOWER, &v));
+  CHECK(v == queue_end, "lower bound of the future: %lld", (long long)v);
+  CHECK_OK(rmqha_queue_offset_by_time(master, TOPIC, 0, INT64_MAX, RMQHA_TIME_BOUNDARY_UPPER, &v));
+  CHECK(v == queue_end - 1, "upper bound of the future: %lld", (long long)v);
+  CHECK_OK(rmqha_queue_offset_by_time(master, TOPIC, 0, 0, RMQHA_TIME_BOUNDARY_UPPER, &v));
+  CHECK(v == 0, "upper bound of 1970: %lld", (long long)v);
   CHECK_STATUS(rmqha_commit_consumer_offset(master, "group-c", TOPIC, 0, queue_end + 1), RMQHA_STATUS_INVALID_ARGUMENT);
   CHECK(strstr(last_error(), "past the end") != NULL, "error says why: %s", last_error());
   CHECK_OK(rmqha_commit_consumer_offset(master, "group-c", TOPIC, 0, queue_end));
