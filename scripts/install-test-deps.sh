@@ -16,13 +16,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
-# A virtualenv for the Python tests, with pytest and the build backend (maturin).
+# A virtualenv for the Python tests, with pytest and the build backend (maturin), and PyPI's
+# `rocketmq` 0.4.4, whose wheel bundles Apache rocketmq-client-cpp: the stock client of
+# cli/tests/remote_cpp_client.rs.
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if [ ! -x "$root/target/py-venv/bin/python" ]; then
   python3 -m venv "$root/target/py-venv"
 fi
 "$root/target/py-venv/bin/python" -m pip install -q --upgrade pip
-"$root/target/py-venv/bin/python" -m pip install -q pytest "maturin>=1.9.4,<2"
+"$root/target/py-venv/bin/python" -m pip install -q pytest "maturin>=1.9.4,<2" "rocketmq==0.4.4"
 
 # The Node package's build tool (@napi-rs/cli), without building the addon yet: `make test`
 # builds it in debug mode so it reuses the Rust test build.
