@@ -189,3 +189,130 @@ fn the_stock_cpp_client_produces_to_a_sync_master_and_consumes_from_it_and_its_s
     from_slave.sort();
     assert_eq!(from_slave, want, "pull consumer from the slave");
 }
+
+const MORE_PRODUCE: &str = r#"
+import sys
+from rocketmq.client import Producer, Message
+p = Producer('PID_RMQHA_MORE', compress_level=5)
+p.set_namesrv_addr(sys.argv[1])
+p.start()
+def msg(body, tags, key):
+    m = Message('CppMore'); m.set_tags(tags); m.set_keys(key); m.set_body(body)
+    m.set_property('origin', 'cpp')
+    return m
+r = p.send_batch([msg('batch-%d' % i, 'TagB', 'b%d' % i) for i in range(5)])
+print('batch', int(r.status), r.offset)
+for i in range(5):
+    r = p.send_orderly(msg('order-%d' % i, 'TagA', 'o%d' % i), 2)
+    print('orderly', int(r.status), r.offset)
+r = p.send_sync(msg('z' * 10000 + 'end', 'TagA', 'big'))
+print('big', int(r.status), r.offset)
+p.send_oneway(msg('oneway-0', 'TagC', 'w0'))
+p.shutdown()
+"#;
+
+/// An orderly push consumer of `CppMore` with a tag expression: one line per message, in the
+/// order received, `body queue_id origin-property` (a long body as its length and tail).
+const MORE_PUSH: &str = r#"
+import sys, time, threading
+from rocketmq.client import PushConsumer
+got = []
+lock = threading.Lock()
+def cb(msg):
+    b = msg.body.decode()
+    if len(b) > 64:
+        b = 'len%d:%s' % (len(b), b[-3:])
+    with lock:
+        got.append('%s %d %s' % (b, msg.queue_id, msg.get_property('origin').decode()))
+c = PushConsumer('CID_RMQHA_MORE', orderly=True)
+c.set_namesrv_addr(sys.argv[1])
+c.subscribe('CppMore', cb, sys.argv[3])
+c.start()
+deadline = time.time() + 60
+while len(got) < int(sys.argv[2]) and time.time() < deadline:
+    time.sleep(0.05)
+time.sleep(0.5)  # anything past the expected count would show up here
+c.shutdown()
+for l in got:
+    print(l)
+"#;
+
+const MORE_PULL: &str = r#"
+import sys
+from rocketmq.client import PullConsumer
+c = PullConsumer('CID_RMQHA_MORE_PULL')
+c.set_namesrv_addr(sys.argv[1])
+c.start()
+for msg in c.pull('CppMore'):
+    b = msg.body.decode()
+    print(b if len(b) <= 64 else 'len%d' % len(b))
+c.shutdown()
+"#;
+
+/// The client's other sends against one ASYNC_MASTER: a batch (SEND_BATCH_MESSAGE), orderly
+/// sends to one queue, a body the client compresses (over 4 KiB: the COMPRESSED sysflag, which
+/// the broker stores as sent and the consumer inflates), a one-way send, a user property;
+/// read back by an orderly push consumer (LOCK_BATCH_MQ) with a tag expression, which gets
+/// exactly the matching messages with each queue in order, and by a pull consumer.
+#[test]
+fn the_stock_cpp_client_sends_batches_orderly_compressed_and_oneway_and_filters_by_tag() {
+    let py = client_python();
+    let dir = tempfile::tempdir().unwrap();
+    let props = write_props(
+        dir.path(),
+        "m.properties",
+        &[
+            "brokerClusterName=DefaultCluster".to_string(),
+            "brokerName=broker-more".into(),
+            "listenPort=0".into(),
+            "haListenPort=0".into(),
+            "bindAddress=127.0.0.1".into(),
+            "brokerIP1=127.0.0.1".into(),
+            "mappedFileSizeCommitLog=4194304".into(),
+            "brokerRole=ASYNC_MASTER".into(),
+            format!("storePathRootDir={}", dir.path().join("m").display()),
+        ],
+    );
+    let (_master, port, _) = Broker::start(&props);
+    let addr = format!("127.0.0.1:{port}");
+    let home = dir.path();
+
+    let sent = python(&py, MORE_PRODUCE, &[&addr], home);
+    assert_eq!(sent.len(), 7, "{sent:?}");
+    for l in &sent {
+        assert!(l.split(' ').nth(1) == Some("0"), "SendStatus SEND_OK (0) expected: {l}");
+    }
+    // The orderly sends went to one queue, one after another.
+    let orderly: Vec<i64> =
+        sent[1..6].iter().map(|l| l.split(' ').nth(2).unwrap().parse().unwrap()).collect();
+    assert_eq!(orderly, (orderly[0]..orderly[0] + 5).collect::<Vec<_>>(), "{sent:?}");
+
+    // Every message is stored, the one-way one included.
+    let mut pulled = python(&py, MORE_PULL, &[&addr], home);
+    pulled.sort();
+    let mut want: Vec<String> = (0..5).map(|i| format!("batch-{i}")).collect();
+    want.extend((0..5).map(|i| format!("order-{i}")));
+    want.extend(["len10003".to_string(), "oneway-0".into()]);
+    want.sort();
+    assert_eq!(pulled, want, "pull consumer");
+
+    let pushed = python(&py, MORE_PUSH, &[&addr, "11", "TagA || TagB"], home);
+    assert_eq!(pushed.len(), 11, "TagC is filtered out, nothing else is: {pushed:?}");
+    assert!(pushed.iter().all(|l| l.ends_with(" cpp")), "the user property arrives: {pushed:?}");
+    assert!(
+        pushed.iter().any(|l| l.starts_with("len10003:end ")),
+        "the compressed body inflates: {pushed:?}"
+    );
+    let order_lines: Vec<&String> = pushed.iter().filter(|l| l.starts_with("order-")).collect();
+    let queue = order_lines[0].split(' ').nth(1).unwrap();
+    assert_eq!(
+        order_lines.iter().map(|l| l.split(' ').next().unwrap()).collect::<Vec<_>>(),
+        (0..5).map(|i| format!("order-{i}")).collect::<Vec<_>>(),
+        "an orderly consumer gets one queue in order"
+    );
+    assert!(order_lines.iter().all(|l| l.split(' ').nth(1) == Some(queue)), "{order_lines:?}");
+    // The batch's messages were stored one by one, in one queue, in order.
+    let batch: Vec<&str> =
+        pushed.iter().filter(|l| l.starts_with("batch-")).map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(batch, (0..5).map(|i| format!("batch-{i}")).collect::<Vec<_>>(), "{pushed:?}");
+}

@@ -157,6 +157,47 @@ fn v1_v2_and_batch_sends_are_pulled_back_with_their_fields() {
     b.shutdown();
 }
 
+/// RocketMQ decides a batch by the header's flag, whatever the code: rocketmq-client-cpp sends
+/// its batches as SEND_MESSAGE with `batch` set to `1` (C++'s rendering of `true`, which
+/// Java's `Boolean.parseBoolean` reads as false, so a stock broker stores the whole batch as
+/// one message of encoded bytes). Both are batches here.
+#[test]
+fn batches_are_known_by_the_header_flag_in_any_send_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let c = client(addr(&b));
+    create_topic(&c, "T", 4);
+    let batch: Vec<Msg> = (0..3).map(|i| Msg::new("T", format!("b{i}").as_bytes())).collect();
+    let as_v2 = |flag: &str| {
+        let mut r = send_batch("T", 0, &batch);
+        r.code = request_code::SEND_MESSAGE_V2;
+        r.with_ext("m", flag)
+    };
+    let as_v1 = |flag: &str| {
+        let r = as_v2("true");
+        let mut v1 = send_v1(&Msg::new("T", b"")).with_ext("batch", flag).with_body(r.body.clone());
+        v1.code = request_code::SEND_MESSAGE;
+        v1
+    };
+    for (req, what) in [(as_v2("true"), "SEND_MESSAGE_V2, m=true"), (as_v1("1"), "SEND_MESSAGE, batch=1")] {
+        let r = call(&c, req);
+        assert_eq!(r.code, code::SUCCESS, "{what}: {r:?}");
+        assert_eq!(r.ext("msgId").unwrap().split(',').count(), 3, "{what}: three messages stored");
+    }
+    // Without the flag the body is one message, as in RocketMQ.
+    let r = call(&c, as_v1("0"));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(r.ext("msgId").unwrap().split(',').count(), 1);
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    let p = pull(&c, "T", 0, 0, 32);
+    let bodies: Vec<Vec<u8>> = decode_records(&p.body).into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies.len(), 7, "3 + 3 + the unflagged batch as one message");
+    for i in 0..6 {
+        assert_eq!(bodies[i], format!("b{}", i % 3).as_bytes(), "message {i}");
+    }
+    assert_eq!(bodies[6], as_v1("0").body, "the unflagged batch's bytes as one body");
+}
+
 #[test]
 fn pull_status_codes_follow_spec_10_and_tags_filter() {
     let dir = tempfile::tempdir().unwrap();

@@ -91,7 +91,8 @@ impl SendHeader {
             properties: req.ext(n[8]).map(str::to_owned),
             reconsume_times: req.ext_opt_i32(n[9])?.unwrap_or(0),
             unit_mode: java_bool(req, n[10]).unwrap_or(false),
-            batch: java_bool(req, n[12]).unwrap_or(false),
+            // `true` in any case as Java reads it, and `1`, as rocketmq-client-cpp writes it.
+            batch: req.ext(n[12]).is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
         })
     }
 }
@@ -170,7 +171,10 @@ impl SendProcessor {
     ) -> Result<Handled, RemotingCommand> {
         let peer = ctx.peer();
         let h = SendHeader::parse(req).map_err(|e| bad_header(req, e))?;
-        let batch = req.code == request_code::SEND_BATCH_MESSAGE;
+        // RocketMQ decides by the header's batch flag (`requestHeader.isBatch()`), whatever the
+        // code: rocketmq-client-cpp sends its batches as SEND_MESSAGE with `batch=1`, which a
+        // Java broker reads as false and stores as one message of encoded bytes.
+        let batch = h.batch || req.code == request_code::SEND_BATCH_MESSAGE;
         if broker.role() == BrokerRole::Slave {
             return Err(reply(
                 req,
