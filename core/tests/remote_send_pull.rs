@@ -192,8 +192,8 @@ fn batches_are_known_by_the_header_flag_in_any_send_code() {
     let p = pull(&c, "T", 0, 0, 32);
     let bodies: Vec<Vec<u8>> = decode_records(&p.body).into_iter().map(|r| r.body).collect();
     assert_eq!(bodies.len(), 7, "3 + 3 + the unflagged batch as one message");
-    for i in 0..6 {
-        assert_eq!(bodies[i], format!("b{}", i % 3).as_bytes(), "message {i}");
+    for (i, body) in bodies[..6].iter().enumerate() {
+        assert_eq!(body, format!("b{}", i % 3).as_bytes(), "message {i}");
     }
     assert_eq!(bodies[6], as_v1("0").body, "the unflagged batch's bytes as one body");
 }
