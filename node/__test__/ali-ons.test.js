@@ -1,0 +1,238 @@
+'use strict'
+// A RocketMQ client we did not write against a broker of ours: `ali-ons`, a pure-JavaScript
+// RocketMQ client (npm, Aliyun's ONS client with Apache RocketMQ support), produces to and
+// consumes from a SYNC_MASTER in this process that replicates to a slave, also in this
+// process. The client finds the broker through its `nameSrv` option pointed at the master's
+// listen port (rmqha answers the name server's route requests itself), so nothing of Aliyun's
+// is asked: its `httpclient` (used only to look up name servers over HTTP when `nameSrv` is
+// not given) is a stub that fails the test if called.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const zlib = require('node:zlib')
+
+const rmqha = require('..')
+const { cleanup, tmpStore, brokerConfig, waitFor } = require('./helpers')
+const { Producer, Consumer, Message } = require('ali-ons')
+// The producer that every ali-ons client makes for itself (to resend messages a handler
+// failed), one per process and never closed by the clients: the test closes it.
+const MQProducer = require('ali-ons/lib/producer/mq_producer')
+const ConsumeFromWhere = require('ali-ons/lib/consumer/consume_from_where')
+
+const TOPIC = 'AliOnsTopic'
+const GROUP = 'CID_RMQHA_ALIONS'
+// A tag and a key beyond ASCII: properties travel as UTF-8, tags codes are Java hash codes.
+const TAGS = ['TagA', '标签B', 'TagC']
+const N = 24
+// ali-ons deflates bodies of 4 KiB and more and flags them compressed (sysFlag bit 0).
+const BIG = 7
+const COMPRESSED = 1
+const keysOf = (i) => [`key-${i}`, `订单-${i % 5}`]
+const bodyOf = (i) => Buffer.from(`ali-ons body ${i} `.padEnd(i === BIG ? 6000 : 40 + i, '*'))
+
+/** ali-ons logs warnings and errors to the console; keep them for the failure message. */
+function recordingLogger(lines) {
+  const keep = (level) => (...args) => lines.push(`${level}: ${args.map((a) => (a instanceof Error ? a.stack : String(a))).join(' ')}`)
+  return { info() {}, debug() {}, warn: keep('warn'), error: keep('error') }
+}
+
+/** Resolves with `p`, or rejects after `ms` saying what did not finish. */
+function within(what, ms, p) {
+  let timer
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms)
+  })
+  return Promise.race([p, late]).finally(() => clearTimeout(timer))
+}
+
+test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeout: 60000 }, async (t) => {
+  const master = await rmqha.startMaster(brokerConfig(tmpStore(t, 'alions-m'), 'SYNC_MASTER', { brokerClusterName: 'DefaultCluster' }))
+  cleanup(t, () => master.close())
+  const slave = await rmqha.startSlave(
+    brokerConfig(tmpStore(t, 'alions-s'), 'SLAVE', {
+      brokerClusterName: 'DefaultCluster',
+      haMasterAddress: `127.0.0.1:${master.haPort()}`,
+      masterAddress: `127.0.0.1:${master.listenPort()}`,
+    }),
+  )
+  cleanup(t, () => slave.close())
+  await waitFor('the slave to connect', () => master.offsets().slaves.some((s) => s.transferring))
+
+  const logs = []
+  const errors = []
+  let passed = false
+  t.after(() => {
+    if (!passed && logs.length > 0) t.diagnostic(`ali-ons logged:\n${logs.join('\n')}`)
+  })
+  const common = {
+    nameSrv: `127.0.0.1:${master.listenPort()}`,
+    httpclient: {
+      request(url) {
+        errors.push(new Error(`ali-ons asked ${url} over HTTP`))
+        throw new Error('no HTTP lookups in this test')
+      },
+    },
+    clientIP: '127.0.0.1',
+    logger: recordingLogger(logs),
+    // Short periods, so that the clients' timers are gone soon after close().
+    pollNameServerInteval: 1000,
+    heartbeatBrokerInterval: 1000,
+    rebalanceInterval: 1000,
+    persistConsumerOffsetInterval: 300,
+  }
+
+  const producer = new Producer({ ...common, producerGroup: 'PID_RMQHA_ALIONS' })
+  producer.on('error', (e) => errors.push(e))
+  cleanup(t, () => within('closing the ali-ons producer', 10000, producer.close()))
+  cleanup(t, async () => {
+    const inner = MQProducer.defaultProducer
+    MQProducer.defaultProducer = null
+    if (inner) await within("closing ali-ons' inner producer", 10000, inner.close())
+  })
+  await within('the producer to start', 10000, producer.ready())
+
+  // ali-ons sends only to a topic the name server has a route for: unlike RocketMQ's Java
+  // client, it does not fall back to TBW102's route when the lookup answers TOPIC_NOT_EXIST
+  // (its updateTopicRouteInfoFromNameServer throws), so a first send never reaches the broker
+  // to auto-create the topic. Create it the way ali-ons can, with UPDATE_AND_CREATE_TOPIC.
+  await within(
+    'creating the topic',
+    10000,
+    producer._mqClient.createTopic(`127.0.0.1:${master.listenPort()}`, 'TBW102', {
+      topicName: TOPIC,
+      readQueueNums: 4,
+      writeQueueNums: 4,
+      perm: 6, // read + write
+      topicFilterType: 'SINGLE_TAG',
+      topicSysFlag: 0,
+      order: false,
+    }),
+  )
+
+  // TAGS[i % 3] and two keys each.
+  const sent = []
+  for (let i = 0; i < N; i++) {
+    const msg = new Message(TOPIC, TAGS[i % TAGS.length], bodyOf(i))
+    msg.keys = keysOf(i)
+    const r = await within(`send ${i}`, 10000, producer.send(msg))
+    assert.equal(r.sendStatus, 'SEND_OK', `send ${i}: ${JSON.stringify(r)}`)
+    assert.match(r.msgId, /^[0-9A-F]{32}$/, `send ${i}`)
+    assert.equal(r.messageQueue.topic, TOPIC)
+    assert.equal(r.messageQueue.brokerName, 'broker-a')
+    sent.push({ i, tag: TAGS[i % TAGS.length], body: bodyOf(i), queueId: Number(r.messageQueue.queueId), queueOffset: r.queueOffset, msgId: r.msgId })
+  }
+  // ali-ons spreads sends over the topic's write queues (4 by default), each from offset 0.
+  const queueIds = [...new Set(sent.map((s) => s.queueId))].sort()
+  assert.ok(queueIds.length > 1, `sent to queues ${queueIds}`)
+  for (const q of queueIds) {
+    assert.ok(Number.isInteger(q) && q >= 0 && q < 4, `queue ${q}`)
+    assert.deepEqual(
+      sent.filter((s) => s.queueId === q).map((s) => s.queueOffset),
+      sent.filter((s) => s.queueId === q).map((_, k) => k),
+      `queue offsets of queue ${q}`,
+    )
+  }
+  assert.equal(new Set(sent.map((s) => s.msgId)).size, N)
+  // SYNC_MASTER: SEND_OK came after the slave held the bytes.
+  assert.equal(master.slaveAckOffset(), master.maxOffset())
+  // The route ali-ons was given names the master as broker 0 and the slave (registered with
+  // its master at start) as broker 1, as a RocketMQ name server would.
+  const masterAddr = `127.0.0.1:${master.listenPort()}`
+  const slaveAddr = `127.0.0.1:${slave.listenPort()}`
+  await waitFor('the route to list the slave', async () => {
+    const r = await producer._mqClient.getTopicRouteInfoFromNameServer(TOPIC, 3000)
+    return JSON.stringify(r.brokerDatas.map((b) => b.brokerAddrs)) === JSON.stringify([{ 0: masterAddr, 1: slaveAddr }])
+  })
+
+  // The broker stored exactly those bodies, tags and keys, where the answers said, and so did
+  // its slave.
+  for (const [b, q] of [master, slave].flatMap((b) => queueIds.map((q) => [b, q]))) {
+    const mine = sent.filter((s) => s.queueId === q)
+    await waitFor(`queue ${q} dispatched`, () => b.queueMaxOffset(TOPIC, q) === mine.length)
+    const got = await b.getMessages(TOPIC, q, 0, 64)
+    assert.equal(got.status, 'FOUND')
+    assert.equal(got.messages.length, mine.length)
+    for (const [k, m] of got.messages.entries()) {
+      const s = mine[k]
+      assert.equal(m.sysFlag & COMPRESSED, s.i === BIG ? COMPRESSED : 0, `sysFlag of message ${s.i}`)
+      assert.deepEqual(s.i === BIG ? zlib.inflateSync(m.body) : m.body, s.body, `body of message ${s.i}`)
+      assert.equal(m.topic, TOPIC)
+      assert.equal(m.tags, s.tag)
+      assert.deepEqual(m.keys, keysOf(s.i))
+      assert.equal(m.queueId, q)
+      assert.equal(m.queueOffset, k)
+      assert.equal(m.msgId, s.msgId)
+    }
+  }
+  for (const s of sent) {
+    await waitFor(`key-${s.i} indexed`, async () => (await master.queryByKey(TOPIC, `key-${s.i}`, 8)).length === 1)
+    const [hit] = await master.queryByKey(TOPIC, `key-${s.i}`, 8)
+    assert.equal(hit.msgId, s.msgId)
+  }
+  assert.deepEqual(
+    (await master.queryByKey(TOPIC, '订单-3', 32)).map((m) => m.msgId).sort(),
+    sent.filter((s) => s.i % 5 === 3).map((s) => s.msgId).sort(),
+  )
+
+  // A cluster-mode consumer with a tag filter gets the TagA and 标签B messages, once each.
+  const received = []
+  const consumer = new Consumer({
+    ...common,
+    consumerGroup: GROUP,
+    // ali-ons' default, CONSUME_FROM_LAST_OFFSET, asks the broker for the group's offset
+    // first: a new group on a queue that still starts at 0 in memory gets 0 (RocketMQ 4.9's
+    // rule) and so reads the messages sent before it started.
+    consumeFromWhere: ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+    // A short long-poll, so that close() does not wait for a parked pull.
+    brokerSuspendMaxTimeMillis: 1000,
+    consumerTimeoutMillisWhenSuspend: 5000,
+  })
+  consumer.on('error', (e) => errors.push(e))
+  // What the broker answered each pull with, before ali-ons' own tag check (which would hide
+  // a TagC message the broker should have filtered out).
+  const pulledTags = []
+  const mqClient = consumer._mqClient
+  const pullMessage = mqClient.pullMessage
+  mqClient.pullMessage = async function (...args) {
+    const r = await pullMessage.apply(this, args)
+    if (args[1].topic === TOPIC) pulledTags.push(...r.msgFoundList.map((m) => m.tags))
+    return r
+  }
+  cleanup(t, () => within('closing the ali-ons consumer', 10000, consumer.close()))
+  consumer.subscribe(TOPIC, `${TAGS[0]} || ${TAGS[1]}`, async (msg) => {
+    received.push({ body: msg.body, tags: msg.tags, keys: msg.keys, msgId: msg.msgId, queueId: msg.queueId, queueOffset: Number(msg.queueOffset) })
+  })
+  await within('the consumer to start', 10000, consumer.ready())
+  const wanted = sent.filter((s) => s.tag !== 'TagC')
+  await waitFor(`${wanted.length} messages consumed`, () => received.length >= wanted.length, 30000)
+  // Its offsets are committed to the broker up to the end of every queue, past the TagC
+  // messages the broker filtered out.
+  await waitFor(
+    'the consumer offsets committed',
+    () => queueIds.every((q) => master.consumerOffset(GROUP, TOPIC, q) === master.queueMaxOffset(TOPIC, q)),
+    15000,
+  )
+
+  assert.deepEqual(pulledTags.filter((tag) => tag !== TAGS[0] && tag !== TAGS[1]), [])
+  const key = (m) => `${m.queueId}/${m.queueOffset}`
+  assert.deepEqual(received.map(key).sort(), wanted.map(key).sort())
+  const byKey = new Map(wanted.map((s) => [key(s), s]))
+  for (const m of received) {
+    const s = byKey.get(key(m))
+    assert.deepEqual(m.body, s.body)
+    assert.equal(m.tags, s.tag)
+    assert.notEqual(m.tags, 'TagC')
+    assert.equal(m.keys, keysOf(s.i).join(' '))
+    assert.equal(m.msgId, s.msgId)
+  }
+
+  // The consumer looks up its group's retry topic before its first heartbeat, which is what
+  // creates that topic (on a stock RocketMQ broker too), so its first lookups answer
+  // TOPIC_NOT_EXIST; it is there now. Nothing else went wrong.
+  const retryTopic = `%RETRY%${GROUP}`
+  const route = await within('the retry topic route', 5000, producer._mqClient.getTopicRouteInfoFromNameServer(retryTopic, 3000))
+  assert.deepEqual(route.brokerDatas.map((b) => b.brokerName), ['broker-a'])
+  const unexpected = errors.filter((e) => !(e.code === 17 && e.message.includes(`topic: ${retryTopic}`)))
+  assert.deepEqual(unexpected, [])
+  passed = true
+})
