@@ -32,7 +32,8 @@ const bodyOf = (i) => Buffer.from(`ali-ons body ${i} `.padEnd(i === BIG ? 6000 :
 
 /** ali-ons logs warnings and errors to the console; keep them for the failure message. */
 function recordingLogger(lines) {
-  const keep = (level) => (...args) => lines.push(`${level}: ${args.map((a) => (a instanceof Error ? a.stack : String(a))).join(' ')}`)
+  const text = (a) => (a instanceof Error ? a.stack : String(a))
+  const keep = (level) => (...args) => lines.push(`${level}: ${args.map(text).join(' ')}`)
   return { info() {}, debug() {}, warn: keep('warn'), error: keep('error') }
 }
 
@@ -45,27 +46,22 @@ function within(what, ms, p) {
   return Promise.race([p, late]).finally(() => clearTimeout(timer))
 }
 
-test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeout: 60000 }, async (t) => {
-  const master = await rmqha.startMaster(brokerConfig(tmpStore(t, 'alions-m'), 'SYNC_MASTER', { brokerClusterName: 'DefaultCluster' }))
-  cleanup(t, () => master.close())
-  const slave = await rmqha.startSlave(
-    brokerConfig(tmpStore(t, 'alions-s'), 'SLAVE', {
-      brokerClusterName: 'DefaultCluster',
-      haMasterAddress: `127.0.0.1:${master.haPort()}`,
-      masterAddress: `127.0.0.1:${master.listenPort()}`,
-    }),
-  )
-  cleanup(t, () => slave.close())
-  await waitFor('the slave to connect', () => master.offsets().slaves.some((s) => s.transferring))
-
+/**
+ * An ali-ons producer started against `master` (closed after the test, with the inner
+ * producer ali-ons makes for itself), the options for more clients, the errors they emit, and
+ * `createTopic`. Call `done()` at the end of a test that passed: otherwise what ali-ons logged
+ * is printed.
+ */
+async function aliOns(t, master) {
   const logs = []
   const errors = []
   let passed = false
   t.after(() => {
     if (!passed && logs.length > 0) t.diagnostic(`ali-ons logged:\n${logs.join('\n')}`)
   })
-  const common = {
-    nameSrv: `127.0.0.1:${master.listenPort()}`,
+  const addr = `127.0.0.1:${master.listenPort()}`
+  const clientOptions = {
+    nameSrv: addr,
     httpclient: {
       request(url) {
         errors.push(new Error(`ali-ons asked ${url} over HTTP`))
@@ -79,9 +75,11 @@ test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeo
     heartbeatBrokerInterval: 1000,
     rebalanceInterval: 1000,
     persistConsumerOffsetInterval: 300,
+    // A short long-poll, so that a consumer's close() does not wait for a parked pull.
+    brokerSuspendMaxTimeMillis: 1000,
+    consumerTimeoutMillisWhenSuspend: 5000,
   }
-
-  const producer = new Producer({ ...common, producerGroup: 'PID_RMQHA_ALIONS' })
+  const producer = new Producer({ ...clientOptions, producerGroup: 'PID_RMQHA_ALIONS' })
   producer.on('error', (e) => errors.push(e))
   cleanup(t, () => within('closing the ali-ons producer', 10000, producer.close()))
   cleanup(t, async () => {
@@ -94,20 +92,50 @@ test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeo
   // ali-ons sends only to a topic the name server has a route for: unlike RocketMQ's Java
   // client, it does not fall back to TBW102's route when the lookup answers TOPIC_NOT_EXIST
   // (its updateTopicRouteInfoFromNameServer throws), so a first send never reaches the broker
-  // to auto-create the topic. Create it the way ali-ons can, with UPDATE_AND_CREATE_TOPIC.
-  await within(
-    'creating the topic',
-    10000,
-    producer._mqClient.createTopic(`127.0.0.1:${master.listenPort()}`, 'TBW102', {
-      topicName: TOPIC,
-      readQueueNums: 4,
-      writeQueueNums: 4,
-      perm: 6, // read + write
-      topicFilterType: 'SINGLE_TAG',
-      topicSysFlag: 0,
-      order: false,
+  // to auto-create the topic. It is created the way ali-ons can, with UPDATE_AND_CREATE_TOPIC.
+  const createTopic = (topic, queues) =>
+    within(
+      `creating topic ${topic}`,
+      10000,
+      producer._mqClient.createTopic(addr, 'TBW102', {
+        topicName: topic,
+        readQueueNums: queues,
+        writeQueueNums: queues,
+        perm: 6, // read + write
+        topicFilterType: 'SINGLE_TAG',
+        topicSysFlag: 0,
+        order: false,
+      }),
+    )
+  return { producer, errors, createTopic, clientOptions, done: () => (passed = true) }
+}
+
+/**
+ * The errors ali-ons emitted, less the expected ones: a consumer looks up its group's retry
+ * topic before its first heartbeat, which is what creates that topic (on a stock RocketMQ
+ * broker too), so its first lookups answer TOPIC_NOT_EXIST (17).
+ */
+function unexpectedErrors(errors, group) {
+  return errors.filter((e) => !(e.code === 17 && e.message.includes(`topic: %RETRY%${group}`)))
+}
+
+test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeout: 60000 }, async (t) => {
+  const master = await rmqha.startMaster(
+    brokerConfig(tmpStore(t, 'alions-m'), 'SYNC_MASTER', { brokerClusterName: 'DefaultCluster' }),
+  )
+  cleanup(t, () => master.close())
+  const slave = await rmqha.startSlave(
+    brokerConfig(tmpStore(t, 'alions-s'), 'SLAVE', {
+      brokerClusterName: 'DefaultCluster',
+      haMasterAddress: `127.0.0.1:${master.haPort()}`,
+      masterAddress: `127.0.0.1:${master.listenPort()}`,
     }),
   )
+  cleanup(t, () => slave.close())
+  await waitFor('the slave to connect', () => master.offsets().slaves.some((s) => s.transferring))
+
+  const { producer, errors, createTopic, clientOptions, done } = await aliOns(t, master)
+  await createTopic(TOPIC, 4)
 
   // TAGS[i % 3] and two keys each.
   const sent = []
@@ -119,7 +147,8 @@ test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeo
     assert.match(r.msgId, /^[0-9A-F]{32}$/, `send ${i}`)
     assert.equal(r.messageQueue.topic, TOPIC)
     assert.equal(r.messageQueue.brokerName, 'broker-a')
-    sent.push({ i, tag: TAGS[i % TAGS.length], body: bodyOf(i), queueId: Number(r.messageQueue.queueId), queueOffset: r.queueOffset, msgId: r.msgId })
+    const queueId = Number(r.messageQueue.queueId) // a string, as every header field
+    sent.push({ i, tag: TAGS[i % TAGS.length], body: bodyOf(i), queueId, queueOffset: r.queueOffset, msgId: r.msgId })
   }
   // ali-ons spreads sends over the topic's write queues (4 by default), each from offset 0.
   const queueIds = [...new Set(sent.map((s) => s.queueId))].sort()
@@ -177,15 +206,12 @@ test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeo
   // A cluster-mode consumer with a tag filter gets the TagA and 标签B messages, once each.
   const received = []
   const consumer = new Consumer({
-    ...common,
+    ...clientOptions,
     consumerGroup: GROUP,
     // ali-ons' default, CONSUME_FROM_LAST_OFFSET, asks the broker for the group's offset
     // first: a new group on a queue that still starts at 0 in memory gets 0 (RocketMQ 4.9's
     // rule) and so reads the messages sent before it started.
     consumeFromWhere: ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-    // A short long-poll, so that close() does not wait for a parked pull.
-    brokerSuspendMaxTimeMillis: 1000,
-    consumerTimeoutMillisWhenSuspend: 5000,
   })
   consumer.on('error', (e) => errors.push(e))
   // What the broker answered each pull with, before ali-ons' own tag check (which would hide
@@ -200,7 +226,8 @@ test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeo
   }
   cleanup(t, () => within('closing the ali-ons consumer', 10000, consumer.close()))
   consumer.subscribe(TOPIC, `${TAGS[0]} || ${TAGS[1]}`, async (msg) => {
-    received.push({ body: msg.body, tags: msg.tags, keys: msg.keys, msgId: msg.msgId, queueId: msg.queueId, queueOffset: Number(msg.queueOffset) })
+    const { body, tags, keys, msgId, queueId, queueOffset } = msg
+    received.push({ body, tags, keys, msgId, queueId, queueOffset })
   })
   await within('the consumer to start', 10000, consumer.ready())
   const wanted = sent.filter((s) => s.tag !== 'TagC')
@@ -226,13 +253,76 @@ test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeo
     assert.equal(m.msgId, s.msgId)
   }
 
-  // The consumer looks up its group's retry topic before its first heartbeat, which is what
-  // creates that topic (on a stock RocketMQ broker too), so its first lookups answer
-  // TOPIC_NOT_EXIST; it is there now. Nothing else went wrong.
+  // The group's retry topic, which the consumer's first lookups did not find (see
+  // unexpectedErrors), is there now; nothing else went wrong.
   const retryTopic = `%RETRY%${GROUP}`
   const route = await within('the retry topic route', 5000, producer._mqClient.getTopicRouteInfoFromNameServer(retryTopic, 3000))
   assert.deepEqual(route.brokerDatas.map((b) => b.brokerName), ['broker-a'])
-  const unexpected = errors.filter((e) => !(e.code === 17 && e.message.includes(`topic: ${retryTopic}`)))
-  assert.deepEqual(unexpected, [])
-  passed = true
+  assert.deepEqual(unexpectedErrors(errors, GROUP), [])
+  done()
+})
+
+test('a message ali-ons is asked to retry comes back through the retry topic', { timeout: 60000 }, async (t) => {
+  const master = await rmqha.startMaster(brokerConfig(tmpStore(t, 'alions-r'), 'ASYNC_MASTER'))
+  cleanup(t, () => master.close())
+  const { producer, errors, createTopic, clientOptions, done } = await aliOns(t, master)
+  const topic = 'AliOnsRetry'
+  const group = 'CID_RMQHA_ALIONS_RETRY'
+  await createTopic(topic, 1)
+  const sent = []
+  for (const body of ['first', 'retry-me', 'third']) {
+    const r = await within(`send ${body}`, 10000, producer.send(new Message(topic, 'TagA', body)))
+    assert.equal(r.sendStatus, 'SEND_OK')
+    sent.push(r)
+  }
+
+  const got = []
+  let retried = false
+  const consumer = new Consumer({ ...clientOptions, consumerGroup: group })
+  consumer.on('error', (e) => errors.push(e))
+  cleanup(t, () => within('closing the ali-ons consumer', 10000, consumer.close()))
+  consumer.subscribe(topic, '*', async (msg) => {
+    const { topic, reconsumeTimes, originMessageId } = msg
+    got.push({ body: msg.body.toString(), topic, reconsumeTimes, originMessageId })
+    if (msg.body.toString() === 'retry-me' && !retried) {
+      retried = true
+      return Consumer.ACTION_RETRY
+    }
+  })
+  await within('the consumer to start', 10000, consumer.ready())
+  const retryTopic = `%RETRY%${group}`
+  await waitFor('4 deliveries', () => got.length >= 4, 30000)
+  await waitFor(
+    'the consumer offsets committed',
+    () => master.consumerOffset(group, topic, 0) === 3 && master.consumerOffset(group, retryTopic, 0) === 1,
+    15000,
+  )
+  // The broker does not serve CONSUMER_SEND_MSG_BACK (36): ali-ons then sends the message to
+  // the group's retry topic itself, with reconsumeTimes 1, and consumes it from there.
+  assert.deepEqual(
+    got.map((m) => [m.body, m.reconsumeTimes]),
+    [
+      ['first', 0],
+      ['retry-me', 0],
+      ['third', 0],
+      ['retry-me', 1],
+    ],
+  )
+  assert.equal(got[3].topic, topic) // ali-ons restores the original topic from RETRY_TOPIC
+  assert.equal(got[3].originMessageId, sent[1].msgId)
+  const stored = await master.getMessages(retryTopic, 0, 0, 8)
+  assert.equal(stored.messages.length, 1)
+  const [m] = stored.messages
+  assert.equal(m.body.toString(), 'retry-me')
+  assert.equal(m.reconsumeTimes, 1)
+  assert.equal(m.properties.RETRY_TOPIC, topic)
+  assert.equal(m.properties.ORIGIN_MESSAGE_ID, sent[1].msgId)
+
+  const notServed = errors.filter((e) => e.code === 3 && /request type 36 not supported/.test(e.message))
+  assert.equal(notServed.length, 1)
+  assert.deepEqual(
+    unexpectedErrors(errors, group).filter((e) => !notServed.includes(e)),
+    [],
+  )
+  done()
 })
