@@ -9,6 +9,8 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
 const zlib = require('node:zlib')
 
 const rmqha = require('..')
@@ -81,7 +83,9 @@ async function aliOns(t, master) {
   }
   const producer = new Producer({ ...clientOptions, producerGroup: 'PID_RMQHA_ALIONS' })
   producer.on('error', (e) => errors.push(e))
-  cleanup(t, () => within('closing the ali-ons producer', 10000, producer.close()))
+  // A second close() would unregister from the brokers again, through new connections.
+  const closeProducer = once(() => within('closing the ali-ons producer', 10000, producer.close()))
+  cleanup(t, closeProducer)
   cleanup(t, async () => {
     const inner = MQProducer.defaultProducer
     MQProducer.defaultProducer = null
@@ -107,7 +111,13 @@ async function aliOns(t, master) {
         order: false,
       }),
     )
-  return { producer, errors, createTopic, clientOptions, done: () => (passed = true) }
+  return { producer, closeProducer, errors, createTopic, clientOptions, done: () => (passed = true) }
+}
+
+/** `fn` the first time, nothing after. */
+function once(fn) {
+  let p = null
+  return () => (p ??= fn())
 }
 
 /**
@@ -324,5 +334,77 @@ test('a message ali-ons is asked to retry comes back through the retry topic', {
     unexpectedErrors(errors, group).filter((e) => !notServed.includes(e)),
     [],
   )
+  done()
+})
+
+test('with its master stopped, an ali-ons consumer resumes from the slave at the committed offsets', { timeout: 60000 }, async (t) => {
+  const master = await rmqha.startMaster(brokerConfig(tmpStore(t, 'alions-fm'), 'SYNC_MASTER'))
+  const closeMaster = once(() => master.close())
+  cleanup(t, closeMaster)
+  const slaveDir = tmpStore(t, 'alions-fs')
+  const slave = await rmqha.startSlave(
+    brokerConfig(slaveDir, 'SLAVE', {
+      haMasterAddress: `127.0.0.1:${master.haPort()}`,
+      masterAddress: `127.0.0.1:${master.listenPort()}`,
+      slaveReadEnable: true, // RocketMQ's default (false) has a slave refuse pulls
+      slaveSyncIntervalMs: 200, // consumer offsets and groups reach the slave soon
+    }),
+  )
+  cleanup(t, () => slave.close())
+  await waitFor('the slave to connect', () => master.offsets().slaves.some((s) => s.transferring))
+  const { producer, closeProducer, errors, createTopic, clientOptions, done } = await aliOns(t, master)
+  const topic = 'AliOnsFailover'
+  const group = 'CID_RMQHA_ALIONS_FAILOVER'
+  const queues = [0, 1]
+  await createTopic(topic, queues.length)
+  const send = async (body) => {
+    const r = await within(`send ${body}`, 10000, producer.send(new Message(topic, 'TagA', body)))
+    assert.equal(r.sendStatus, 'SEND_OK')
+  }
+  const got = []
+  const consume = (nameSrv) => {
+    const consumer = new Consumer({ ...clientOptions, nameSrv, consumerGroup: group })
+    consumer.on('error', (e) => errors.push(e))
+    const close = once(() => within('closing an ali-ons consumer', 10000, consumer.close()))
+    cleanup(t, close)
+    consumer.subscribe(topic, '*', async (msg) => {
+      got.push(msg.body.toString())
+    })
+    return { ready: () => within('a consumer to start', 10000, consumer.ready()), close }
+  }
+
+  // Two messages a queue, consumed through the master, offsets committed there.
+  for (let i = 0; i < 4; i++) await send(`before-${i}`)
+  const first = consume(`127.0.0.1:${master.listenPort()}`)
+  await first.ready()
+  await waitFor('4 messages consumed', () => got.length >= 4, 30000)
+  await waitFor('offsets committed on the master', () => queues.every((q) => master.consumerOffset(group, topic, q) === 2))
+  await first.close()
+  // Two more a queue, which the consumer has not seen. The slave has the commits, and the group
+  // and its retry topic (a slave serves only groups its master has; config sync writes them
+  // to RocketMQ's files under config/).
+  for (let i = 0; i < 4; i++) await send(`after-${i}`)
+  await waitFor('offsets synced to the slave', () => queues.every((q) => slave.consumerOffset(group, topic, q) === 2))
+  const synced = (file, name) => {
+    try {
+      return fs.readFileSync(path.join(slaveDir, 'config', file), 'utf8').includes(`"${name}"`)
+    } catch {
+      return false
+    }
+  }
+  await waitFor('the group synced to the slave', () => synced('subscriptionGroup.json', group) && synced('topics.json', `%RETRY%${group}`))
+  await closeProducer()
+  await closeMaster()
+  await waitFor('the slave to notice', () => !slave.offsets().connected)
+
+  // A new consumer of the group, with the slave as its name server, reads on from the commits.
+  const second = consume(`127.0.0.1:${slave.listenPort()}`)
+  await second.ready()
+  await waitFor('8 messages consumed', () => got.length >= 8, 30000)
+  assert.deepEqual(got.slice(0, 4).sort(), ['before-0', 'before-1', 'before-2', 'before-3'])
+  assert.deepEqual(got.slice(4).sort(), ['after-0', 'after-1', 'after-2', 'after-3'])
+  await waitFor('offsets committed on the slave', () => queues.every((q) => slave.consumerOffset(group, topic, q) === 4))
+  assert.equal(got.length, 8)
+  assert.deepEqual(unexpectedErrors(errors, group), [])
   done()
 })
