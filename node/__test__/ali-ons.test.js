@@ -1,11 +1,14 @@
 'use strict'
-// A RocketMQ client we did not write against a broker of ours: `ali-ons`, a pure-JavaScript
-// RocketMQ client (npm, Aliyun's ONS client with Apache RocketMQ support), produces to and
-// consumes from a SYNC_MASTER in this process that replicates to a slave, also in this
-// process. The client finds the broker through its `nameSrv` option pointed at the master's
-// listen port (rmqha answers the name server's route requests itself), so nothing of Aliyun's
-// is asked: its `httpclient` (used only to look up name servers over HTTP when `nameSrv` is
-// not given) is a stub that fails the test if called.
+// A RocketMQ client we did not write against brokers of ours: `ali-ons`, a pure-JavaScript
+// RocketMQ client (npm; Aliyun's ONS client with Apache RocketMQ support), produces to and
+// consumes from masters and slaves in this process: sends, stored bytes, tag filters and
+// committed offsets; a handler's retry through the group's retry topic; and a consumer that
+// carries on from the slave once its master is gone. The client finds the brokers through its
+// `nameSrv` option pointed at a broker's listen port (rmqha answers the name server's route
+// requests itself), so nothing of Aliyun's is asked: its `httpclient` (used only to look up
+// name servers over HTTP when `nameSrv` is not given) is a stub that fails the test if called.
+// Each test takes 1-2 s and is cut off at 15 s, its waits at 10 s, so the file ends within a
+// minute even when every test fails.
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -84,12 +87,12 @@ async function aliOns(t, master) {
   const producer = new Producer({ ...clientOptions, producerGroup: 'PID_RMQHA_ALIONS' })
   producer.on('error', (e) => errors.push(e))
   // A second close() would unregister from the brokers again, through new connections.
-  const closeProducer = once(() => within('closing the ali-ons producer', 10000, producer.close()))
+  const closeProducer = once(() => within('closing the ali-ons producer', 5000, producer.close()))
   cleanup(t, closeProducer)
   cleanup(t, async () => {
     const inner = MQProducer.defaultProducer
     MQProducer.defaultProducer = null
-    if (inner) await within("closing ali-ons' inner producer", 10000, inner.close())
+    if (inner) await within("closing ali-ons' inner producer", 5000, inner.close())
   })
   await within('the producer to start', 10000, producer.ready())
 
@@ -129,7 +132,7 @@ function unexpectedErrors(errors, group) {
   return errors.filter((e) => !(e.code === 17 && e.message.includes(`topic: %RETRY%${group}`)))
 }
 
-test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeout: 60000 }, async (t) => {
+test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeout: 15000 }, async (t) => {
   const master = await rmqha.startMaster(
     brokerConfig(tmpStore(t, 'alions-m'), 'SYNC_MASTER', { brokerClusterName: 'DefaultCluster' }),
   )
@@ -234,20 +237,20 @@ test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeo
     if (args[1].topic === TOPIC) pulledTags.push(...r.msgFoundList.map((m) => m.tags))
     return r
   }
-  cleanup(t, () => within('closing the ali-ons consumer', 10000, consumer.close()))
+  cleanup(t, () => within('closing the ali-ons consumer', 5000, consumer.close()))
   consumer.subscribe(TOPIC, `${TAGS[0]} || ${TAGS[1]}`, async (msg) => {
     const { body, tags, keys, msgId, queueId, queueOffset } = msg
     received.push({ body, tags, keys, msgId, queueId, queueOffset })
   })
   await within('the consumer to start', 10000, consumer.ready())
   const wanted = sent.filter((s) => s.tag !== 'TagC')
-  await waitFor(`${wanted.length} messages consumed`, () => received.length >= wanted.length, 30000)
+  await waitFor(`${wanted.length} messages consumed`, () => received.length >= wanted.length, 10000)
   // Its offsets are committed to the broker up to the end of every queue, past the TagC
   // messages the broker filtered out.
   await waitFor(
     'the consumer offsets committed',
     () => queueIds.every((q) => master.consumerOffset(GROUP, TOPIC, q) === master.queueMaxOffset(TOPIC, q)),
-    15000,
+    10000,
   )
 
   assert.deepEqual(pulledTags.filter((tag) => tag !== TAGS[0] && tag !== TAGS[1]), [])
@@ -272,7 +275,7 @@ test('ali-ons produces to and consumes from a SYNC_MASTER with a slave', { timeo
   done()
 })
 
-test('a message ali-ons is asked to retry comes back through the retry topic', { timeout: 60000 }, async (t) => {
+test('a message ali-ons is asked to retry comes back through the retry topic', { timeout: 15000 }, async (t) => {
   const master = await rmqha.startMaster(brokerConfig(tmpStore(t, 'alions-r'), 'ASYNC_MASTER'))
   cleanup(t, () => master.close())
   const { producer, errors, createTopic, clientOptions, done } = await aliOns(t, master)
@@ -290,7 +293,7 @@ test('a message ali-ons is asked to retry comes back through the retry topic', {
   let retried = false
   const consumer = new Consumer({ ...clientOptions, consumerGroup: group })
   consumer.on('error', (e) => errors.push(e))
-  cleanup(t, () => within('closing the ali-ons consumer', 10000, consumer.close()))
+  cleanup(t, () => within('closing the ali-ons consumer', 5000, consumer.close()))
   consumer.subscribe(topic, '*', async (msg) => {
     const { topic, reconsumeTimes, originMessageId } = msg
     got.push({ body: msg.body.toString(), topic, reconsumeTimes, originMessageId })
@@ -301,11 +304,11 @@ test('a message ali-ons is asked to retry comes back through the retry topic', {
   })
   await within('the consumer to start', 10000, consumer.ready())
   const retryTopic = `%RETRY%${group}`
-  await waitFor('4 deliveries', () => got.length >= 4, 30000)
+  await waitFor('4 deliveries', () => got.length >= 4, 10000)
   await waitFor(
     'the consumer offsets committed',
     () => master.consumerOffset(group, topic, 0) === 3 && master.consumerOffset(group, retryTopic, 0) === 1,
-    15000,
+    10000,
   )
   // The broker does not serve CONSUMER_SEND_MSG_BACK (36): ali-ons then sends the message to
   // the group's retry topic itself, with reconsumeTimes 1, and consumes it from there.
@@ -337,7 +340,7 @@ test('a message ali-ons is asked to retry comes back through the retry topic', {
   done()
 })
 
-test('with its master stopped, an ali-ons consumer resumes from the slave at the committed offsets', { timeout: 60000 }, async (t) => {
+test('with its master stopped, an ali-ons consumer resumes from the slave at the committed offsets', { timeout: 15000 }, async (t) => {
   const master = await rmqha.startMaster(brokerConfig(tmpStore(t, 'alions-fm'), 'SYNC_MASTER'))
   const closeMaster = once(() => master.close())
   cleanup(t, closeMaster)
@@ -365,7 +368,7 @@ test('with its master stopped, an ali-ons consumer resumes from the slave at the
   const consume = (nameSrv) => {
     const consumer = new Consumer({ ...clientOptions, nameSrv, consumerGroup: group })
     consumer.on('error', (e) => errors.push(e))
-    const close = once(() => within('closing an ali-ons consumer', 10000, consumer.close()))
+    const close = once(() => within('closing an ali-ons consumer', 5000, consumer.close()))
     cleanup(t, close)
     consumer.subscribe(topic, '*', async (msg) => {
       got.push(msg.body.toString())
@@ -377,7 +380,7 @@ test('with its master stopped, an ali-ons consumer resumes from the slave at the
   for (let i = 0; i < 4; i++) await send(`before-${i}`)
   const first = consume(`127.0.0.1:${master.listenPort()}`)
   await first.ready()
-  await waitFor('4 messages consumed', () => got.length >= 4, 30000)
+  await waitFor('4 messages consumed', () => got.length >= 4, 10000)
   await waitFor('offsets committed on the master', () => queues.every((q) => master.consumerOffset(group, topic, q) === 2))
   await first.close()
   // Two more a queue, which the consumer has not seen. The slave has the commits, and the group
@@ -400,7 +403,7 @@ test('with its master stopped, an ali-ons consumer resumes from the slave at the
   // A new consumer of the group, with the slave as its name server, reads on from the commits.
   const second = consume(`127.0.0.1:${slave.listenPort()}`)
   await second.ready()
-  await waitFor('8 messages consumed', () => got.length >= 8, 30000)
+  await waitFor('8 messages consumed', () => got.length >= 8, 10000)
   assert.deepEqual(got.slice(0, 4).sort(), ['before-0', 'before-1', 'before-2', 'before-3'])
   assert.deepEqual(got.slice(4).sort(), ['after-0', 'after-1', 'after-2', 'after-3'])
   await waitFor('offsets committed on the slave', () => queues.every((q) => slave.consumerOffset(group, topic, q) === 4))
