@@ -208,6 +208,9 @@ for i in range(5):
 r = p.send_sync(msg('z' * 10000 + 'end', 'TagA', 'big'))
 print('big', int(r.status), r.offset)
 p.send_oneway(msg('oneway-0', 'TagC', 'w0'))
+m = msg('delayed-0', 'TagA', 'd0'); m.set_delay_time_level(1)
+r = p.send_sync(m)
+print('delayed', int(r.status), r.offset)
 p.shutdown()
 "#;
 
@@ -251,7 +254,8 @@ c.shutdown()
 
 /// The client's other sends against one ASYNC_MASTER: a batch (SEND_BATCH_MESSAGE), orderly
 /// sends to one queue, a body the client compresses (over 4 KiB: the COMPRESSED sysflag, which
-/// the broker stores as sent and the consumer inflates), a one-way send, a user property;
+/// the broker stores as sent and the consumer inflates), a one-way send, a user property, a
+/// delayed message (level 1, one second);
 /// read back by an orderly push consumer (LOCK_BATCH_MQ) with a tag expression, which gets
 /// exactly the matching messages with each queue in order, and by a pull consumer.
 #[test]
@@ -278,7 +282,7 @@ fn the_stock_cpp_client_sends_batches_orderly_compressed_and_oneway_and_filters_
     let home = dir.path();
 
     let sent = python(&py, MORE_PRODUCE, &[&addr], home);
-    assert_eq!(sent.len(), 7, "{sent:?}");
+    assert_eq!(sent.len(), 8, "{sent:?}");
     for l in &sent {
         assert!(l.split(' ').nth(1) == Some("0"), "SendStatus SEND_OK (0) expected: {l}");
     }
@@ -287,17 +291,9 @@ fn the_stock_cpp_client_sends_batches_orderly_compressed_and_oneway_and_filters_
         sent[1..6].iter().map(|l| l.split(' ').nth(2).unwrap().parse().unwrap()).collect();
     assert_eq!(orderly, (orderly[0]..orderly[0] + 5).collect::<Vec<_>>(), "{sent:?}");
 
-    // Every message is stored, the one-way one included.
-    let mut pulled = python(&py, MORE_PULL, &[&addr], home);
-    pulled.sort();
-    let mut want: Vec<String> = (0..5).map(|i| format!("batch-{i}")).collect();
-    want.extend((0..5).map(|i| format!("order-{i}")));
-    want.extend(["len10003".to_string(), "oneway-0".into()]);
-    want.sort();
-    assert_eq!(pulled, want, "pull consumer");
-
-    let pushed = python(&py, MORE_PUSH, &[&addr, "11", "TagA || TagB"], home);
-    assert_eq!(pushed.len(), 11, "TagC is filtered out, nothing else is: {pushed:?}");
+    let pushed = python(&py, MORE_PUSH, &[&addr, "12", "TagA || TagB"], home);
+    assert_eq!(pushed.len(), 12, "TagC is filtered out, nothing else is: {pushed:?}");
+    assert!(pushed.iter().any(|l| l.starts_with("delayed-0 ")), "the delayed message arrives: {pushed:?}");
     assert!(pushed.iter().all(|l| l.ends_with(" cpp")), "the user property arrives: {pushed:?}");
     assert!(
         pushed.iter().any(|l| l.starts_with("len10003:end ")),
@@ -315,4 +311,14 @@ fn the_stock_cpp_client_sends_batches_orderly_compressed_and_oneway_and_filters_
     let batch: Vec<&str> =
         pushed.iter().filter(|l| l.starts_with("batch-")).map(|l| l.split(' ').next().unwrap()).collect();
     assert_eq!(batch, (0..5).map(|i| format!("batch-{i}")).collect::<Vec<_>>(), "{pushed:?}");
+
+    // Every message is stored in its topic, the one-way one included, and the delayed one
+    // once (its scheduled record is in SCHEDULE_TOPIC_XXXX, which this consumer does not read).
+    let mut pulled = python(&py, MORE_PULL, &[&addr], home);
+    pulled.sort();
+    let mut want: Vec<String> = (0..5).map(|i| format!("batch-{i}")).collect();
+    want.extend((0..5).map(|i| format!("order-{i}")));
+    want.extend(["len10003".to_string(), "oneway-0".into(), "delayed-0".into()]);
+    want.sort();
+    assert_eq!(pulled, want, "pull consumer");
 }

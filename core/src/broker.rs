@@ -333,6 +333,9 @@ impl Broker {
         let _ = broker.client_services.set(crate::processor::install(&broker, &mut dispatch)?);
         let _ = handler.0.set(Arc::new(dispatch));
         broker.start_persist_thread()?;
+        if broker.config.broker_role.is_master() {
+            broker.start_scheduler()?;
+        }
         if let Some(s) = &broker.synchronizer {
             s.start()?;
         }
@@ -366,6 +369,22 @@ impl Broker {
             config.store_root().display()
         );
         Ok(broker)
+    }
+
+    /// Delivers delayed messages when due (`crate::schedule`); masters only.
+    fn start_scheduler(&self) -> Result<()> {
+        let acked = match (&self.ha_master, self.config.broker_role) {
+            (Some(m), BrokerRole::SyncMaster) => Some(m.ack_watermark()),
+            _ => None,
+        };
+        let scheduler = crate::schedule::Scheduler::new(self.store.clone(), self.tables.clone(), acked);
+        let stop = self.stop.clone();
+        let t = std::thread::Builder::new()
+            .name("rmqha-schedule".into())
+            .spawn(move || scheduler.run(stop))
+            .map_err(|e| Error::Store(format!("cannot start thread rmqha-schedule: {e}")))?;
+        self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+        Ok(())
     }
 
     fn start_persist_thread(&self) -> Result<()> {
@@ -436,6 +455,14 @@ impl Broker {
                 reason: "broker shut down".into(),
             });
         }
+        // A delayed message goes to SCHEDULE_TOPIC_XXXX, whence the scheduler delivers it.
+        let scheduled =
+            crate::schedule::to_schedule(msgs, self.store.delay_levels_ms().len()).inspect_err(|e| {
+                if let Error::PutFailed { status, .. } = e {
+                    self.store.put_metrics().refused(*status);
+                }
+            })?;
+        let msgs = scheduled.as_deref().unwrap_or(msgs);
         // A batch waits unless every message asks not to: PUT_OK must hold for each.
         let wait = msgs.iter().any(|m| m.wait_store_ok());
         let replicate = wait && self.role() == BrokerRole::SyncMaster && self.ha_master.is_some();

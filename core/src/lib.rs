@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod net;
 pub mod processor;
 pub mod remoting;
+pub mod schedule;
 pub mod store;
 pub mod sync;
 

@@ -171,10 +171,17 @@ fn garbage_bodies_and_oversized_messages_are_refused() {
         code::SUCCESS,
         "each message is within the limit"
     );
-    // Properties with separators in a topic name, a delayed or transactional message.
+    // Properties with separators in a topic name, a delay that is no level, a delayed
+    // message in a batch (RocketMQ refuses it too), a timer or transactional message.
     let mut m = send_v2(&Msg::new("T", b"x"));
-    m.set_ext("i", props(&[("DELAY", "3")]));
-    assert_eq!(call(&c, m).code, code::MESSAGE_ILLEGAL);
+    m.set_ext("i", props(&[("DELAY", "soon")]));
+    let r = call(&c, m);
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{r:?}");
+    assert!(r.remark.as_deref().unwrap_or("").contains("soon"), "{r:?}");
+    let mut m = send_batch("T", 0, &[Msg::new("T", b"a"), Msg::new("T", b"b")]);
+    m.set_ext("i", props(&[("WAIT", "true"), ("DELAY", "1")]));
+    let r = call(&c, m);
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{r:?}");
     for timer in ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"] {
         let mut m = send_v2(&Msg::new("T", b"x"));
         m.set_ext("i", props(&[(timer, "5000")]));

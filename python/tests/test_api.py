@@ -85,6 +85,20 @@ def test_lookups_by_id_and_key(master: rmqha.Broker) -> None:
         master.query_by_key("Keys", "order-1", begin=5, end=4)
 
 
+def test_a_delayed_message_is_delivered_when_due(master: rmqha.Broker) -> None:
+    r = master.put_message_sync("Later", b"in a second", tags="TagD", properties={"DELAY": "1"})
+    assert r.status == "PUT_OK"
+    scheduled = master.message_by_id(r.msg_id)
+    assert scheduled is not None and scheduled.topic == "SCHEDULE_TOPIC_XXXX"
+    assert scheduled.properties["REAL_TOPIC"] == "Later"
+    assert wait_until(lambda: master.queue_max_offset("Later", 0) == 1, timeout=15)
+    got = master.get_messages("Later", 0, 0, 10).messages[0]
+    assert (got.body, got.tags) == (b"in a second", "TagD") and "DELAY" not in got.properties
+    assert got.store_timestamp >= scheduled.store_timestamp + 1000
+    with pytest.raises(rmqha.PutError, match="soon"):
+        master.put_message_sync("Later", b"x", properties={"DELAY": "soon"})
+
+
 def test_queue_offset_by_store_time(master: rmqha.Broker) -> None:
     for i in range(5):
         master.put_message_sync("Time", f"t{i}".encode())

@@ -322,6 +322,12 @@ impl HaMaster {
         self.shared.push_to_slave_max.load(Ordering::Acquire)
     }
 
+    /// `push_to_slave_max_offset` for a thread that must not hold the master.
+    pub fn ack_watermark(&self) -> Arc<dyn Fn() -> i64 + Send + Sync> {
+        let shared = self.shared.clone();
+        Arc::new(move || shared.push_to_slave_max.load(Ordering::Acquire))
+    }
+
     /// RocketMQ's `isSlaveOK`: enough slaves stream from us and the watermark is within
     /// `haSlaveFallbehindMax` of `end`.
     pub fn is_slave_ok(&self, end: i64) -> bool {

@@ -233,14 +233,15 @@ impl SendProcessor {
         } else {
             vec![Message { body: req.body.clone(), properties: header_props, ..base }]
         };
+        // A delayed message (DELAY) is stored in SCHEDULE_TOPIC_XXXX by the broker's put and
+        // answered, as in RocketMQ, with the queue it was sent to.
+        let delayed = !batch
+            && msgs[0]
+                .property(keys::DELAY)
+                .and_then(|d| d.trim().parse::<i64>().ok())
+                .is_some_and(|d| d > 0);
+        let answer_queue = delayed.then_some(queue_id);
         for m in &msgs {
-            if m.property(keys::DELAY).and_then(|d| d.trim().parse::<i64>().ok()).is_some_and(|d| d > 0) {
-                return Err(reply(
-                    req,
-                    response_code::MESSAGE_ILLEGAL,
-                    "delayed messages (DELAY property) are not supported by rmqha",
-                ));
-            }
             // RocketMQ 5's timer messages: delivered at once here, which is not what was asked.
             if let Some(k) = TIMER_KEYS.iter().find(|k| m.property(k).is_some()) {
                 return Err(reply(
@@ -268,11 +269,13 @@ impl SendProcessor {
         let st = req.serialize_type;
         let store = broker.store().clone();
         match handle {
-            PutHandle::Ready(result) => Ok(Handled::Respond(put_response(st, &store, &result, batch))),
+            PutHandle::Ready(result) => {
+                Ok(Handled::Respond(put_response(st, &store, &result, batch, answer_queue)))
+            }
             pending @ PutHandle::Pending(_) => {
                 let responder = ctx.responder();
                 pending.on_complete(move |result| {
-                    if let Err(e) = responder.send(put_response(st, &store, &result, batch)) {
+                    if let Err(e) = responder.send(put_response(st, &store, &result, batch, answer_queue)) {
                         tracing::debug!(error = %e, "send response not delivered");
                     }
                 });
@@ -403,7 +406,14 @@ impl std::fmt::Debug for SendProcessor {
 
 /// The response to a put: the status's code, and for a stored message the
 /// `SendMessageResponseHeader` fields.
-fn put_response(st: SerializeType, store: &MessageStore, r: &PutResult, batch: bool) -> RemotingCommand {
+/// `answer_queue` replaces the stored queue id (a delayed message's, in SCHEDULE_TOPIC_XXXX).
+fn put_response(
+    st: SerializeType,
+    store: &MessageStore,
+    r: &PutResult,
+    batch: bool,
+    answer_queue: Option<i32>,
+) -> RemotingCommand {
     let code = r.status.response_code();
     if !r.status.is_stored() {
         return RemotingCommand::response(code, Some(&failure_remark(r.status))).with_serialize_type(st);
@@ -413,7 +423,7 @@ fn put_response(st: SerializeType, store: &MessageStore, r: &PutResult, batch: b
     RemotingCommand::response(code, remark)
         .with_serialize_type(st)
         .with_ext("msgId", msg_id)
-        .with_ext("queueId", r.queue_id)
+        .with_ext("queueId", answer_queue.unwrap_or(r.queue_id))
         .with_ext("queueOffset", r.queue_offset)
         .with_ext(PROPERTY_MSG_REGION, DEFAULT_REGION)
         .with_ext(PROPERTY_TRACE_SWITCH, true)

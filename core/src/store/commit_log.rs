@@ -178,6 +178,11 @@ struct FlushFaults {
 }
 
 impl CommitLog {
+    /// Each delay level's delay in ms (`messageDelayLevel`, level 1 first).
+    pub fn delay_levels_ms(&self) -> &[i64] {
+        &self.opts.delay_levels_ms
+    }
+
     /// Loads the files of `dir` (recovery is a separate step).
     pub fn load(
         dir: &std::path::Path,

@@ -622,6 +622,11 @@ impl MessageStore {
         self.fork.forked()
     }
 
+    /// Each delay level's delay in ms (`messageDelayLevel`, level 1 first).
+    pub fn delay_levels_ms(&self) -> &[i64] {
+        self.commit_log.delay_levels_ms()
+    }
+
     /// Changes the role (promotion of a slave, demotion of a master).
     pub fn set_role(&self, role: BrokerRole) {
         self.role.store(role_code(role), Ordering::Release);

@@ -1,0 +1,286 @@
+//! Delayed messages (RocketMQ's `ScheduleMessageService`, spec 4.1's SCHEDULE_TOPIC_XXXX).
+//!
+//! A put whose `DELAY` property names a level from 1 to the number of `messageDelayLevel`
+//! entries (a higher level counts as the last, 0 or below as no delay) is stored in topic
+//! SCHEDULE_TOPIC_XXXX, queue `level - 1`, with the topic and queue it was sent to in
+//! `REAL_TOPIC` and `REAL_QID`; the dispatcher gives its ConsumeQueue unit the delivery time
+//! (store time + the level's delay) as tags code. On a master, the scheduler thread walks each
+//! level's queue from its delay offset (`delayOffset.json`, mirrored to slaves by config sync)
+//! and, once a unit is due, puts the message again to its real topic and queue, without
+//! `DELAY`, as RocketMQ's `messageTimeup` does.
+//!
+//! Where rmqha does better than RocketMQ:
+//!
+//! - A delivery stored with a non-OK status (a SYNC_MASTER without a slave) is delivered,
+//!   not put again and again (RocketMQ 4.9 retries it every 10 s, storing a copy each time).
+//! - A level's offset is recorded only once the delivered copy is flushed, and on a
+//!   SYNC_MASTER also held by a slave: a crash or a failover to the slave never skips a
+//!   message whose delivery was lost. The price, as in RocketMQ after a crash, is that a
+//!   delivery made since the last recorded offset may be made again (consumers see the same
+//!   `UNIQ_KEY`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::message::properties::keys;
+use crate::message::{Message, SCHEDULE_TOPIC};
+use crate::metadata::ConfigTables;
+use crate::store::clock::now_ms;
+use crate::store::flush::StopSignal;
+use crate::store::{MessageStore, PutHandle, PutStatus, StoredMessage};
+
+/// The property holding a delayed message's own topic.
+pub const REAL_TOPIC: &str = "REAL_TOPIC";
+/// The property holding a delayed message's own queue id.
+pub const REAL_QID: &str = "REAL_QID";
+
+/// How long the scheduler sleeps at most between looks at its queues (RocketMQ's
+/// `DELAY_FOR_A_WHILE`).
+const IDLE: Duration = Duration::from_millis(100);
+/// How long it waits before trying a put the store refused (a full disk) again.
+const REFUSED_BACKOFF: Duration = Duration::from_secs(1);
+/// Deliveries whose offsets wait to be recorded; past this, a level's newest entry absorbs
+/// the next one (its offset is then recorded later, never earlier).
+const MAX_PENDING: usize = 4096;
+
+/// The delay level a message asks for: `Ok(None)` for none (no `DELAY`, or 0 and below),
+/// clamped to the last of `levels` levels; an error for a value that is not a number.
+pub fn delay_level(msg: &Message, levels: usize) -> Result<Option<usize>> {
+    let Some(v) = msg.property(keys::DELAY) else { return Ok(None) };
+    let level: i64 = v.trim().parse().map_err(|_| Error::PutFailed {
+        status: PutStatus::MessageIllegal,
+        reason: format!("DELAY {:?} is not a delay level (1 to {levels})", crate::clip(v, 32)),
+    })?;
+    if level <= 0 || levels == 0 {
+        return Ok(None);
+    }
+    Ok(Some((level as usize).min(levels)))
+}
+
+/// `msgs` with every delayed message moved to SCHEDULE_TOPIC_XXXX, or `None` when none is
+/// delayed (the common case: nothing is copied). A batch may not hold a delayed message, as
+/// in RocketMQ (MESSAGE_ILLEGAL).
+pub fn to_schedule(msgs: &[Message], levels: usize) -> Result<Option<Vec<Message>>> {
+    let mut out: Option<Vec<Message>> = None;
+    for (i, m) in msgs.iter().enumerate() {
+        let Some(level) = delay_level(m, levels)? else { continue };
+        if msgs.len() > 1 {
+            return Err(Error::PutFailed {
+                status: PutStatus::MessageIllegal,
+                reason: "a batch cannot hold a delayed message (DELAY)".into(),
+            });
+        }
+        let out = out.get_or_insert_with(|| msgs.to_vec());
+        let s = &mut out[i];
+        s.set_property(REAL_TOPIC, m.topic.clone());
+        s.set_property(REAL_QID, m.queue_id.to_string());
+        s.set_property(keys::DELAY, level.to_string());
+        s.topic = SCHEDULE_TOPIC.to_string();
+        s.queue_id = level as i32 - 1;
+    }
+    Ok(out)
+}
+
+/// The message a due unit delivers: the stored one, back to its real topic and queue,
+/// without `DELAY`. `None` for a record that is no delayed message.
+pub fn delivered(m: &StoredMessage) -> Option<Message> {
+    if m.topic != SCHEDULE_TOPIC {
+        return None;
+    }
+    let topic = m.property(REAL_TOPIC)?.to_string();
+    let queue_id: i32 = m.property(REAL_QID)?.trim().parse().ok()?;
+    let properties = m.properties.iter().filter(|(k, _)| k != keys::DELAY).cloned().collect();
+    Some(Message {
+        topic,
+        queue_id,
+        body: m.body.clone(),
+        flag: m.flag,
+        properties,
+        born_timestamp: m.born_timestamp,
+        born_host: Some(m.born_host),
+        sys_flag: m.sys_flag,
+        reconsume_times: m.reconsume_times,
+        prepared_transaction_offset: m.prepared_transaction_offset,
+    })
+}
+
+/// A delivery whose offset waits to be recorded: level index, the queue offset to record,
+/// and where the delivered copy ends in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pending {
+    level: usize,
+    next: i64,
+    end: i64,
+}
+
+/// The scheduler of one master (see the module doc). Holds the store and tables, never the
+/// broker.
+pub(crate) struct Scheduler {
+    store: Arc<MessageStore>,
+    tables: Arc<ConfigTables>,
+    /// On a SYNC_MASTER, how far a slave holds the log: deliveries count once below it.
+    acked: Option<Arc<dyn Fn() -> i64 + Send + Sync>>,
+    /// Each level's delay in ms, level 1 first.
+    delays: Vec<i64>,
+    /// Each level's next queue offset to deliver.
+    cursor: Vec<i64>,
+    pending: VecDeque<Pending>,
+    /// Whether the last round logged a refused put (one warning per run of refusals).
+    refused: bool,
+}
+
+impl Scheduler {
+    pub(crate) fn new(
+        store: Arc<MessageStore>,
+        tables: Arc<ConfigTables>,
+        acked: Option<Arc<dyn Fn() -> i64 + Send + Sync>>,
+    ) -> Self {
+        let delays = store.delay_levels_ms().to_vec();
+        let cursor =
+            (1..=delays.len()).map(|l| tables.delay_offsets().offset(l as i32).unwrap_or(0).max(0)).collect();
+        Scheduler { store, tables, acked, delays, cursor, pending: VecDeque::new(), refused: false }
+    }
+
+    /// Runs until `stop`; then records every level's offset, as the store's final flush
+    /// writes every delivery made.
+    pub(crate) fn run(mut self, stop: Arc<StopSignal>) {
+        loop {
+            let wait = self.round(now_ms());
+            self.settle();
+            if !stop.sleep(wait) {
+                break;
+            }
+        }
+        for (level, &next) in self.cursor.iter().enumerate() {
+            self.tables.delay_offsets().update_offset(level as i32 + 1, next);
+        }
+    }
+
+    /// Delivers every due unit of every level; returns how long to sleep.
+    fn round(&mut self, now: i64) -> Duration {
+        let mut wait = IDLE;
+        for level in 0..self.delays.len() {
+            let Some(q) = self.store.consume_queues().find(SCHEDULE_TOPIC, level as i32) else { continue };
+            let (min, max) = (q.min_offset_in_queue(), q.max_offset_in_queue());
+            if self.cursor[level] < min {
+                tracing::warn!(
+                    level = level + 1,
+                    from = self.cursor[level],
+                    to = min,
+                    "delayed messages removed by retention before their delivery"
+                );
+                self.cursor[level] = min;
+            }
+            while self.cursor[level] < max {
+                let at = self.cursor[level];
+                let Some(unit) = q.get(at) else { break };
+                // A delivery time beyond now plus the level's whole delay was stamped by a
+                // clock that has since gone back: due now (RocketMQ's correctDeliverTimestamp).
+                let due = unit.tags_code <= now || unit.tags_code > now.saturating_add(self.delays[level]);
+                if !due {
+                    let ms = (unit.tags_code - now).clamp(1, IDLE.as_millis() as i64);
+                    wait = wait.min(Duration::from_millis(ms as u64));
+                    break;
+                }
+                let Some(msg) = self.store.message_at(unit.phy_offset).as_ref().and_then(delivered) else {
+                    tracing::warn!(
+                        level = level + 1,
+                        queue_offset = at,
+                        phy_offset = unit.phy_offset,
+                        "a SCHEDULE_TOPIC_XXXX unit names no delayed message: skipped"
+                    );
+                    self.cursor[level] = at + 1;
+                    continue;
+                };
+                match self.store.put_message(&msg) {
+                    Ok(handle) => {
+                        let end = match &handle {
+                            PutHandle::Ready(r) => r.end_offset(),
+                            PutHandle::Pending(t) => t.current().end_offset(),
+                        };
+                        self.refused = false;
+                        self.cursor[level] = at + 1;
+                        self.push(Pending { level, next: at + 1, end });
+                    }
+                    Err(e) => {
+                        if !self.refused {
+                            tracing::warn!(
+                                level = level + 1,
+                                queue_offset = at,
+                                "delivering a delayed message failed, retrying: {e}"
+                            );
+                        }
+                        self.refused = true;
+                        return REFUSED_BACKOFF;
+                    }
+                }
+            }
+        }
+        wait
+    }
+
+    fn push(&mut self, p: Pending) {
+        if self.pending.len() >= MAX_PENDING {
+            if let Some(last) = self.pending.iter_mut().rev().find(|q| q.level == p.level) {
+                *last = Pending { level: p.level, next: p.next, end: last.end.max(p.end) };
+                return;
+            }
+        }
+        self.pending.push_back(p);
+    }
+
+    /// Records the offsets of deliveries that are flushed (and, on a SYNC_MASTER, held by a
+    /// slave).
+    fn settle(&mut self) {
+        let mut safe = self.store.flushed_offset();
+        if let Some(acked) = &self.acked {
+            safe = safe.min(acked());
+        }
+        while let Some(p) = self.pending.front().copied() {
+            if p.end > safe {
+                break;
+            }
+            self.pending.pop_front();
+            self.tables.delay_offsets().update_offset(p.level as i32 + 1, p.next);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(props: &[(&str, &str)]) -> Message {
+        let mut m = Message::new("T", b"x".to_vec()).with_queue(3);
+        for (k, v) in props {
+            m.set_property(*k, *v);
+        }
+        m
+    }
+
+    #[test]
+    fn delay_levels_are_read_as_rocketmq_reads_them() {
+        assert_eq!(delay_level(&msg(&[]), 18).unwrap(), None);
+        assert_eq!(delay_level(&msg(&[("DELAY", "0")]), 18).unwrap(), None);
+        assert_eq!(delay_level(&msg(&[("DELAY", "-2")]), 18).unwrap(), None);
+        assert_eq!(delay_level(&msg(&[("DELAY", "3")]), 18).unwrap(), Some(3));
+        assert_eq!(delay_level(&msg(&[("DELAY", "40")]), 18).unwrap(), Some(18), "clamped to the last level");
+        let e = delay_level(&msg(&[("DELAY", "soon")]), 18).unwrap_err();
+        assert!(e.to_string().contains("soon"), "{e}");
+    }
+
+    #[test]
+    fn a_delayed_message_moves_to_its_levels_queue_and_back() {
+        assert!(to_schedule(&[msg(&[("TAGS", "a")])], 18).unwrap().is_none(), "nothing copied");
+        let out = to_schedule(&[msg(&[("TAGS", "a"), ("DELAY", "40")])], 18).unwrap().unwrap();
+        let s = &out[0];
+        assert_eq!((s.topic.as_str(), s.queue_id), (SCHEDULE_TOPIC, 17));
+        assert_eq!(s.property(REAL_TOPIC), Some("T"));
+        assert_eq!(s.property(REAL_QID), Some("3"));
+        assert_eq!(s.property("DELAY"), Some("18"));
+        let two = [msg(&[]), msg(&[("DELAY", "1")])];
+        assert!(to_schedule(&two, 18).unwrap_err().to_string().contains("batch"));
+    }
+}
