@@ -322,3 +322,86 @@ fn the_stock_cpp_client_sends_batches_orderly_compressed_and_oneway_and_filters_
     want.sort();
     assert_eq!(pulled, want, "pull consumer");
 }
+
+const RETRY_PRODUCE: &str = r#"
+import sys
+from rocketmq.client import Producer, Message
+p = Producer('PID_RMQHA_RETRY')
+p.set_namesrv_addr(sys.argv[1])
+p.start()
+for body in ['first', 'retry-me', 'third']:
+    m = Message('CppRetry'); m.set_tags('TagA'); m.set_body(body)
+    print(int(p.send_sync(m).status))
+p.shutdown()
+"#;
+
+/// A push consumer whose listener fails once for `retry-me`: one line per delivery,
+/// `body reconsume_times`.
+const RETRY_PUSH: &str = r#"
+import sys, time, threading
+from rocketmq.client import PushConsumer
+got = []
+failed = []
+lock = threading.Lock()
+def cb(msg):
+    b = msg.body.decode()
+    with lock:
+        got.append('%s %d' % (b, msg.reconsume_times))
+        if b == 'retry-me' and not failed:
+            failed.append(b)
+            raise RuntimeError('let the broker retry it')
+c = PushConsumer('CID_RMQHA_RETRY')
+c.set_namesrv_addr(sys.argv[1])
+c.subscribe('CppRetry', cb)
+c.start()
+deadline = time.time() + 60
+while len(got) < 4 and time.time() < deadline:
+    time.sleep(0.05)
+c.shutdown()
+for l in got:
+    print(l)
+"#;
+
+/// A message whose listener failed is handed back (CONSUMER_SEND_MSG_BACK) and comes back
+/// through the group's retry topic after its delay level (one second here), once more
+/// consumed.
+#[test]
+fn the_stock_cpp_client_hands_back_a_failed_message_and_gets_it_again() {
+    let py = client_python();
+    let dir = tempfile::tempdir().unwrap();
+    let props = write_props(
+        dir.path(),
+        "m.properties",
+        &[
+            "brokerName=broker-retry".to_string(),
+            "listenPort=0".into(),
+            "haListenPort=0".into(),
+            "bindAddress=127.0.0.1".into(),
+            "brokerIP1=127.0.0.1".into(),
+            "mappedFileSizeCommitLog=4194304".into(),
+            "brokerRole=ASYNC_MASTER".into(),
+            "messageDelayLevel=1s 1s 1s 1s 1s".into(),
+            format!("storePathRootDir={}", dir.path().join("m").display()),
+        ],
+    );
+    let (_master, port, _) = Broker::start(&props);
+    let addr = format!("127.0.0.1:{port}");
+    let sent = python(&py, RETRY_PRODUCE, &[&addr], dir.path());
+    assert_eq!(sent, ["0", "0", "0"], "SEND_OK");
+    let mut got = python(&py, RETRY_PUSH, &[&addr], dir.path());
+    got.sort();
+    assert_eq!(got, ["first 0", "retry-me 0", "retry-me 1", "third 0"]);
+    // The broker made the retry: scheduled at level 3, then put in the group's retry topic.
+    let c = RemotingClient::new(addr.clone(), ClientConfig::default());
+    let max_offset = |topic: &str, queue: i32| {
+        let r = c
+            .invoke_sync(
+                RemotingCommand::request(30).with_ext("topic", topic).with_ext("queueId", queue),
+                Duration::from_secs(5),
+            )
+            .unwrap();
+        r.ext("offset").unwrap().parse::<i64>().unwrap()
+    };
+    assert_eq!(max_offset("SCHEDULE_TOPIC_XXXX", 2), 1);
+    assert_eq!(max_offset("%RETRY%CID_RMQHA_RETRY", 0), 1);
+}

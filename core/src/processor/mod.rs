@@ -10,6 +10,7 @@
 //! | file | codes |
 //! |---|---|
 //! | `send` | SEND_MESSAGE 10, SEND_MESSAGE_V2 310, SEND_BATCH_MESSAGE 320 |
+//! | `send_back` | CONSUMER_SEND_MSG_BACK 36 (a failed message to the group's retry or dead-letter topic) |
 //! | `pull` (+ `long_poll`) | PULL_MESSAGE 11, LITE_PULL_MESSAGE 361 |
 //! | `consumer_manage` | QUERY_CONSUMER_OFFSET 14, UPDATE_CONSUMER_OFFSET 15, GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_CONSUMER_LIST_BY_GROUP 38 |
 //! | `client_manage` (+ `clients`) | HEART_BEAT 34, UNREGISTER_CLIENT 35 |
@@ -40,11 +41,9 @@
 //! and an HA connection comes from the same host; a slave lists its master (`masterAddress`,
 //! while the HA connection is up) and itself. See `route`.
 //!
-//! **Not served.** CONSUMER_SEND_MSG_BACK (36) is answered REQUEST_CODE_NOT_SUPPORTED, so a
-//! push consumer whose listener fails retries the message itself (the Java and C++ clients do,
-//! after their own delay). Delayed messages (a DELAY property) are refused MESSAGE_ILLEGAL and
-//! transactional half messages NO_PERMISSION: the store has no schedule or half-message
-//! topics. Filters are tags only (no SQL92). The broker never sends requests to clients, so
+//! **Not served.** Transactional half messages are refused NO_PERMISSION and RocketMQ 5's
+//! timer messages MESSAGE_ILLEGAL: the store has no half-message or timer topics. Delayed
+//! messages (DELAY) are served (`crate::schedule`). Filters are tags only (no SQL92). The broker never sends requests to clients, so
 //! NOTIFY_CONSUMER_IDS_CHANGED is not pushed and consumers see group changes at their next
 //! periodic rebalance.
 
@@ -58,6 +57,7 @@ mod query;
 mod registrar;
 mod route;
 mod send;
+mod send_back;
 mod topic;
 
 use std::net::SocketAddr;
@@ -78,6 +78,7 @@ pub use pull::{PullProcessor, sys_flag as pull_sys_flag};
 pub use query::QueryProcessor;
 pub use route::RouteProcessor;
 pub use send::SendProcessor;
+pub use send_back::SendBackProcessor;
 pub use topic::TopicProcessor;
 pub(crate) use topic::{MAX_QUEUE_NUMS, topic_name_error};
 
@@ -185,6 +186,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
     topic::seed_system_topics(broker);
     let pull = Arc::new(PullProcessor::new(shared.clone()));
     dispatch.register_all(SendProcessor::CODES, Arc::new(SendProcessor::new(shared.clone())));
+    dispatch.register_all(SendBackProcessor::CODES, Arc::new(SendBackProcessor::new(shared.clone())));
     dispatch.register_all(PullProcessor::CODES, pull.clone());
     dispatch
         .register_all(ConsumerManageProcessor::CODES, Arc::new(ConsumerManageProcessor::new(shared.clone())));

@@ -476,7 +476,7 @@ fn set_prop(props: &mut Vec<(String, String)>, key: &str, value: &str) {
 const TIMER_KEYS: [&str; 3] = ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"];
 
 /// A queue for a send with queueId < 0 (RocketMQ's `randomQueueId`).
-fn random_queue(write_queue_nums: i32) -> i32 {
+pub(crate) fn random_queue(write_queue_nums: i32) -> i32 {
     if write_queue_nums <= 0 {
         return 0;
     }
