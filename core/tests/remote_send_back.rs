@@ -114,3 +114,28 @@ fn bad_hand_backs_are_answered_with_rocketmqs_codes() {
     assert_eq!(b.max_offset(), before, "nothing stored");
     b.shutdown();
 }
+
+/// A client's own fallback, sending to the retry topic (Java `handleRetryAndDLQ`): a message
+/// consumed `maxReconsumeTimes` times goes to the dead-letter topic instead.
+#[test]
+fn a_retry_sent_by_the_client_past_its_limit_is_dead_lettered() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    b.put_subscription_group(SubscriptionGroupConfig::new("G")).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let retry = |reconsume: i32, group: &str| {
+        let mut r = send_v1(&Msg::new(&format!("%RETRY%{group}"), format!("r{reconsume}").as_bytes()));
+        r.set_ext("reconsumeTimes", reconsume);
+        r.set_ext("maxReconsumeTimes", 2);
+        call(&c, r)
+    };
+    assert_eq!(retry(1, "G").code, code::SUCCESS);
+    assert_eq!(retry(2, "G").code, code::SUCCESS);
+    assert_eq!(wait_for(&b, "%RETRY%G", 1)[0].body, b"r1");
+    let dlq = wait_for(&b, "%DLQ%G", 1);
+    assert_eq!((dlq[0].body.as_slice(), dlq[0].reconsume_times), (&b"r2"[..], 2));
+    assert_eq!(b.get_messages("%RETRY%G", 0, 0, 32).messages().len(), 1);
+    let r = retry(0, "Nobody");
+    assert_eq!(r.code, code::SUBSCRIPTION_GROUP_NOT_EXIST, "{r:?}");
+    b.shutdown();
+}

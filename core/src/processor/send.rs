@@ -24,7 +24,7 @@ use crate::remoting::{
 };
 use crate::store::{MessageStore, PutHandle, PutResult, PutStatus};
 
-use super::topic::{create_in_send, create_retry_topic, effective_topic, topic_name_error};
+use super::topic::{self, create_in_send, create_retry_topic, effective_topic, topic_name_error};
 use super::{
     AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX, Shared, bad_header, broker_gone, java_bool, reply,
 };
@@ -55,6 +55,7 @@ pub(crate) struct SendHeader {
     pub properties: Option<String>,
     pub reconsume_times: i32,
     pub unit_mode: bool,
+    pub max_reconsume_times: Option<i32>,
     pub batch: bool,
 }
 
@@ -91,6 +92,7 @@ impl SendHeader {
             properties: req.ext(n[8]).map(str::to_owned),
             reconsume_times: req.ext_opt_i32(n[9])?.unwrap_or(0),
             unit_mode: java_bool(req, n[10]).unwrap_or(false),
+            max_reconsume_times: req.ext_opt_i32(n[11])?,
             // `true` in any case as Java reads it, and `1`, as rocketmq-client-cpp writes it.
             batch: req.ext(n[12]).is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
         })
@@ -192,6 +194,7 @@ impl SendProcessor {
             ));
         }
         let queue_id = if h.queue_id < 0 { random_queue(topic_config.write_queue_nums) } else { h.queue_id };
+        let (topic, queue_id) = retry_or_dead_letter(broker, req, &h, queue_id)?;
 
         let mut header_props =
             h.properties.as_deref().map(|p| properties::decode(p.as_bytes())).unwrap_or_default();
@@ -205,7 +208,7 @@ impl SendProcessor {
             ));
         }
         let base = Message {
-            topic: h.topic.clone(),
+            topic,
             queue_id,
             body: Vec::new(),
             flag: h.flag,
@@ -406,6 +409,35 @@ impl std::fmt::Debug for SendProcessor {
 
 /// The response to a put: the status's code, and for a stored message the
 /// `SendMessageResponseHeader` fields.
+/// Java `handleRetryAndDLQ`: a message a client sends to a group's retry topic itself (its
+/// fallback when CONSUMER_SEND_MSG_BACK fails) goes to the group's dead-letter topic once
+/// consumed `maxReconsumeTimes` times (the header's, else the group's `retryMaxTimes`).
+fn retry_or_dead_letter(
+    broker: &Broker,
+    req: &RemotingCommand,
+    h: &SendHeader,
+    queue_id: i32,
+) -> Result<(String, i32), RemotingCommand> {
+    let Some(group) = h.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) else {
+        return Ok((h.topic.clone(), queue_id));
+    };
+    let Some(sub) = topic::find_subscription_group(broker, group) else {
+        return Err(reply(
+            req,
+            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("subscription group not exist, {group}"),
+        ));
+    };
+    if h.reconsume_times < h.max_reconsume_times.unwrap_or(sub.retry_max_times) {
+        return Ok((h.topic.clone(), queue_id));
+    }
+    let dlq = format!("{}{group}", super::send_back::DLQ_GROUP_TOPIC_PREFIX);
+    match topic::create_retry_topic(broker, &dlq, 1, 0) {
+        Some(_) => Ok((dlq, 0)),
+        None => Err(reply(req, response_code::SYSTEM_ERROR, format!("topic[{dlq}] not exist"))),
+    }
+}
+
 /// `answer_queue` replaces the stored queue id (a delayed message's, in SCHEDULE_TOPIC_XXXX).
 fn put_response(
     st: SerializeType,
