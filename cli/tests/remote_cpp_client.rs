@@ -102,6 +102,23 @@ fn python(py: &str, script: &str, args: &[&str], home: &Path) -> Vec<String> {
     String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
 }
 
+/// A broker's properties on 127.0.0.1 with ports picked by the kernel, its store in
+/// `dir/root`, written to `dir/root.properties`; `extra` adds (or overrides) keys.
+fn broker_props(dir: &Path, root: &str, extra: &[String]) -> String {
+    let mut lines = vec![
+        "brokerClusterName=DefaultCluster".to_string(),
+        "brokerName=broker-a".into(),
+        "listenPort=0".into(),
+        "haListenPort=0".into(),
+        "bindAddress=127.0.0.1".into(),
+        "brokerIP1=127.0.0.1".into(),
+        "mappedFileSizeCommitLog=4194304".into(),
+        format!("storePathRootDir={}", dir.join(root).display()),
+    ];
+    lines.extend_from_slice(extra);
+    write_props(dir, &format!("{root}.properties"), &lines)
+}
+
 fn write_props(dir: &Path, name: &str, lines: &[String]) -> String {
     let path = dir.join(name);
     std::fs::write(&path, lines.join("\n")).unwrap();
@@ -130,30 +147,16 @@ fn client_python() -> String {
 fn the_stock_cpp_client_produces_to_a_sync_master_and_consumes_from_it_and_its_slave() {
     let py = client_python();
     let dir = tempfile::tempdir().unwrap();
-    let common = |root: &str| {
-        vec![
-            "brokerClusterName=DefaultCluster".to_string(),
-            "brokerName=broker-a".into(),
-            "listenPort=0".into(),
-            "haListenPort=0".into(),
-            "bindAddress=127.0.0.1".into(),
-            "brokerIP1=127.0.0.1".into(),
-            "mappedFileSizeCommitLog=4194304".into(),
-            "slaveReadEnable=true".into(),
-            format!("storePathRootDir={}", dir.path().join(root).display()),
-        ]
-    };
-    let mut m = common("m");
-    m.extend(["brokerId=0".to_string(), "brokerRole=SYNC_MASTER".into()]);
-    let (master, mport, mha) = Broker::start(&write_props(dir.path(), "m.properties", &m));
-    let mut s = common("s");
-    s.extend([
-        "brokerId=1".to_string(),
+    let m = ["slaveReadEnable=true".to_string(), "brokerId=0".into(), "brokerRole=SYNC_MASTER".into()];
+    let (master, mport, mha) = Broker::start(&broker_props(dir.path(), "m", &m));
+    let s = [
+        "slaveReadEnable=true".to_string(),
+        "brokerId=1".into(),
         "brokerRole=SLAVE".into(),
         format!("haMasterAddress=127.0.0.1:{mha}"),
         format!("masterAddress=127.0.0.1:{mport}"),
-    ]);
-    let (_slave, sport, _) = Broker::start(&write_props(dir.path(), "s.properties", &s));
+    ];
+    let (_slave, sport, _) = Broker::start(&broker_props(dir.path(), "s", &s));
     let (maddr, saddr) = (format!("127.0.0.1:{mport}"), format!("127.0.0.1:{sport}"));
     let home = dir.path();
 
@@ -262,21 +265,7 @@ c.shutdown()
 fn the_stock_cpp_client_sends_batches_orderly_compressed_and_oneway_and_filters_by_tag() {
     let py = client_python();
     let dir = tempfile::tempdir().unwrap();
-    let props = write_props(
-        dir.path(),
-        "m.properties",
-        &[
-            "brokerClusterName=DefaultCluster".to_string(),
-            "brokerName=broker-more".into(),
-            "listenPort=0".into(),
-            "haListenPort=0".into(),
-            "bindAddress=127.0.0.1".into(),
-            "brokerIP1=127.0.0.1".into(),
-            "mappedFileSizeCommitLog=4194304".into(),
-            "brokerRole=ASYNC_MASTER".into(),
-            format!("storePathRootDir={}", dir.path().join("m").display()),
-        ],
-    );
+    let props = broker_props(dir.path(), "m", &["brokerRole=ASYNC_MASTER".to_string()]);
     let (_master, port, _) = Broker::start(&props);
     let addr = format!("127.0.0.1:{port}");
     let home = dir.path();
@@ -369,22 +358,8 @@ for l in got:
 fn the_stock_cpp_client_hands_back_a_failed_message_and_gets_it_again() {
     let py = client_python();
     let dir = tempfile::tempdir().unwrap();
-    let props = write_props(
-        dir.path(),
-        "m.properties",
-        &[
-            "brokerName=broker-retry".to_string(),
-            "listenPort=0".into(),
-            "haListenPort=0".into(),
-            "bindAddress=127.0.0.1".into(),
-            "brokerIP1=127.0.0.1".into(),
-            "mappedFileSizeCommitLog=4194304".into(),
-            "brokerRole=ASYNC_MASTER".into(),
-            "messageDelayLevel=1s 1s 1s 1s 1s".into(),
-            format!("storePathRootDir={}", dir.path().join("m").display()),
-        ],
-    );
-    let (_master, port, _) = Broker::start(&props);
+    let extra = ["brokerRole=ASYNC_MASTER".to_string(), "messageDelayLevel=1s 1s 1s 1s 1s".into()];
+    let (_master, port, _) = Broker::start(&broker_props(dir.path(), "m", &extra));
     let addr = format!("127.0.0.1:{port}");
     let sent = python(&py, RETRY_PRODUCE, &[&addr], dir.path());
     assert_eq!(sent, ["0", "0", "0"], "SEND_OK");

@@ -41,6 +41,9 @@ pub const REAL_QID: &str = "REAL_QID";
 const IDLE: Duration = Duration::from_millis(100);
 /// How long it waits before trying a put the store refused (a full disk) again.
 const REFUSED_BACKOFF: Duration = Duration::from_secs(1);
+/// Deliveries per round before the scheduler looks at its stop signal again (a backlog after
+/// a long stop must not hold up a shutdown).
+const ROUND_BUDGET: usize = 4096;
 /// Deliveries whose offsets wait to be recorded; past this, a level's newest entry absorbs
 /// the next one (its offset is then recorded later, never earlier).
 const MAX_PENDING: usize = 4096;
@@ -161,6 +164,7 @@ impl Scheduler {
     /// Delivers every due unit of every level; returns how long to sleep.
     fn round(&mut self, now: i64) -> Duration {
         let mut wait = IDLE;
+        let mut budget = ROUND_BUDGET;
         for level in 0..self.delays.len() {
             let Some(q) = self.store.consume_queues().find(SCHEDULE_TOPIC, level as i32) else { continue };
             let (min, max) = (q.min_offset_in_queue(), q.max_offset_in_queue());
@@ -174,6 +178,10 @@ impl Scheduler {
                 self.cursor[level] = min;
             }
             while self.cursor[level] < max {
+                if budget == 0 {
+                    return Duration::ZERO;
+                }
+                budget -= 1;
                 let at = self.cursor[level];
                 let Some(unit) = q.get(at) else { break };
                 // A delivery time beyond now plus the level's whole delay was stamped by a
@@ -203,6 +211,21 @@ impl Scheduler {
                         self.refused = false;
                         self.cursor[level] = at + 1;
                         self.push(Pending { level, next: at + 1, end });
+                    }
+                    // A message no put can store (its real topic is no valid name, say): put
+                    // again, it would hold up every later delivery for good.
+                    Err(Error::PutFailed {
+                        status: status @ (PutStatus::MessageIllegal | PutStatus::PropertiesSizeExceeded),
+                        reason,
+                    }) => {
+                        tracing::warn!(
+                            level = level + 1,
+                            queue_offset = at,
+                            %status,
+                            "a delayed message cannot be delivered, skipped: {reason}"
+                        );
+                        self.cursor[level] = at + 1;
+                        self.push(Pending { level, next: at + 1, end: 0 });
                     }
                     Err(e) => {
                         if !self.refused {

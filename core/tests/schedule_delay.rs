@@ -142,3 +142,20 @@ fn a_slave_replicates_the_delivery_and_makes_none_itself() {
     slave.shutdown();
     master.shutdown();
 }
+
+#[test]
+fn a_delayed_message_that_cannot_be_delivered_holds_up_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(config(dir.path(), "ASYNC_MASTER")).unwrap();
+    // Written straight into level 1's queue (as a RocketMQ store or a damaged record might
+    // hold it): its real topic is no valid topic name, so no put can deliver it.
+    let bad = Message::new(SCHEDULE_TOPIC, b"nowhere".to_vec())
+        .with_property("DELAY", "1")
+        .with_property(REAL_TOPIC, "no such topic!")
+        .with_property(REAL_QID, "0");
+    b.store().put_message_sync(&bad).unwrap();
+    b.put_message_sync(&delayed("after", "1")).unwrap();
+    assert!(wait_until(TIMEOUT, || delivered(&b).len() == 1), "the next one is delivered");
+    assert!(wait_until(TIMEOUT, || b.tables().delay_offsets().offset(1) == Some(2)), "both passed");
+    b.shutdown();
+}
