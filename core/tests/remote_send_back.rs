@@ -139,3 +139,21 @@ fn a_retry_sent_by_the_client_past_its_limit_is_dead_lettered() {
     assert_eq!(r.code, code::SUBSCRIPTION_GROUP_NOT_EXIST, "{r:?}");
     b.shutdown();
 }
+
+/// A remote delayed send is answered with the queue it was sent to, as RocketMQ answers it,
+/// though its record is in SCHEDULE_TOPIC_XXXX until delivered there.
+#[test]
+fn a_remote_delayed_send_is_answered_with_its_own_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    let c = client(b.remoting_addrs()[0]);
+    let mut req = send_v1(&Msg::new("T", b"later").queue(3));
+    req.set_ext("properties", props(&[("DELAY", "1"), ("WAIT", "true")]));
+    let r = call(&c, req);
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(ext_i64(&r, "queueId"), 3);
+    let scheduled = b.message_by_id(r.ext("msgId").unwrap()).unwrap();
+    assert_eq!((scheduled.topic.as_str(), scheduled.queue_id), ("SCHEDULE_TOPIC_XXXX", 0));
+    assert!(wait_until(TIMEOUT, || b.get_messages("T", 3, 0, 4).messages().len() == 1));
+    b.shutdown();
+}

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::Error;
 use crate::broker::Broker;
 use crate::config::BrokerRole;
-use crate::message::properties::{self, keys};
+use crate::message::properties;
 use crate::message::{Message, offset_msg_id, sysflag};
 use crate::metadata::TopicConfig;
 use crate::remoting::{
@@ -238,11 +238,8 @@ impl SendProcessor {
         };
         // A delayed message (DELAY) is stored in SCHEDULE_TOPIC_XXXX by the broker's put and
         // answered, as in RocketMQ, with the queue it was sent to.
-        let delayed = !batch
-            && msgs[0]
-                .property(keys::DELAY)
-                .and_then(|d| d.trim().parse::<i64>().ok())
-                .is_some_and(|d| d > 0);
+        let levels = broker.store().delay_levels_ms().len();
+        let delayed = !batch && matches!(crate::schedule::delay_level(&msgs[0], levels), Ok(Some(_)));
         let answer_queue = delayed.then_some(queue_id);
         for m in &msgs {
             // RocketMQ 5's timer messages: delivered at once here, which is not what was asked.
