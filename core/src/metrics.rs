@@ -82,6 +82,22 @@ pub fn render(broker: &Broker) -> String {
             "Slave connections refused recently (their reasons are in offsets()).",
             o.refused_slaves.len(),
         );
+        out.family(
+            "rmqha_delayed_messages",
+            "gauge",
+            "Delayed messages whose delivery is not yet recorded (not due, or its copy not yet flushed, \
+             and on a SYNC_MASTER held by a slave), by delay level.",
+        );
+        let store = broker.store();
+        for level in 1..=store.delay_levels_ms().len() {
+            let Some(q) = store.consume_queues().find(crate::message::SCHEDULE_TOPIC, level as i32 - 1)
+            else {
+                continue;
+            };
+            let done = broker.tables().delay_offsets().offset(level as i32).unwrap_or(0);
+            let waiting = (q.max_offset_in_queue() - done.max(q.min_offset_in_queue())).max(0);
+            out.sample("rmqha_delayed_messages", &format!("level=\"{level}\""), waiting);
+        }
     } else {
         out.gauge(
             "rmqha_ha_master_connected",

@@ -159,3 +159,23 @@ fn a_delayed_message_that_cannot_be_delivered_holds_up_no_other() {
     assert!(wait_until(TIMEOUT, || b.tables().delay_offsets().offset(1) == Some(2)), "both passed");
     b.shutdown();
 }
+
+#[test]
+fn the_metrics_count_the_delayed_messages_of_each_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(config(dir.path(), "ASYNC_MASTER")).unwrap();
+    b.put_message_sync(&delayed("slow", "3")).unwrap();
+    b.put_message_sync(&delayed("fast", "1")).unwrap();
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    let gauge = |level: i32| {
+        let text = b.metrics();
+        let key = format!("rmqha_delayed_messages{{level=\"{level}\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(key.as_str()).map(|v| v.parse::<i64>().unwrap()))
+    };
+    assert_eq!(gauge(3), Some(1));
+    assert_eq!(gauge(2), None, "a level never used has no queue and no sample");
+    assert!(wait_until(TIMEOUT, || gauge(1) == Some(0)), "the level 1 message delivered and recorded");
+    assert_eq!(gauge(3), Some(1), "the level 3 message still waits");
+    assert!(wait_until(TIMEOUT, || gauge(3) == Some(0)));
+    b.shutdown();
+}
