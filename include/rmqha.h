@@ -287,7 +287,8 @@ typedef struct rmqha_put_result_t {
   int64_t store_timestamp;
 } rmqha_put_result_t;
 
-// One message property, `key` = `value`. Both strings belong to the result holding them.
+// One message property, `key` = `value`. In a read result both strings belong to the result
+// holding it; given to `rmqha_put_message_sync_with_properties` they are the caller's.
 typedef struct rmqha_property_t {
   const char *key;
   const char *value;
@@ -630,6 +631,26 @@ rmqha_status rmqha_put_message_sync_to_queue(const struct rmqha_broker *broker,
                                              const char *tags,
                                              const char *keys,
                                              struct rmqha_put_result_t *result);
+
+// As `rmqha_put_message_sync_to_queue`, with `property_count` more properties from the
+// array `properties` (NULL when the count is 0): a user's own (`key` = `value`), or
+// RocketMQ's, such as `DELAY` = a delay level (1 to the number of `messageDelayLevel`
+// entries) for a message delivered that long after it is stored. A key given twice keeps its
+// last value; an empty value leaves the key out, as RocketMQ's encoder does. A key or value
+// holding the separator bytes 0x01 or 0x02 is not stored (MESSAGE_ILLEGAL).
+//
+// Ownership: every argument, the array and its strings included, is borrowed for the call.
+// Thread safety: as `rmqha_put_message_sync`.
+rmqha_status rmqha_put_message_sync_with_properties(const struct rmqha_broker *broker,
+                                                    const char *topic,
+                                                    int32_t queue_id,
+                                                    const uint8_t *body,
+                                                    size_t body_len,
+                                                    const char *tags,
+                                                    const char *keys,
+                                                    const struct rmqha_property_t *properties,
+                                                    size_t property_count,
+                                                    struct rmqha_put_result_t *result);
 
 // The name of a put status, e.g. "PUT_OK" (RocketMQ's spelling); "UNKNOWN" for a number this
 // library does not define.

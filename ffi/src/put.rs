@@ -7,6 +7,7 @@ use rmqha_core::{Error, Message, PutResult, PutStatus};
 use crate::RMQHA_MSG_ID_SIZE;
 use crate::args;
 use crate::broker::{broker_arg, rmqha_broker};
+use crate::read::rmqha_property_t;
 use crate::status::{Failure, guard, rmqha_status};
 
 /// The store's answer to a put, with RocketMQ's names (`RMQHA_PUT_STATUS_PUT_OK`, ...).
@@ -156,6 +157,50 @@ pub unsafe extern "C" fn rmqha_put_message_sync_to_queue(
     keys: *const c_char,
     result: *mut rmqha_put_result_t,
 ) -> rmqha_status {
+    // SAFETY: the same contract, with no properties.
+    unsafe {
+        rmqha_put_message_sync_with_properties(
+            broker,
+            topic,
+            queue_id,
+            body,
+            body_len,
+            tags,
+            keys,
+            std::ptr::null(),
+            0,
+            result,
+        )
+    }
+}
+
+/// The most properties one put may give: more could not fit the 32767 bytes RocketMQ's
+/// format leaves them.
+const MAX_PUT_PROPERTIES: usize = 16_384;
+
+/// As `rmqha_put_message_sync_to_queue`, with `property_count` more properties from the
+/// array `properties` (NULL when the count is 0): a user's own (`key` = `value`), or
+/// RocketMQ's, such as `DELAY` = a delay level (1 to the number of `messageDelayLevel`
+/// entries) for a message delivered that long after it is stored. A key given twice keeps its
+/// last value; an empty value leaves the key out, as RocketMQ's encoder does. A key or value
+/// holding the separator bytes 0x01 or 0x02 is not stored (MESSAGE_ILLEGAL).
+///
+/// Ownership: every argument, the array and its strings included, is borrowed for the call.
+/// Thread safety: as `rmqha_put_message_sync`.
+#[allow(clippy::too_many_arguments)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmqha_put_message_sync_with_properties(
+    broker: *const rmqha_broker,
+    topic: *const c_char,
+    queue_id: i32,
+    body: *const u8,
+    body_len: usize,
+    tags: *const c_char,
+    keys: *const c_char,
+    properties: *const rmqha_property_t,
+    property_count: usize,
+    result: *mut rmqha_put_result_t,
+) -> rmqha_status {
     guard(|| {
         args::out(result, "result")?;
         // SAFETY: the caller passes a live handle, C strings and `body_len` readable bytes.
@@ -181,6 +226,34 @@ pub unsafe extern "C" fn rmqha_put_message_sync_to_queue(
         let keys: Vec<&str> = keys.map(|k| k.split_whitespace().collect()).unwrap_or_default();
         if !keys.is_empty() {
             msg = msg.with_keys(&keys);
+        }
+        if property_count > MAX_PUT_PROPERTIES {
+            return Err(Failure::new(
+                rmqha_status::InvalidArgument,
+                format!(
+                    "property_count {property_count} is more than a message can hold ({MAX_PUT_PROPERTIES})"
+                ),
+            ));
+        }
+        if property_count > 0 {
+            if properties.is_null() {
+                return Err(Failure::new(
+                    rmqha_status::NullArgument,
+                    format!("properties is NULL but property_count is {property_count}"),
+                ));
+            }
+            // SAFETY: non-NULL with `property_count` readable entries by the caller's contract.
+            let given = unsafe { std::slice::from_raw_parts(properties, property_count) };
+            for (i, p) in given.iter().enumerate() {
+                // SAFETY: each entry's strings are C strings by the caller's contract.
+                let (k, v) = unsafe {
+                    (
+                        args::str(p.key, &format!("properties[{i}].key"))?,
+                        args::str(p.value, &format!("properties[{i}].value"))?,
+                    )
+                };
+                msg.set_property(k, v);
+            }
         }
         match b.put_message_sync(&msg) {
             Ok(r) => {

@@ -70,7 +70,8 @@ impl rmqha_get_status {
     }
 }
 
-/// One message property, `key` = `value`. Both strings belong to the result holding them.
+/// One message property, `key` = `value`. In a read result both strings belong to the result
+/// holding it; given to `rmqha_put_message_sync_with_properties` they are the caller's.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rmqha_property_t {

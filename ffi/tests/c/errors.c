@@ -166,6 +166,27 @@ static void broker_errors(rmqha_broker *master) {
   CHECK_OK(rmqha_put_message_sync(master, "T", NULL, 0, NULL, NULL, &r));
   CHECK(r.status == RMQHA_PUT_STATUS_SLAVE_NOT_AVAILABLE && r.queue_offset == 1, "empty body: %s %lld",
         rmqha_put_status_name(r.status), (long long)r.queue_offset);
+  /* Properties: a NULL array with a count, a NULL key, separator bytes, a count no message
+     can hold, a delay that is no level. */
+  CHECK_STATUS(rmqha_put_message_sync_with_properties(master, "T", 0, body, 5, NULL, NULL, NULL, 1, &r),
+               RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("properties is NULL");
+  rmqha_property_t no_key[] = {{NULL, "v"}};
+  CHECK_STATUS(rmqha_put_message_sync_with_properties(master, "T", 0, body, 5, NULL, NULL, no_key, 1, &r),
+               RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("properties[0].key");
+  rmqha_property_t separator[] = {{"k", "a\x01" "b"}};
+  CHECK_STATUS(rmqha_put_message_sync_with_properties(master, "T", 0, body, 5, NULL, NULL, separator, 1, &r),
+               RMQHA_STATUS_PUT_FAILED);
+  CHECK(r.status == RMQHA_PUT_STATUS_MESSAGE_ILLEGAL, "separator: %s", rmqha_put_status_name(r.status));
+  CHECK_STATUS(rmqha_put_message_sync_with_properties(master, "T", 0, body, 5, NULL, NULL, separator, SIZE_MAX, &r),
+               RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE("property_count");
+  rmqha_property_t no_level[] = {{"DELAY", "soon"}};
+  CHECK_STATUS(rmqha_put_message_sync_with_properties(master, "T", 0, body, 5, NULL, NULL, no_level, 1, &r),
+               RMQHA_STATUS_PUT_FAILED);
+  CHECK(r.status == RMQHA_PUT_STATUS_MESSAGE_ILLEGAL, "no level: %s", rmqha_put_status_name(r.status));
+  CHECK_MESSAGE("soon");
 
   /* Every read sets *out to NULL on failure, so freeing it then is always safe. */
   rmqha_get_result_t *got = (rmqha_get_result_t *)1;

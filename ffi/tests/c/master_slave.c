@@ -20,6 +20,11 @@ static bool queue_reached(void *p) {
   return rmqha_queue_max_offset(w->broker, TOPIC, w->queue, &max) == RMQHA_STATUS_OK && max >= w->want;
 }
 
+static bool later_delivered(void *p) {
+  int64_t max = -1;
+  return rmqha_queue_max_offset(p, "Later", 0, &max) == RMQHA_STATUS_OK && max == 1;
+}
+
 typedef struct {
   const rmqha_broker *slave;
   int64_t want;
@@ -268,6 +273,27 @@ int main(int argc, char **argv) {
   CHECK_OK(rmqha_commit_consumer_offset(master, "group-c", TOPIC, 0, queue_end));
   CHECK_OK(rmqha_consumer_offset(master, "group-c", TOPIC, 0, &v));
   CHECK(v == queue_end, "committed: %lld", (long long)v);
+
+  /* A delayed message (DELAY = level 1, a second) with a property of the user's own: stored
+     now, delivered to its topic a second later, without DELAY. */
+  rmqha_property_t props[] = {{"DELAY", "1"}, {"color", "red"}};
+  rmqha_put_result_t delayed;
+  CHECK_OK(rmqha_put_message_sync_with_properties(master, "Later", 0, (const uint8_t *)"later", 5, "TagL", NULL,
+                                                  props, 2, &delayed));
+  CHECK(delayed.status == RMQHA_PUT_STATUS_PUT_OK, "delayed put: %s", rmqha_put_status_name(delayed.status));
+  CHECK(wait_until(later_delivered, (void *)master, 15000), "the delayed message was delivered");
+  rmqha_get_result_t *later = NULL;
+  CHECK_OK(rmqha_get_messages(master, "Later", 0, 0, 4, &later));
+  CHECK(later->message_count == 1 && later->messages[0].body_len == 5, "delivered: %zu", later->message_count);
+  const rmqha_message_t *lm = &later->messages[0];
+  bool red = false, delay = false;
+  for (size_t i = 0; i < lm->property_count; i++) {
+    red |= strcmp(lm->properties[i].key, "color") == 0 && strcmp(lm->properties[i].value, "red") == 0;
+    delay |= strcmp(lm->properties[i].key, "DELAY") == 0;
+  }
+  CHECK(red && !delay && strcmp(lm->tags, "TagL") == 0, "delivered properties");
+  rmqha_get_result_free(later);
+  CHECK_OK(rmqha_offsets(master, &mo)); /* the log's end, the delivery included */
 
   /* Stop: the slave first, then the master; a put after shutdown stores nothing. */
   CHECK_OK(rmqha_shutdown(slave));
