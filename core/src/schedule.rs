@@ -28,6 +28,7 @@ use crate::message::properties::keys;
 use crate::message::{Message, SCHEDULE_TOPIC};
 use crate::metadata::ConfigTables;
 use crate::store::clock::now_ms;
+use crate::store::consume_queue::ConsumeQueue;
 use crate::store::flush::StopSignal;
 use crate::store::{MessageStore, PutHandle, PutStatus, StoredMessage};
 
@@ -132,6 +133,14 @@ pub(crate) struct Scheduler {
     pending: VecDeque<Pending>,
     /// Whether the last round logged a refused put (one warning per run of refusals).
     refused: bool,
+    /// Where the CommitLog ended when the scheduler started.
+    start_end: i64,
+    /// Whether each level's recorded offset was checked against its queue as it stood at the
+    /// start (once that much is dispatched): an offset past the queue's end then (a slave
+    /// promoted with its master's offsets but a shorter log, queues rebuilt) would skip every
+    /// message delayed since, so it starts again from that end, as RocketMQ's scheduler
+    /// resets an offset past `maxOffsetInQueue`.
+    checked: Vec<bool>,
 }
 
 impl Scheduler {
@@ -143,7 +152,19 @@ impl Scheduler {
         let delays = store.delay_levels_ms().to_vec();
         let cursor =
             (1..=delays.len()).map(|l| tables.delay_offsets().offset(l as i32).unwrap_or(0).max(0)).collect();
-        Scheduler { store, tables, acked, delays, cursor, pending: VecDeque::new(), refused: false }
+        let start_end = store.max_offset();
+        let checked = vec![false; delays.len()];
+        Scheduler {
+            store,
+            tables,
+            acked,
+            delays,
+            cursor,
+            pending: VecDeque::new(),
+            refused: false,
+            start_end,
+            checked,
+        }
     }
 
     /// Runs until `stop`; then records every level's offset, as the store's final flush
@@ -166,6 +187,24 @@ impl Scheduler {
         let mut wait = IDLE;
         let mut budget = ROUND_BUDGET;
         for level in 0..self.delays.len() {
+            if !self.checked[level] {
+                // Not before every record of the start is in the queues.
+                if (self.store.dispatcher().reput_from() as i64) < self.start_end {
+                    continue;
+                }
+                self.checked[level] = true;
+                let q = self.store.consume_queues().find(SCHEDULE_TOPIC, level as i32);
+                let end = q.map_or(0, |q| end_before(&q, self.start_end));
+                if self.cursor[level] > end {
+                    tracing::warn!(
+                        level = level + 1,
+                        from = self.cursor[level],
+                        to = end,
+                        "the delay offset is past the end of its SCHEDULE_TOPIC_XXXX queue: delivering from there"
+                    );
+                    self.cursor[level] = end;
+                }
+            }
             let Some(q) = self.store.consume_queues().find(SCHEDULE_TOPIC, level as i32) else { continue };
             let (min, max) = (q.min_offset_in_queue(), q.max_offset_in_queue());
             if self.cursor[level] < min {
@@ -269,6 +308,19 @@ impl Scheduler {
             self.tables.delay_offsets().update_offset(p.level as i32 + 1, p.next);
         }
     }
+}
+
+/// The end of `q` as it stood when the CommitLog ended at `phy_end`: one past its last unit
+/// of a record before `phy_end`.
+fn end_before(q: &ConsumeQueue, phy_end: i64) -> i64 {
+    let (min, mut end) = (q.min_offset_in_queue(), q.max_offset_in_queue());
+    while end > min {
+        match q.get(end - 1) {
+            Some(u) if u.phy_offset >= phy_end => end -= 1,
+            _ => break,
+        }
+    }
+    end
 }
 
 #[cfg(test)]
