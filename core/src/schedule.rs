@@ -70,6 +70,13 @@ pub fn to_schedule(msgs: &[Message], levels: usize) -> Result<Option<Vec<Message
     let mut out: Option<Vec<Message>> = None;
     for (i, m) in msgs.iter().enumerate() {
         let Some(level) = delay_level(m, levels)? else { continue };
+        if m.topic == SCHEDULE_TOPIC {
+            // Delivered into SCHEDULE_TOPIC_XXXX, it would be due at once and delivered again.
+            return Err(Error::PutFailed {
+                status: PutStatus::MessageIllegal,
+                reason: format!("a message to {SCHEDULE_TOPIC} cannot be delayed (DELAY)"),
+            });
+        }
         if msgs.len() > 1 {
             return Err(Error::PutFailed {
                 status: PutStatus::MessageIllegal,
@@ -94,6 +101,10 @@ pub fn delivered(m: &StoredMessage) -> Option<Message> {
         return None;
     }
     let topic = m.property(REAL_TOPIC)?.to_string();
+    if topic == SCHEDULE_TOPIC {
+        // Its delivery would be due at once, and delivered again, for ever.
+        return None;
+    }
     let queue_id: i32 = m.property(REAL_QID)?.trim().parse().ok()?;
     let properties = m.properties.iter().filter(|(k, _)| k != keys::DELAY).cloned().collect();
     Some(Message {

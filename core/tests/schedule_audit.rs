@@ -2,11 +2,16 @@
 //! delayed message addressed to SCHEDULE_TOPIC_XXXX itself, a client's retry past its limit.
 
 mod common;
+mod remote_common;
 
 use std::time::Duration;
 
 use common::{broker_config, wait_until};
+use rmqha_core::message::SCHEDULE_TOPIC;
+use rmqha_core::schedule::{REAL_QID, REAL_TOPIC};
 use rmqha_core::{Broker, BrokerConfig, Message};
+
+use remote_common::*;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -44,5 +49,43 @@ fn a_delay_offset_ahead_of_its_queue_strands_no_new_message() {
         wait_until(WAIT, || b.get_messages("Orders", 0, 0, 8).messages().len() == 1),
         "a message delayed after the restart was never delivered"
     );
+    b.shutdown();
+}
+
+/// A delayed message sent to SCHEDULE_TOPIC_XXXX itself: RocketMQ forbids sending there
+/// (`TopicValidator.isNotAllowedSendTopic`). Delivered back into the schedule topic without
+/// `DELAY`, its copy was due at once and delivered again, for ever, filling the disk.
+#[test]
+fn a_delayed_message_to_the_schedule_topic_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(config(dir.path())).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let mut req = send_v1(&Msg::new(SCHEDULE_TOPIC, b"loop").queue(0));
+    req.set_ext("properties", props(&[("DELAY", "1")]));
+    let r = call(&c, req);
+    assert_eq!(r.code, code::NO_PERMISSION, "a send to SCHEDULE_TOPIC_XXXX: {r:?}");
+    let e = b.put_message(&Message::new(SCHEDULE_TOPIC, b"loop".to_vec()).with_property("DELAY", "1"));
+    assert!(e.is_err(), "a delayed put to SCHEDULE_TOPIC_XXXX was stored");
+    assert_eq!(b.max_offset(), 0, "nothing stored");
+    b.shutdown();
+}
+
+/// A scheduled record already in a store whose real topic is SCHEDULE_TOPIC_XXXX (stored by
+/// an earlier version): the scheduler skips it rather than delivering it into its own queue
+/// again and again.
+#[test]
+fn a_scheduled_record_for_the_schedule_topic_is_not_delivered_for_ever() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(config(dir.path())).unwrap();
+    let looping = Message::new(SCHEDULE_TOPIC, b"loop".to_vec())
+        .with_queue(0)
+        .with_property("DELAY", "1")
+        .with_property(REAL_TOPIC, SCHEDULE_TOPIC)
+        .with_property(REAL_QID, "0");
+    b.store().put_message_sync(&looping).unwrap();
+    b.put_message_sync(&delayed("after")).unwrap();
+    assert!(wait_until(WAIT, || b.get_messages("Orders", 0, 0, 8).messages().len() == 1));
+    assert!(wait_until(WAIT, || b.delay_offset(1) == Some(2)), "both passed");
+    assert_eq!(b.queue_max_offset(SCHEDULE_TOPIC, 0), 2, "no copy delivered into the schedule topic");
     b.shutdown();
 }

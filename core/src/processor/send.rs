@@ -340,6 +340,15 @@ impl SendProcessor {
         if let Some(reason) = topic_name_error(&h.topic) {
             return Err(reply(req, response_code::SYSTEM_ERROR, reason));
         }
+        // Java `TopicValidator.isNotAllowedSendTopic`: a message sent to SCHEDULE_TOPIC_XXXX
+        // would be delivered by the scheduler into that topic again, for ever.
+        if NOT_ALLOWED_SEND_TOPICS.contains(&h.topic.as_str()) {
+            return Err(reply(
+                req,
+                response_code::NO_PERMISSION,
+                format!("Sending message to topic[{}] is forbidden.", h.topic),
+            ));
+        }
         let config = match effective_topic(broker, &h.topic) {
             Some(c) => c,
             None => {
@@ -500,6 +509,14 @@ fn set_prop(props: &mut Vec<(String, String)>, key: &str, value: &str) {
         None => props.push((key.to_owned(), value.to_owned())),
     }
 }
+
+/// Java `TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`.
+const NOT_ALLOWED_SEND_TOPICS: [&str; 4] = [
+    crate::message::SCHEDULE_TOPIC,
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+];
 
 /// RocketMQ 5's timer-message properties (`MessageConst.PROPERTY_TIMER_*`).
 const TIMER_KEYS: [&str; 3] = ["TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"];
