@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::{broker_config, wait_until};
 use rmqha_core::message::SCHEDULE_TOPIC;
+use rmqha_core::metadata::SubscriptionGroupConfig;
 use rmqha_core::schedule::{REAL_QID, REAL_TOPIC};
 use rmqha_core::{Broker, BrokerConfig, Message};
 
@@ -87,5 +88,31 @@ fn a_scheduled_record_for_the_schedule_topic_is_not_delivered_for_ever() {
     assert!(wait_until(WAIT, || b.get_messages("Orders", 0, 0, 8).messages().len() == 1));
     assert!(wait_until(WAIT, || b.delay_offset(1) == Some(2)), "both passed");
     assert_eq!(b.queue_max_offset(SCHEDULE_TOPIC, 0), 2, "no copy delivered into the schedule topic");
+    b.shutdown();
+}
+
+/// A client's own retry (its fallback when CONSUMER_SEND_MSG_BACK fails) carries
+/// `DELAY = 3 + reconsumeTimes`; past its limit RocketMQ's handleRetryAndDLQ sends it to the
+/// dead-letter topic with the delay cleared (`setDelayTimeLevel(0)`): there at once.
+#[test]
+fn a_retry_dead_lettered_by_the_send_path_is_not_delayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(broker_config(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[("messageDelayLevel", "1s 1s 1s 1s 20s"), ("autoCreateSubscriptionGroup", "false")],
+    ))
+    .unwrap();
+    b.put_subscription_group(SubscriptionGroupConfig::new("G")).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let mut r = send_v1(&Msg::new("%RETRY%G", b"dead"));
+    r.set_ext("reconsumeTimes", 2);
+    r.set_ext("maxReconsumeTimes", 2);
+    r.set_ext("properties", props(&[("DELAY", "5")]));
+    let r = call(&c, r);
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let stored = b.message_by_id(r.ext("msgId").unwrap()).unwrap();
+    assert_eq!(stored.topic, "%DLQ%G", "stored in the dead-letter topic at once, not {}", stored.topic);
+    assert!(wait_until(WAIT, || b.get_messages("%DLQ%G", 0, 0, 4).messages().len() == 1));
     b.shutdown();
 }

@@ -198,6 +198,11 @@ impl SendProcessor {
 
         let mut header_props =
             h.properties.as_deref().map(|p| properties::decode(p.as_bytes())).unwrap_or_default();
+        if topic != h.topic {
+            // Dead-lettered: at once, as 4.9's `msg.setDelayTimeLevel(0)`, whatever delay the
+            // client's retry asked for (3 + reconsumeTimes).
+            set_prop(&mut header_props, properties::keys::DELAY, "0");
+        }
         set_prop(&mut header_props, PROPERTY_CLUSTER, &broker.config().broker_cluster_name);
         if prop(&header_props, PROPERTY_TRANSACTION_PREPARED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
         {
