@@ -141,6 +141,10 @@ pub(crate) struct Scheduler {
     delays: Vec<i64>,
     /// Each level's next queue offset to deliver.
     cursor: Vec<i64>,
+    /// Each level's offset in the table as the scheduler last read or wrote it: a different
+    /// one there was set from outside (`Broker::set_delay_offset`), and the level goes on
+    /// from it.
+    recorded: Vec<Option<i64>>,
     pending: VecDeque<Pending>,
     /// Whether the last round logged a refused put (one warning per run of refusals).
     refused: bool,
@@ -161,8 +165,9 @@ impl Scheduler {
         acked: Option<Arc<dyn Fn() -> i64 + Send + Sync>>,
     ) -> Self {
         let delays = store.delay_levels_ms().to_vec();
-        let cursor =
-            (1..=delays.len()).map(|l| tables.delay_offsets().offset(l as i32).unwrap_or(0).max(0)).collect();
+        let recorded: Vec<Option<i64>> =
+            (1..=delays.len()).map(|l| tables.delay_offsets().offset(l as i32)).collect();
+        let cursor = recorded.iter().map(|o| o.unwrap_or(0).max(0)).collect();
         let start_end = store.max_offset();
         let checked = vec![false; delays.len()];
         Scheduler {
@@ -171,6 +176,7 @@ impl Scheduler {
             acked,
             delays,
             cursor,
+            recorded,
             pending: VecDeque::new(),
             refused: false,
             start_end,
@@ -188,8 +194,11 @@ impl Scheduler {
                 break;
             }
         }
-        for (level, &next) in self.cursor.iter().enumerate() {
-            self.tables.delay_offsets().update_offset(level as i32 + 1, next);
+        for level in 0..self.cursor.len() {
+            // Not over an offset set from outside since the last round.
+            if self.tables.delay_offsets().offset(level as i32 + 1) == self.recorded[level] {
+                self.record(level, self.cursor[level]);
+            }
         }
     }
 
@@ -198,6 +207,13 @@ impl Scheduler {
         let mut wait = IDLE;
         let mut budget = ROUND_BUDGET;
         for level in 0..self.delays.len() {
+            let recorded = self.tables.delay_offsets().offset(level as i32 + 1);
+            if recorded != self.recorded[level] {
+                tracing::info!(level = level + 1, offset = ?recorded, "delay offset set: delivering from there");
+                self.recorded[level] = recorded;
+                self.cursor[level] = recorded.unwrap_or(0).max(0);
+                self.pending.retain(|p| p.level != level);
+            }
             if !self.checked[level] {
                 // Not before every record of the start is in the queues.
                 if (self.store.dispatcher().reput_from() as i64) < self.start_end {
@@ -294,6 +310,11 @@ impl Scheduler {
         wait
     }
 
+    fn record(&mut self, level: usize, offset: i64) {
+        self.tables.delay_offsets().update_offset(level as i32 + 1, offset);
+        self.recorded[level] = Some(offset);
+    }
+
     fn push(&mut self, p: Pending) {
         if self.pending.len() >= MAX_PENDING {
             if let Some(last) = self.pending.iter_mut().rev().find(|q| q.level == p.level) {
@@ -316,7 +337,7 @@ impl Scheduler {
                 break;
             }
             self.pending.pop_front();
-            self.tables.delay_offsets().update_offset(p.level as i32 + 1, p.next);
+            self.record(p.level, p.next);
         }
     }
 }

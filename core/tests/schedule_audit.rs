@@ -116,3 +116,32 @@ fn a_retry_dead_lettered_by_the_send_path_is_not_delayed() {
     assert!(wait_until(WAIT, || b.get_messages("%DLQ%G", 0, 0, 4).messages().len() == 1));
     b.shutdown();
 }
+
+/// `Broker::set_delay_offset` on a master (an operator skipping a level's backlog, say) is
+/// what the scheduler goes on from, and what the table holds after a restart: the running
+/// scheduler ignored it, and wrote its own offsets over it at the stop.
+#[test]
+fn a_delay_offset_set_on_a_running_master_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = broker_config(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[("messageDelayLevel", "1s 2s"), ("flushCommitLogThoroughInterval", "200")],
+    );
+    let level2 = |body: &str| delayed(body).with_property("DELAY", "2");
+    let b = Broker::start_master(cfg.clone()).unwrap();
+    for i in 0..2 {
+        b.put_message_sync(&level2(&format!("skipped-{i}"))).unwrap();
+    }
+    b.set_delay_offset(2, 2).unwrap();
+    b.put_message_sync(&level2("delivered")).unwrap();
+    // Due after the two skipped ones: once it is delivered, they would have been.
+    assert!(wait_until(WAIT, || !b.get_messages("Orders", 0, 0, 8).messages().is_empty()));
+    let bodies: Vec<Vec<u8>> =
+        b.get_messages("Orders", 0, 0, 8).messages().into_iter().map(|m| m.body).collect();
+    assert_eq!(bodies, vec![b"delivered".to_vec()], "the skipped messages were delivered");
+    b.shutdown();
+    let b = Broker::start_master(cfg).unwrap();
+    assert_eq!(b.delay_offset(2), Some(3), "the offset set was overwritten at the stop");
+    b.shutdown();
+}
