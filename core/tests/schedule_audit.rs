@@ -145,3 +145,19 @@ fn a_delay_offset_set_on_a_running_master_is_kept() {
     assert_eq!(b.delay_offset(2), Some(3), "the offset set was overwritten at the stop");
     b.shutdown();
 }
+
+/// A batch whose header carries `DELAY`: RocketMQ 4.9's `putMessages` refuses it
+/// (MESSAGE_ILLEGAL) whatever its size; a batch of one was stored delayed and answered with its
+/// SCHEDULE_TOPIC_XXXX queue (the level's) rather than the queue it was sent to.
+#[test]
+fn a_delayed_batch_of_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(config(dir.path())).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let mut req = send_batch("Orders", 3, &[Msg::new("Orders", b"one")]);
+    req.set_ext("i", props(&[("WAIT", "true"), ("DELAY", "2")]));
+    let r = call(&c, req);
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{r:?}");
+    assert_eq!(b.max_offset(), 0, "nothing stored");
+    b.shutdown();
+}
