@@ -230,6 +230,9 @@ impl Scheduler {
                         "the delay offset is past the end of its SCHEDULE_TOPIC_XXXX queue: delivering from there"
                     );
                     self.cursor[level] = end;
+                    // Recorded at once: the table (and the metrics) no longer claim the
+                    // messages from there delivered.
+                    self.record(level, end);
                 }
             }
             let Some(q) = self.store.consume_queues().find(SCHEDULE_TOPIC, level as i32) else { continue };
