@@ -169,6 +169,26 @@ impl Scheduler {
             (1..=delays.len()).map(|l| tables.delay_offsets().offset(l as i32)).collect();
         let cursor = recorded.iter().map(|o| o.unwrap_or(0).max(0)).collect();
         let start_end = store.max_offset();
+        // Levels `messageDelayLevel` no longer has (it was shortened): their queues are not
+        // walked, as in RocketMQ, so their messages wait for the level to come back.
+        for q in store.queue_ids(SCHEDULE_TOPIC).into_iter().filter(|&q| q >= 0 && q as usize >= delays.len())
+        {
+            let waiting = store.queue_max_offset(SCHEDULE_TOPIC, q)
+                - tables
+                    .delay_offsets()
+                    .offset(q + 1)
+                    .unwrap_or(0)
+                    .max(store.queue_min_offset(SCHEDULE_TOPIC, q));
+            if waiting > 0 {
+                tracing::warn!(
+                    level = q + 1,
+                    levels = delays.len(),
+                    waiting,
+                    "delayed messages of a level messageDelayLevel no longer has are not delivered \
+                     until it has that level again"
+                );
+            }
+        }
         let checked = vec![false; delays.len()];
         Scheduler {
             store,

@@ -309,3 +309,24 @@ fn a_stalled_dispatcher_shows_in_the_status_and_its_resumption_in_the_log() {
     assert_eq!(resumed().len(), 1);
     b.shutdown();
 }
+
+/// Delayed messages of a level `messageDelayLevel` no longer has are not delivered (as in
+/// RocketMQ), and each start says so, naming the level and how many wait.
+#[test]
+fn delayed_messages_of_a_dropped_level_are_reported_at_start() {
+    logs();
+    let dir = tempfile::tempdir().unwrap();
+    let levels = |l: &str| broker_config(dir.path(), "ASYNC_MASTER", &[("messageDelayLevel", l)]);
+    let b = Broker::start_master(levels("1s 2s 60s")).unwrap();
+    let m = rmqha_core::Message::new("Stranded", b"s".to_vec()).with_property("DELAY", "3");
+    b.put_message_sync(&m).unwrap();
+    b.shutdown();
+    let b = Broker::start_master(levels("1s")).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || !logged_lines_with(&["level=3", "levels=1", "waiting=1"])
+            .is_empty()),
+        "no warning about the stranded level"
+    );
+    assert_eq!(b.queue_max_offset("Stranded", 0), 0);
+    b.shutdown();
+}
