@@ -148,14 +148,13 @@ pub(crate) struct Scheduler {
     pending: VecDeque<Pending>,
     /// Whether the last round logged a refused put (one warning per run of refusals).
     refused: bool,
-    /// Where the CommitLog ended when the scheduler started.
-    start_end: i64,
-    /// Whether each level's recorded offset was checked against its queue as it stood at the
-    /// start (once that much is dispatched): an offset past the queue's end then (a slave
-    /// promoted with its master's offsets but a shorter log, queues rebuilt) would skip every
-    /// message delayed since, so it starts again from that end, as RocketMQ's scheduler
-    /// resets an offset past `maxOffsetInQueue`.
-    checked: Vec<bool>,
+    /// Where the CommitLog ended when the scheduler started, until every level's recorded
+    /// offset was checked against its queue as it stood then (once that much is dispatched):
+    /// an offset past the queue's end then (a slave promoted with its master's offsets but a
+    /// shorter log, queues rebuilt) would skip every message delayed since, so it starts
+    /// again from that end, as RocketMQ's scheduler resets an offset past
+    /// `maxOffsetInQueue`. Nothing is delivered before.
+    unchecked_start: Option<i64>,
 }
 
 impl Scheduler {
@@ -168,7 +167,7 @@ impl Scheduler {
         let recorded: Vec<Option<i64>> =
             (1..=delays.len()).map(|l| tables.delay_offsets().offset(l as i32)).collect();
         let cursor = recorded.iter().map(|o| o.unwrap_or(0).max(0)).collect();
-        let start_end = store.max_offset();
+        let unchecked_start = Some(store.max_offset());
         // Levels `messageDelayLevel` no longer has (it was shortened): their queues are not
         // walked, as in RocketMQ, so their messages wait for the level to come back.
         for q in store.queue_ids(SCHEDULE_TOPIC).into_iter().filter(|&q| q >= 0 && q as usize >= delays.len())
@@ -189,7 +188,6 @@ impl Scheduler {
                 );
             }
         }
-        let checked = vec![false; delays.len()];
         Scheduler {
             store,
             tables,
@@ -199,8 +197,7 @@ impl Scheduler {
             recorded,
             pending: VecDeque::new(),
             refused: false,
-            start_end,
-            checked,
+            unchecked_start,
         }
     }
 
@@ -224,6 +221,27 @@ impl Scheduler {
 
     /// Delivers every due unit of every level; returns how long to sleep.
     fn round(&mut self, now: i64) -> Duration {
+        if let Some(start) = self.unchecked_start {
+            // Not before every record of the start is in the queues.
+            if (self.store.dispatcher().reput_from() as i64) < start {
+                return IDLE;
+            }
+            self.unchecked_start = None;
+            for level in 0..self.delays.len() {
+                let q = self.store.consume_queues().find(SCHEDULE_TOPIC, level as i32);
+                let end = q.map_or(0, |q| end_before(&q, start));
+                if self.cursor[level] > end {
+                    self.restart_from(
+                        level,
+                        end,
+                        "the delay offset is past the end of its SCHEDULE_TOPIC_XXXX queue",
+                    );
+                    // Recorded at once: the table (and the metrics) no longer claim the
+                    // messages from there delivered.
+                    self.record(level, end);
+                }
+            }
+        }
         let mut wait = IDLE;
         let mut budget = ROUND_BUDGET;
         for level in 0..self.delays.len() {
@@ -234,37 +252,10 @@ impl Scheduler {
                 self.cursor[level] = recorded.unwrap_or(0).max(0);
                 self.pending.retain(|p| p.level != level);
             }
-            if !self.checked[level] {
-                // Not before every record of the start is in the queues.
-                if (self.store.dispatcher().reput_from() as i64) < self.start_end {
-                    continue;
-                }
-                self.checked[level] = true;
-                let q = self.store.consume_queues().find(SCHEDULE_TOPIC, level as i32);
-                let end = q.map_or(0, |q| end_before(&q, self.start_end));
-                if self.cursor[level] > end {
-                    tracing::warn!(
-                        level = level + 1,
-                        from = self.cursor[level],
-                        to = end,
-                        "the delay offset is past the end of its SCHEDULE_TOPIC_XXXX queue: delivering from there"
-                    );
-                    self.cursor[level] = end;
-                    // Recorded at once: the table (and the metrics) no longer claim the
-                    // messages from there delivered.
-                    self.record(level, end);
-                }
-            }
             let Some(q) = self.store.consume_queues().find(SCHEDULE_TOPIC, level as i32) else { continue };
             let (min, max) = (q.min_offset_in_queue(), q.max_offset_in_queue());
             if self.cursor[level] < min {
-                tracing::warn!(
-                    level = level + 1,
-                    from = self.cursor[level],
-                    to = min,
-                    "delayed messages removed by retention before their delivery"
-                );
-                self.cursor[level] = min;
+                self.restart_from(level, min, "delayed messages removed by retention before their delivery");
             }
             while self.cursor[level] < max {
                 if budget == 0 {
@@ -331,6 +322,12 @@ impl Scheduler {
             }
         }
         wait
+    }
+
+    /// Moves a level's cursor to `to`, saying why.
+    fn restart_from(&mut self, level: usize, to: i64, why: &str) {
+        tracing::warn!(level = level + 1, from = self.cursor[level], to, "{why}: delivering from there");
+        self.cursor[level] = to;
     }
 
     fn record(&mut self, level: usize, offset: i64) {

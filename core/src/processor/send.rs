@@ -244,8 +244,8 @@ impl SendProcessor {
         // A delayed message (DELAY) is stored in SCHEDULE_TOPIC_XXXX by the broker's put and
         // answered, as in RocketMQ, with the queue it was sent to.
         let levels = broker.store().delay_levels_ms().len();
-        let delayed = matches!(crate::schedule::delay_level(&msgs[0], levels), Ok(Some(_)));
-        if batch && msgs.iter().any(|m| matches!(crate::schedule::delay_level(m, levels), Ok(Some(_)))) {
+        let delayed = msgs.iter().any(|m| matches!(crate::schedule::delay_level(m, levels), Ok(Some(_))));
+        if batch && delayed {
             // 4.9's putMessages refuses a batch with a delay level, even a batch of one.
             return Err(reply(
                 req,
