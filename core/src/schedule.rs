@@ -17,7 +17,11 @@
 //!   SYNC_MASTER also held by a slave: a crash or a failover to the slave never skips a
 //!   message whose delivery was lost. The price, as in RocketMQ after a crash, is that a
 //!   delivery made since the last recorded offset may be made again (consumers see the same
-//!   `UNIQ_KEY`).
+//!   `UNIQ_KEY`). At a clean stop the same rule holds: what is not safe after the stop's flush
+//!   is not recorded.
+//! - Progress is recorded with a compare-and-set, so an offset set from outside meanwhile is
+//!   never written over; each level gets its turn in every round, so a backlog on one holds
+//!   up no other.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -42,9 +46,10 @@ pub const REAL_QID: &str = "REAL_QID";
 const IDLE: Duration = Duration::from_millis(100);
 /// How long it waits before trying a put the store refused (a full disk) again.
 const REFUSED_BACKOFF: Duration = Duration::from_secs(1);
-/// Deliveries per round before the scheduler looks at its stop signal again (a backlog after
-/// a long stop must not hold up a shutdown).
-const ROUND_BUDGET: usize = 4096;
+/// Deliveries of one level per round. A backlog on one level (after a long stop, say) then
+/// holds up neither the other levels, which get their turn in every round, nor a shutdown,
+/// which is looked for between rounds.
+const LEVEL_BUDGET: usize = 1024;
 /// Deliveries whose offsets wait to be recorded; past this, a level's newest entry absorbs
 /// the next one (its offset is then recorded later, never earlier).
 const MAX_PENDING: usize = 4096;
@@ -201,8 +206,10 @@ impl Scheduler {
         }
     }
 
-    /// Runs until `stop`; then records every level's offset, as the store's final flush
-    /// writes every delivery made.
+    /// Runs until `stop`; then flushes the deliveries made and records the offsets of those
+    /// that are safe as `settle` counts them. A delivery the flush did not write (it failed),
+    /// or that no slave of a SYNC_MASTER holds, stays unrecorded, and is made again after
+    /// the restart rather than claimed and perhaps lost.
     pub(crate) fn run(mut self, stop: Arc<StopSignal>) {
         loop {
             let wait = self.round(now_ms());
@@ -211,11 +218,18 @@ impl Scheduler {
                 break;
             }
         }
-        for level in 0..self.cursor.len() {
-            // Not over an offset set from outside since the last round.
-            if self.tables.delay_offsets().offset(level as i32 + 1) == self.recorded[level] {
-                self.record(level, self.cursor[level]);
+        if !self.pending.is_empty() {
+            if let Err(e) = self.store.flush() {
+                tracing::warn!("flushing delayed messages' deliveries at the stop failed: {e}");
             }
+            self.settle();
+        }
+        if !self.pending.is_empty() {
+            tracing::info!(
+                deliveries = self.pending.len(),
+                "delayed messages delivered but not yet safe (unflushed, or not held by a slave) \
+                 are not recorded: they are delivered again after the restart"
+            );
         }
     }
 
@@ -243,7 +257,6 @@ impl Scheduler {
             }
         }
         let mut wait = IDLE;
-        let mut budget = ROUND_BUDGET;
         for level in 0..self.delays.len() {
             let recorded = self.tables.delay_offsets().offset(level as i32 + 1);
             if recorded != self.recorded[level] {
@@ -256,10 +269,14 @@ impl Scheduler {
             let (min, max) = (q.min_offset_in_queue(), q.max_offset_in_queue());
             if self.cursor[level] < min {
                 self.restart_from(level, min, "delayed messages removed by retention before their delivery");
+                self.push(Pending { level, next: min, end: 0 });
             }
+            let mut budget = LEVEL_BUDGET;
             while self.cursor[level] < max {
                 if budget == 0 {
-                    return Duration::ZERO;
+                    // More of this level is due: the next round comes at once.
+                    wait = Duration::ZERO;
+                    break;
                 }
                 budget -= 1;
                 let at = self.cursor[level];
@@ -280,6 +297,7 @@ impl Scheduler {
                         "a SCHEDULE_TOPIC_XXXX unit names no delayed message: skipped"
                     );
                     self.cursor[level] = at + 1;
+                    self.push(Pending { level, next: at + 1, end: 0 });
                     continue;
                 };
                 match self.store.put_message(&msg) {
@@ -330,9 +348,12 @@ impl Scheduler {
         self.cursor[level] = to;
     }
 
+    /// Records `offset` for `level`, unless an offset was set from outside since the
+    /// scheduler last read or wrote the table: the next round goes on from that one instead.
     fn record(&mut self, level: usize, offset: i64) {
-        self.tables.delay_offsets().update_offset(level as i32 + 1, offset);
-        self.recorded[level] = Some(offset);
+        if self.tables.delay_offsets().update_offset_if(level as i32 + 1, self.recorded[level], offset) {
+            self.recorded[level] = Some(offset);
+        }
     }
 
     fn push(&mut self, p: Pending) {
@@ -385,6 +406,37 @@ mod tests {
             m.set_property(*k, *v);
         }
         m
+    }
+
+    /// `Broker::set_delay_offset` between the round that made a delivery and the look that
+    /// records it: the scheduler's record must not write over it (the table had no
+    /// compare-and-set, and the operator's offset was lost).
+    #[test]
+    fn an_offset_set_while_a_delivery_waits_to_be_recorded_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::BrokerConfig::default();
+        cfg.set("storePathRootDir", dir.path().to_str().unwrap()).unwrap();
+        cfg.set("mappedFileSizeCommitLog", "65536").unwrap();
+        cfg.set("messageDelayLevel", "1s 2s").unwrap();
+        let store = MessageStore::open(cfg).unwrap();
+        let tables = Arc::new(ConfigTables::open(dir.path()).unwrap());
+        let mut s = Scheduler::new(store.clone(), tables.clone(), None);
+        s.round(now_ms());
+        // Delivered up to 7 (skipped records: nothing to flush), then set to 9 from outside.
+        s.cursor[0] = 7;
+        s.push(Pending { level: 0, next: 7, end: 0 });
+        tables.delay_offsets().update_offset(1, 9);
+        s.settle();
+        assert_eq!(tables.delay_offsets().offset(1), Some(9), "the offset set was written over");
+        assert!(s.pending.is_empty());
+        // The next round goes on from it.
+        s.round(now_ms());
+        assert_eq!(s.cursor[0], 9);
+        // And records its own progress again from there.
+        s.push(Pending { level: 0, next: 10, end: 0 });
+        s.settle();
+        assert_eq!(tables.delay_offsets().offset(1), Some(10));
+        store.shutdown();
     }
 
     #[test]

@@ -100,6 +100,25 @@ impl DelayOffsetTable {
         }
     }
 
+    /// Records `offset` for `level` only if the table still holds `expected` there (`None`:
+    /// no offset), and says whether it did. The scheduler records its progress with this, so
+    /// that an offset set meanwhile from outside (`Broker::set_delay_offset`) is never
+    /// written over.
+    pub fn update_offset_if(&self, level: i32, expected: Option<i64>, offset: i64) -> bool {
+        let mut state = self.write();
+        let current = state.wrapper.offset_table.get(&level).copied();
+        if current != expected {
+            return false;
+        }
+        if current != Some(offset) {
+            state.wrapper.offset_table.insert(level, offset);
+            state.wrapper.data_version.get_or_insert_with(DataVersion::new).next_version();
+            state.verbatim = None;
+            self.store.mark_dirty();
+        }
+        true
+    }
+
     /// A consistent copy of the version and the offsets.
     pub fn wrapper(&self) -> DelayOffsetWrapper {
         self.read().wrapper.clone()
