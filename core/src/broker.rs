@@ -82,6 +82,8 @@ pub struct Broker {
     remoting: RemotingServer,
     /// Long polling and a slave's registration with its master (`crate::processor`).
     client_services: OnceLock<crate::processor::ClientServices>,
+    /// With `aclEnable`: how often the ACL file was reloaded or a changed version refused.
+    acl_reloads: OnceLock<Option<Arc<crate::acl::AclReloads>>>,
     listen_port: u16,
     ha_port: u16,
     stop: Arc<StopSignal>,
@@ -220,6 +222,17 @@ impl Broker {
                 config.bind_address
             )))
         })?;
+        // Before anything is bound or opened: a bad ACL file stops the start.
+        let acl = if config.acl_enable {
+            let Some(path) = config.acl_file() else {
+                return Err(Error::Config(ConfigError::new(
+                    "aclEnable=true needs aclFilePath, or ROCKETMQ_HOME for $ROCKETMQ_HOME/conf/plain_acl.yml",
+                )));
+            };
+            Some(crate::acl::AclGate::load(&path)?)
+        } else {
+            None
+        };
         // Remoting first: with listenPort=0 the real port is known before the store writes it
         // into every record as the store host.
         let handler = Arc::new(LateHandler(OnceLock::new()));
@@ -313,6 +326,7 @@ impl Broker {
             synchronizer,
             remoting,
             client_services: OnceLock::new(),
+            acl_reloads: OnceLock::new(),
             listen_port,
             ha_port,
             stop: StopSignal::new(),
@@ -331,7 +345,12 @@ impl Broker {
         Arc::new(AdminProcessor::new(broker.tables.clone(), provider).with_deleted_topics(deleted))
             .register(&mut dispatch);
         let _ = broker.client_services.set(crate::processor::install(&broker, &mut dispatch)?);
-        let _ = handler.0.set(Arc::new(dispatch));
+        let dispatch: Arc<dyn RequestHandler> = Arc::new(dispatch);
+        let _ = broker.acl_reloads.set(acl.as_ref().map(|g| g.reloads()));
+        let _ = handler.0.set(match acl {
+            Some(gate) => Arc::new(gate.with_next(dispatch)),
+            None => dispatch,
+        });
         broker.start_persist_thread()?;
         if broker.config.broker_role.is_master() {
             broker.start_scheduler()?;
@@ -781,6 +800,13 @@ impl Broker {
             offsets.persist()?;
         }
         Ok(())
+    }
+
+    /// With `aclEnable`: the changed versions of the ACL file taken so far, and those refused
+    /// (the rules before them kept); `None` without ACL.
+    pub fn acl_reloads(&self) -> Option<(u64, u64)> {
+        let r = self.acl_reloads.get()?.as_ref()?;
+        Some((r.reloaded.load(Ordering::Relaxed), r.rejected.load(Ordering::Relaxed)))
     }
 
     /// A topic's config, if it exists.

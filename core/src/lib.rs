@@ -12,6 +12,7 @@
 //!
 //! Threads, not an async runtime: the library embeds into C, Python and Node hosts.
 
+pub mod acl;
 pub mod broker;
 pub mod broker_admin;
 pub mod config;

@@ -443,6 +443,21 @@ broker_config! {
     default_topic_queue_nums: i32 = 8, "defaultTopicQueueNums";
     /// Largest remoting frame accepted, in bytes.
     remoting_max_frame_size: i32 = 16 * 1024 * 1024, "remotingMaxFrameSize";
+    /// Check every request on the remoting port against RocketMQ's plain ACL file
+    /// (`aclFilePath`). Off by default, as in RocketMQ.
+    acl_enable: bool = false, "aclEnable";
+    /// The plain ACL file (rmqha; RocketMQ reads `$ROCKETMQ_HOME/conf/plain_acl.yml`, or the
+    /// `rocketmq.acl.plain.file` system property relative to it). Empty (default):
+    /// `$ROCKETMQ_HOME/conf/plain_acl.yml`, and with `aclEnable` and no `ROCKETMQ_HOME` the
+    /// broker refuses to start. `~` expands to $HOME.
+    acl_file_path: String = String::new(), "aclFilePath";
+    /// The access key this broker signs its own requests to another broker with (rmqha): a
+    /// slave's config sync and registration with a master that has `aclEnable`. Set together
+    /// with `aclSecretKey`; empty (default): unsigned, as RocketMQ 4.9's slaves, which the
+    /// master must then white-list.
+    acl_access_key: String = String::new(), "aclAccessKey";
+    /// The secret key of `aclAccessKey` (rmqha). Never printed.
+    acl_secret_key: Secret = Secret::default(), "aclSecretKey";
 }
 
 /// The known key an unknown `key` most likely misspells: the same but for case, or at most
@@ -487,7 +502,6 @@ const UNSUPPORTED_KEYS: &[&str] = &[
     "storeCheckpoint",
     "abortFile",
     "enablePropertyFilter",
-    "aclEnable",
     "enableAcl",
     "enableDLegerCommitLog",
     "enableControllerMode",
@@ -937,6 +951,18 @@ impl BrokerConfig {
         }
     }
 
+    /// The plain ACL file: `aclFilePath`, else `$ROCKETMQ_HOME/conf/plain_acl.yml`, else
+    /// `None`.
+    pub fn acl_file(&self) -> Option<PathBuf> {
+        let p = self.acl_file_path.trim();
+        if !p.is_empty() {
+            return Some(expand_home(p));
+        }
+        std::env::var_os("ROCKETMQ_HOME")
+            .filter(|h| !h.is_empty())
+            .map(|h| PathBuf::from(h).join("conf").join("plain_acl.yml"))
+    }
+
     /// Checks every key's range (a field assigned directly skips `set`'s check) and the
     /// relations between keys once all are set.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -946,6 +972,10 @@ impl BrokerConfig {
         }
         if self.broker_role == BrokerRole::Slave && self.broker_id == 0 && self.is_explicit("brokerId") {
             return Err(ConfigError::for_key("brokerId", "0", "a SLAVE needs a brokerId greater than 0"));
+        }
+        if self.acl_access_key.trim().is_empty() != self.acl_secret_key.is_empty() {
+            // Not `for_key`: the error must not repeat the secret.
+            return Err(ConfigError::new("aclAccessKey and aclSecretKey go together: set both, or neither"));
         }
         if self.ha_listen_port < 0 && self.listen_port == 65535 {
             return Err(ConfigError::for_key(

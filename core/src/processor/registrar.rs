@@ -52,7 +52,7 @@ fn run(shared: &Shared) {
             failing = false;
         }
         if let Some(client) = &client {
-            let Some(request) = shared.broker().map(|b| register_request(&b)) else { return };
+            let Some(request) = shared.broker().map(|b| sign(&b, register_request(&b))) else { return };
             match client.invoke_sync(request, CALL_TIMEOUT) {
                 Ok(resp) if resp.code == response_code::SUCCESS => {
                     if failing {
@@ -102,10 +102,20 @@ fn run(shared: &Shared) {
             .with_ext("brokerAddr", broker_addr(&b))
             .with_ext("clusterName", &b.config().broker_cluster_name)
             .with_ext("brokerId", b.config().effective_broker_id());
+        let req = sign(&b, req);
         if let Err(e) = client.invoke_sync(req, unregister) {
             tracing::debug!(%master, error = %e, "unregister from the master failed");
         }
     }
+}
+
+/// `request` signed with `aclAccessKey` / `aclSecretKey` when they are set (a master with
+/// `aclEnable` refuses unsigned requests from outside its white lists).
+fn sign(b: &crate::broker::Broker, mut request: RemotingCommand) -> RemotingCommand {
+    if let Some(c) = crate::acl::Credentials::from_config(b.config()) {
+        c.sign(&mut request);
+    }
+    request
 }
 
 fn register_request(b: &crate::broker::Broker) -> RemotingCommand {

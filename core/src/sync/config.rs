@@ -27,6 +27,9 @@ pub struct SlaveSyncConfig {
     pub own_address: Option<String>,
     /// Name of the background thread.
     pub thread_name: String,
+    /// How the requests to the master are signed when the master has `aclEnable`
+    /// (`aclAccessKey` / `aclSecretKey`); `None`: unsigned.
+    pub credentials: Option<crate::acl::Credentials>,
 }
 
 impl Default for SlaveSyncConfig {
@@ -37,6 +40,7 @@ impl Default for SlaveSyncConfig {
             vip_channel: true,
             own_address: None,
             thread_name: "rmqha-slave-sync".to_string(),
+            credentials: None,
         }
     }
 }
@@ -49,6 +53,7 @@ impl SlaveSyncConfig {
             // A non-positive interval would spin; validation refuses it, this is a backstop.
             interval: Duration::from_millis(config.slave_sync_interval_ms.max(1) as u64),
             own_address,
+            credentials: crate::acl::Credentials::from_config(config),
             ..Self::default()
         }
     }

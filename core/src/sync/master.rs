@@ -50,6 +50,8 @@ pub(crate) struct MasterLink {
     addr: String,
     main: RemotingClient,
     vip: Option<RemotingClient>,
+    /// Signs each request for a master with `aclEnable`.
+    credentials: Option<crate::acl::Credentials>,
 }
 
 /// The largest answer a slave takes from its master: a whole table in one frame. Remoting's
@@ -68,6 +70,7 @@ impl MasterLink {
         vip_channel: bool,
         own_address: Option<&str>,
         connect_timeout: Duration,
+        credentials: Option<crate::acl::Credentials>,
     ) -> Self {
         let config = ClientConfig { connect_timeout, max_frame: SYNC_MAX_FRAME };
         let vip = vip_channel
@@ -75,7 +78,7 @@ impl MasterLink {
             .flatten()
             .filter(|vip| !own_address.is_some_and(|own| same_address(own, vip)))
             .map(|vip| RemotingClient::new(vip, config.clone()));
-        MasterLink { main: RemotingClient::new(addr.clone(), config), vip, addr }
+        MasterLink { main: RemotingClient::new(addr.clone(), config), vip, addr, credentials }
     }
 
     pub(crate) fn addr(&self) -> &str {
@@ -95,7 +98,7 @@ impl MasterLink {
     /// connection at once); a response from the VIP port, even an error code, is final.
     pub(crate) fn fetch(&self, table: SyncTable, timeout: Duration) -> Result<Fetched, Box<TableFailure>> {
         if let (SyncTable::Topics, Some(vip)) = (table, &self.vip) {
-            match vip.invoke_sync(RemotingCommand::request(table.request_code()), timeout) {
+            match vip.invoke_sync(self.request(table), timeout) {
                 Ok(response) => return Self::check(table, vip.addr(), response),
                 Err(e) => tracing::debug!(master = %self.addr, vip = %vip.addr(), error = %e,
                     "VIP channel failed; sending the {table} request to the main port"),
@@ -103,9 +106,18 @@ impl MasterLink {
         }
         let response = self
             .main
-            .invoke_sync(RemotingCommand::request(table.request_code()), timeout)
+            .invoke_sync(self.request(table), timeout)
             .map_err(|e| failure(table, &self.addr, TableError::Request(e)))?;
         Self::check(table, &self.addr, response)
+    }
+
+    /// The request for `table`, signed when this slave has ACL credentials.
+    fn request(&self, table: SyncTable) -> RemotingCommand {
+        let mut request = RemotingCommand::request(table.request_code());
+        if let Some(c) = &self.credentials {
+            c.sign(&mut request);
+        }
+        request
     }
 
     fn check(table: SyncTable, from: &str, response: RemotingCommand) -> Result<Fetched, Box<TableFailure>> {

@@ -260,6 +260,7 @@ impl Inner {
                 self.config.vip_channel,
                 self.config.own_address.as_deref(),
                 self.config.request_timeout,
+                self.config.credentials.clone(),
             ))
         });
         true

@@ -1,0 +1,171 @@
+//! Remote-address patterns of `plain_acl.yml` (`globalWhiteRemoteAddresses`, an account's
+//! `whiteRemoteAddress`), with RocketMQ 4.9's `RemoteAddressStrategyFactory` forms.
+
+use std::net::IpAddr;
+
+/// One address pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AddrPattern {
+    /// Blank: matches nothing (RocketMQ's `BlankRemoteAddressStrategy`).
+    Never,
+    /// `*`, `*.*.*.*` or `*:*:*:*:*:*:*:*`: matches every address.
+    Any,
+    /// One address, a `,`-separated list, or `a.b.c.{x,y}`.
+    Set(Vec<IpAddr>),
+    /// `a.*.*.*`, `a.b.*.*`, `a.b.c.*`, or `x-y` in place of the first `*`: the octets before
+    /// `index` equal `head`, octet `index` is within `start..=end`.
+    Range { head: Vec<u8>, index: usize, start: u8, end: u8 },
+}
+
+impl AddrPattern {
+    /// Parses `text` as RocketMQ 4.9 does, refusing what RocketMQ would refuse and, stricter,
+    /// octets after the range that are not `*` (RocketMQ silently ignores them).
+    pub(crate) fn parse(text: &str) -> Result<AddrPattern, String> {
+        let t = text.trim();
+        if t.is_empty() {
+            return Ok(AddrPattern::Never);
+        }
+        if t == "*" || t == "*.*.*.*" || t == "*:*:*:*:*:*:*:*" {
+            return Ok(AddrPattern::Any);
+        }
+        if t.ends_with('}') {
+            let open = t.find('{').ok_or_else(|| format!("{t:?}: a '}}' without '{{'"))?;
+            let prefix = &t[..open];
+            if !(prefix.ends_with('.') || prefix.ends_with(':')) {
+                return Err(format!("{t:?}: the {{...}} list must be the last part of the address"));
+            }
+            let items = &t[open + 1..t.len() - 1];
+            let addrs = items
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|last| parse_ip(&format!("{prefix}{last}"), t))
+                .collect::<Result<Vec<_>, _>>()?;
+            if addrs.is_empty() {
+                return Err(format!("{t:?}: the {{...}} list is empty"));
+            }
+            return Ok(AddrPattern::Set(addrs));
+        }
+        if t.contains(',') {
+            let addrs = t
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|a| parse_ip(a, t))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(AddrPattern::Set(addrs));
+        }
+        if t.contains('*') || t.contains('-') {
+            return parse_range(t);
+        }
+        Ok(AddrPattern::Set(vec![parse_ip(t, t)?]))
+    }
+
+    /// Whether `ip` matches.
+    pub(crate) fn matches(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        match self {
+            AddrPattern::Never => false,
+            AddrPattern::Any => true,
+            AddrPattern::Set(set) => set.iter().any(|a| canonical(*a) == ip),
+            AddrPattern::Range { head, index, start, end } => match ip {
+                IpAddr::V4(v4) => {
+                    let o = v4.octets();
+                    o[..*index] == head[..] && (*start..=*end).contains(&o[*index])
+                }
+                IpAddr::V6(_) => false,
+            },
+        }
+    }
+}
+
+/// An IPv4-mapped IPv6 address (a client of a `[::]` listener) as its IPv4 address.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}
+
+fn parse_ip(addr: &str, whole: &str) -> Result<IpAddr, String> {
+    addr.trim().parse::<IpAddr>().map_err(|_| format!("{whole:?}: {addr:?} is not an IP address"))
+}
+
+fn parse_range(t: &str) -> Result<AddrPattern, String> {
+    if t.contains(':') {
+        return Err(format!("{t:?}: IPv6 ranges are not supported by rmqha (list the addresses instead)"));
+    }
+    let parts: Vec<&str> = t.split('.').map(str::trim).collect();
+    if parts.len() != 4 {
+        return Err(format!("{t:?}: expected four dot-separated parts"));
+    }
+    let octet = |p: &str| -> Result<u8, String> {
+        p.parse::<u8>().map_err(|_| format!("{t:?}: {p:?} is not a number from 0 to 255"))
+    };
+    let Some(index) = (1..4).find(|&i| parts[i] == "*" || parts[i].contains('-')) else {
+        return Err(format!("{t:?}: only the second, third or fourth part may be '*' or a range"));
+    };
+    let head = parts[..index].iter().map(|p| octet(p)).collect::<Result<Vec<u8>, _>>()?;
+    let (start, end) = if parts[index] == "*" {
+        (0, 255)
+    } else {
+        let (a, b) = parts[index].split_once('-').unwrap_or(("", ""));
+        if a.trim().is_empty() || b.trim().is_empty() {
+            return Err(format!("{t:?}: a range is written from-to, such as 100-200"));
+        }
+        let (a, b) = (octet(a.trim())?, octet(b.trim())?);
+        if a > b {
+            return Err(format!("{t:?}: the range {a}-{b} is empty"));
+        }
+        (a, b)
+    };
+    if let Some(p) = parts[index + 1..].iter().find(|p| **p != "*") {
+        return Err(format!("{t:?}: the parts after a '*' or a range must be '*', not {p:?}"));
+    }
+    Ok(AddrPattern::Range { head, index, start, end })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(s: &str) -> IpAddr {
+        IpAddr::V4(s.parse::<std::net::Ipv4Addr>().unwrap())
+    }
+
+    #[test]
+    fn forms_of_rocketmq_4_9() {
+        let p = AddrPattern::parse;
+        assert_eq!(p("").unwrap(), AddrPattern::Never);
+        assert!(!p(" ").unwrap().matches(v4("1.2.3.4")));
+        assert!(p("*").unwrap().matches(v4("1.2.3.4")));
+        assert!(p("*.*.*.*").unwrap().matches(v4("10.0.0.1")));
+        let one = p("192.168.0.1").unwrap();
+        assert!(one.matches(v4("192.168.0.1")) && !one.matches(v4("192.168.0.2")));
+        let set = p("192.168.0.{100,101}").unwrap();
+        assert!(set.matches(v4("192.168.0.100")) && set.matches(v4("192.168.0.101")));
+        assert!(!set.matches(v4("192.168.0.102")));
+        let list = p("10.0.0.1,10.0.0.2").unwrap();
+        assert!(list.matches(v4("10.0.0.2")) && !list.matches(v4("10.0.0.3")));
+        let r = p("192.168.1.100-200").unwrap();
+        assert!(r.matches(v4("192.168.1.100")) && r.matches(v4("192.168.1.200")));
+        assert!(!r.matches(v4("192.168.1.99")) && !r.matches(v4("192.168.2.150")));
+        let r = p("192.168.*.*").unwrap();
+        assert!(r.matches(v4("192.168.7.9")) && !r.matches(v4("192.169.7.9")));
+        let r = p("10.1-3.*.*").unwrap();
+        assert!(r.matches(v4("10.2.0.0")) && !r.matches(v4("10.4.0.0")));
+        let mapped: IpAddr = "::ffff:192.168.1.150".parse().unwrap();
+        assert!(p("192.168.1.100-200").unwrap().matches(mapped));
+        assert!(p("::1").unwrap().matches("::1".parse().unwrap()));
+    }
+
+    #[test]
+    fn bad_forms_are_refused_naming_the_pattern() {
+        for bad in
+            ["192.168.0.300", "192.168.1.200-100", "192.168.1.-5", "192.*.1.2", "1.2.3", "a.b.c.d", "fe80::*"]
+        {
+            let e = AddrPattern::parse(bad).unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
+    }
+}

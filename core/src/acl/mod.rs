@@ -1,0 +1,408 @@
+//! RocketMQ 4.9's plain ACL on the remoting port (`aclEnable`, `plain_acl.yml`).
+//!
+//! **What is checked.** With `aclEnable=true` every request on the remoting port (and its
+//! VIP port) passes [`AclGate`] before any processor sees it, as RocketMQ's
+//! `PlainAccessValidator` RPC hook does:
+//!
+//! 1. a client whose address matches `globalWhiteRemoteAddresses` passes;
+//! 2. otherwise the request needs an `AccessKey` ext field naming an account, and passes if
+//!    the client's address matches that account's `whiteRemoteAddress`;
+//! 3. otherwise its `Signature` ext field must be the HMAC-SHA1 of the request under the
+//!    account's `secretKey` (see `sign`), compared in constant time;
+//! 4. then the resources the request touches (per request code, as
+//!    `PlainAccessResource.parse`: PUB on the topic of a send, SUB on the topic and the
+//!    group's `%RETRY%` resource of a pull, SUB on every subscribed topic and group of a
+//!    heartbeat, ...) must be granted by the account's `topicPerms` / `groupPerms`, or else
+//!    by its `defaultTopicPerm` / `defaultGroupPerm`; DENY always refuses; admin-only codes
+//!    (create/delete topic, create/delete subscription group, UPDATE_BROKER_CONFIG) need
+//!    `admin: true`.
+//!
+//! A refusal answers SYSTEM_ERROR, as RocketMQ's remoting layer answers the hook's
+//! `AclException`, with the reason as the remark (`AclException: Check signature failed for
+//! accessKey=...`); a secret key is never in a remark, a log line or an error.
+//!
+//! **Reloading.** A thread re-reads the file every second; a changed file is parsed and
+//! replaces the rules; a file that no longer parses (or cannot be read) leaves the rules as
+//! they were, and says why in the log (RocketMQ's `AclFileWatchService` polls every 5 s).
+
+mod addr;
+mod rules;
+mod sign;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use serde_json::Value;
+
+use crate::remoting::{
+    Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
+};
+use rules::{AclRules, PUB, SUB, check_permission};
+
+pub use sign::{ACCESS_KEY, Credentials, SECURITY_TOKEN, SIGNATURE};
+
+/// How often the watcher looks at the file.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `TopicValidator.RMQ_SYS_TRACE_TOPIC`: PUB on it skips the permission checks (message trace).
+const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
+
+/// `Permission.ADMIN_CODE` of RocketMQ 4.9.
+const ADMIN_CODES: &[i32] = &[
+    request_code::UPDATE_AND_CREATE_TOPIC,
+    request_code::UPDATE_BROKER_CONFIG,
+    request_code::DELETE_TOPIC_IN_BROKER,
+    request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+    request_code::DELETE_SUBSCRIPTIONGROUP,
+];
+
+/// How many changed versions of the ACL file were taken, and how many were refused (the
+/// rules before them kept), since the start.
+#[derive(Debug, Default)]
+pub struct AclReloads {
+    pub reloaded: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+/// The rules of one ACL file, and what the watcher last read from it.
+struct AclState {
+    path: PathBuf,
+    rules: RwLock<Arc<AclRules>>,
+    reloads: Arc<AclReloads>,
+    /// The file's bytes as last read (`None`: unreadable then), so a reload happens once per
+    /// change and a broken version is reported once.
+    last: Mutex<Option<Vec<u8>>>,
+}
+
+impl AclState {
+    fn load(path: &Path) -> Result<AclState, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("ACL file {}: {e}", path.display()))?;
+        let text = String::from_utf8(bytes.clone())
+            .map_err(|_| format!("ACL file {}: not UTF-8 text", path.display()))?;
+        let rules = AclRules::parse(&text).map_err(|e| format!("ACL file {}: {e}", path.display()))?;
+        tracing::info!(
+            "ACL: {} loaded: {} account(s), {} global white-list pattern(s)",
+            path.display(),
+            rules.accounts.len(),
+            rules.global_white.len()
+        );
+        Ok(AclState {
+            path: path.to_path_buf(),
+            rules: RwLock::new(Arc::new(rules)),
+            reloads: Arc::default(),
+            last: Mutex::new(Some(bytes)),
+        })
+    }
+
+    /// Re-reads the file; a changed version that parses replaces the rules. Returns whether
+    /// the rules were replaced.
+    fn reload_if_changed(&self) -> bool {
+        let read = std::fs::read(&self.path);
+        let mut last = self.last.lock();
+        match read {
+            Err(e) => {
+                if last.take().is_some() {
+                    self.reloads.rejected.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        "ACL: cannot read {} ({e}); keeping the rules loaded before",
+                        self.path.display()
+                    );
+                }
+                false
+            }
+            Ok(bytes) => {
+                if last.as_deref() == Some(&bytes[..]) {
+                    return false;
+                }
+                *last = Some(bytes.clone());
+                let parsed = String::from_utf8(bytes)
+                    .map_err(|_| "not UTF-8 text".to_string())
+                    .and_then(|t| AclRules::parse(&t));
+                match parsed {
+                    Ok(rules) => {
+                        tracing::info!(
+                            "ACL: {} changed and was reloaded: {} account(s), {} global white-list pattern(s)",
+                            self.path.display(),
+                            rules.accounts.len(),
+                            rules.global_white.len()
+                        );
+                        *self.rules.write() = Arc::new(rules);
+                        self.reloads.reloaded.fetch_add(1, Ordering::Relaxed);
+                        true
+                    }
+                    Err(e) => {
+                        tracing::error!(
+                            "ACL: {} changed but cannot be used ({e}); keeping the rules loaded before",
+                            self.path.display()
+                        );
+                        self.reloads.rejected.fetch_add(1, Ordering::Relaxed);
+                        false
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A [`RequestHandler`] that checks each request against the ACL file and hands the
+/// requests that pass to the next handler. Stops its watcher thread when dropped.
+pub struct AclGate {
+    state: Arc<AclState>,
+    /// Where requests that pass go (REQUEST_CODE_NOT_SUPPORTED until set).
+    next: Option<Arc<dyn RequestHandler>>,
+    /// Dropped to stop the watcher.
+    stop: Option<crossbeam_channel::Sender<()>>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+impl AclGate {
+    /// Loads `path` (an error names the file, the entry and what is wrong) and starts the
+    /// thread that reloads it when it changes. Give it the handler behind it with
+    /// [`with_next`](Self::with_next).
+    pub fn load(path: &Path) -> crate::error::Result<AclGate> {
+        let state = Arc::new(AclState::load(path).map_err(crate::error::Error::InvalidArgument)?);
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let weak = Arc::downgrade(&state);
+        let watcher = std::thread::Builder::new()
+            .name("rmqha-acl-watch".into())
+            .spawn(move || {
+                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(WATCH_INTERVAL)
+                {
+                    match weak.upgrade() {
+                        Some(state) => {
+                            state.reload_if_changed();
+                        }
+                        None => return,
+                    }
+                }
+            })
+            .map_err(|e| crate::error::Error::Store(format!("cannot start thread rmqha-acl-watch: {e}")))?;
+        Ok(AclGate { state, next: None, stop: Some(stop), watcher: Some(watcher) })
+    }
+
+    /// The counts of reloads, shared with the watcher.
+    pub fn reloads(&self) -> Arc<AclReloads> {
+        self.state.reloads.clone()
+    }
+
+    /// The gate in front of `next`.
+    pub fn with_next(mut self, next: Arc<dyn RequestHandler>) -> Self {
+        self.next = Some(next);
+        self
+    }
+
+    /// Checks `request` from `peer`: `Err` holds the reason of a refusal.
+    pub fn check(&self, request: &RemotingCommand, peer: IpAddr) -> Result<(), String> {
+        let rules = self.state.rules.read().clone();
+        check(&rules, request, peer)
+    }
+}
+
+impl Drop for AclGate {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.watcher.take() {
+            crate::join_unless_current(t);
+        }
+    }
+}
+
+impl std::fmt::Debug for AclGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AclGate").field("path", &self.state.path).finish()
+    }
+}
+
+impl RequestHandler for AclGate {
+    fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
+        match self.check(&request, ctx.peer().ip()) {
+            Ok(()) => match &self.next {
+                Some(next) => next.handle(request, ctx),
+                None => Handled::Respond(RemotingCommand::not_supported(&request)),
+            },
+            Err(reason) => {
+                tracing::debug!(peer = %ctx.peer(), code = request.code, "ACL refused a request: {reason}");
+                if request.is_oneway() {
+                    Handled::NoResponse
+                } else {
+                    let remark = format!("AclException: {reason}");
+                    Handled::Respond(RemotingCommand::response_to(
+                        &request,
+                        response_code::SYSTEM_ERROR,
+                        Some(&remark),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// `PlainPermissionManager.validate` with `PlainPermissionChecker.check`.
+fn check(rules: &AclRules, request: &RemotingCommand, peer: IpAddr) -> Result<(), String> {
+    if rules.global_white.iter().any(|p| p.matches(peer)) {
+        return Ok(());
+    }
+    let Some(access_key) = request.ext(ACCESS_KEY) else {
+        return Err("No accessKey is configured".into());
+    };
+    let Some(account) = rules.accounts.get(access_key) else {
+        return Err(format!("No acl config for {access_key}"));
+    };
+    if account.white.matches(peer) {
+        return Ok(());
+    }
+    let expected = sign::signature(request, account.secret_key.expose());
+    let given = request.ext(SIGNATURE).unwrap_or("");
+    if !sign::constant_time_eq(expected.as_bytes(), given.as_bytes()) {
+        return Err(format!("Check signature failed for accessKey={access_key}"));
+    }
+    let needed = resources(request)?;
+    if needed.get(TRACE_TOPIC) == Some(&PUB) {
+        return Ok(());
+    }
+    if ADMIN_CODES.contains(&request.code) && !account.admin {
+        return Err(format!(
+            "Need admin permission for request code={}, but accessKey={access_key} is not",
+            request.code
+        ));
+    }
+    if account.perms.is_empty() && account.admin {
+        return Ok(());
+    }
+    for (resource, &perm) in &needed {
+        let group = resource.strip_prefix(crate::processor::RETRY_GROUP_TOPIC_PREFIX);
+        // RocketMQ 4.9: a resource the account lists is decided by its entry alone; the
+        // default covers the others.
+        let owned = match account.perms.get(resource) {
+            Some(&owned) => owned,
+            None if group.is_some() => account.default_group_perm,
+            None => account.default_topic_perm,
+        };
+        if !check_permission(perm, owned) {
+            return Err(match group {
+                Some(g) => format!("No default permission for group:{g}"),
+                None => format!("No default permission for topic:{resource}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The retry topic that stands for `group` in the rules (`MixAll.getRetryTopic`).
+fn retry(group: &str) -> String {
+    format!("{}{group}", crate::processor::RETRY_GROUP_TOPIC_PREFIX)
+}
+
+/// `PlainAccessResource.parse`: the resources a request touches and the permission each
+/// needs. Beyond RocketMQ 4.9, SEND_BATCH_MESSAGE is checked as SEND_MESSAGE_V2 (its header)
+/// and LITE_PULL_MESSAGE as PULL_MESSAGE; 4.9 checks neither.
+fn resources(req: &RemotingCommand) -> Result<HashMap<String, u8>, String> {
+    let mut needed = HashMap::new();
+    let mut add = |resource: Option<String>, perm: u8| {
+        if let Some(r) = resource {
+            needed.insert(r, perm);
+        }
+    };
+    let ext = |k: &str| req.ext(k).map(str::to_string);
+    let send =
+        |add: &mut dyn FnMut(Option<String>, u8), topic: Option<String>, group: Option<String>| match topic {
+            Some(t) if t.starts_with(crate::processor::RETRY_GROUP_TOPIC_PREFIX) => {
+                add(group.map(|g| retry(&g)), SUB)
+            }
+            t => add(t, PUB),
+        };
+    match req.code {
+        request_code::SEND_MESSAGE => send(&mut add, ext("topic"), ext("group")),
+        request_code::SEND_MESSAGE_V2 | request_code::SEND_BATCH_MESSAGE => {
+            send(&mut add, ext("b"), ext("a"))
+        }
+        request_code::CONSUMER_SEND_MSG_BACK => {
+            add(ext("group").map(|g| retry(&g)), SUB);
+            add(ext("originTopic"), PUB);
+        }
+        request_code::PULL_MESSAGE | request_code::LITE_PULL_MESSAGE => {
+            add(ext("topic"), SUB);
+            add(ext("consumerGroup").map(|g| retry(&g)), SUB);
+        }
+        request_code::QUERY_MESSAGE => add(ext("topic"), SUB),
+        request_code::HEART_BEAT => {
+            let data: Value = std::str::from_utf8(&req.body)
+                .map_err(|e| e.to_string())
+                .and_then(|t| {
+                    crate::metadata::json::from_str_lenient(t, "heartbeat body").map_err(|e| e.to_string())
+                })
+                .map_err(|e| format!("heartbeat body is not HeartbeatData JSON: {e}"))?;
+            for c in data.get("consumerDataSet").and_then(Value::as_array).into_iter().flatten() {
+                add(c.get("groupName").and_then(Value::as_str).map(retry), SUB);
+                for s in c.get("subscriptionDataSet").and_then(Value::as_array).into_iter().flatten() {
+                    add(s.get("topic").and_then(Value::as_str).map(str::to_string), SUB);
+                }
+            }
+        }
+        request_code::UNREGISTER_CLIENT | request_code::GET_CONSUMER_LIST_BY_GROUP => {
+            add(ext("consumerGroup").map(|g| retry(&g)), SUB);
+        }
+        request_code::UPDATE_CONSUMER_OFFSET => {
+            add(ext("consumerGroup").map(|g| retry(&g)), SUB);
+            add(ext("topic"), SUB);
+        }
+        _ => {}
+    }
+    Ok(needed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules() -> AclRules {
+        AclRules::parse(
+            "accounts:\n  - accessKey: producer1\n    secretKey: secret123\n    defaultTopicPerm: DENY\n    \
+             defaultGroupPerm: SUB\n    topicPerms:\n      - t1=PUB\n      - t2=SUB\n    groupPerms:\n      - g2=DENY\n",
+        )
+        .unwrap()
+    }
+
+    fn signed(mut req: RemotingCommand) -> RemotingCommand {
+        Credentials::new("producer1", crate::config::Secret::new("secret123")).sign(&mut req);
+        req
+    }
+
+    const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn resources_per_code() {
+        let r = rules();
+        let send = |t: &str| {
+            RemotingCommand::request(request_code::SEND_MESSAGE_V2).with_ext("a", "g").with_ext("b", t)
+        };
+        assert_eq!(check(&r, &signed(send("t1")), PEER), Ok(()));
+        assert_eq!(check(&r, &signed(send("t2")), PEER).unwrap_err(), "No default permission for topic:t2");
+        // A retry-topic send needs SUB on the group.
+        assert_eq!(check(&r, &signed(send("%RETRY%g")), PEER), Ok(()));
+        let pull = |t: &str, g: &str| {
+            RemotingCommand::request(request_code::PULL_MESSAGE)
+                .with_ext("topic", t)
+                .with_ext("consumerGroup", g)
+        };
+        assert_eq!(check(&r, &signed(pull("t2", "g1")), PEER), Ok(()));
+        assert_eq!(
+            check(&r, &signed(pull("t2", "g2")), PEER).unwrap_err(),
+            "No default permission for group:g2"
+        );
+        let hb = RemotingCommand::request(request_code::HEART_BEAT).with_body(
+            br#"{"clientID":"c","consumerDataSet":[{"groupName":"g1","subscriptionDataSet":[{"topic":"t1"}]}]}"#
+                .to_vec(),
+        );
+        assert_eq!(check(&r, &signed(hb), PEER).unwrap_err(), "No default permission for topic:t1");
+        let trace = send(TRACE_TOPIC);
+        assert_eq!(check(&r, &signed(trace), PEER), Ok(()));
+    }
+}
