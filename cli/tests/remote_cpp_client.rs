@@ -380,3 +380,64 @@ fn the_stock_cpp_client_hands_back_a_failed_message_and_gets_it_again() {
     assert_eq!(max_offset("SCHEDULE_TOPIC_XXXX", 2), 1);
     assert_eq!(max_offset("%RETRY%CID_RMQHA_RETRY", 0), 1);
 }
+
+/// A producer that signs with `argv[2]`/`argv[3]` (RocketMQ's ACL session credentials): one
+/// line per send, `sent STATUS` or `refused`.
+const ACL_PRODUCE: &str = r#"
+import sys
+from rocketmq.client import Producer, Message
+p = Producer('PID_RMQHA_ACL')
+p.set_namesrv_addr(sys.argv[1])
+p.set_session_credentials(sys.argv[2], sys.argv[3], 'ALIYUN')
+p.start()
+for i in range(int(sys.argv[4])):
+    m = Message('CppAcl'); m.set_tags('TagA'); m.set_body('%s-%d' % (sys.argv[5], i))
+    try:
+        print('sent', int(p.send_sync(m).status))
+    except Exception as e:
+        print('refused')
+p.shutdown()
+"#;
+
+const ACL_PULL: &str = r#"
+import sys
+from rocketmq.client import PullConsumer
+c = PullConsumer('CID_RMQHA_ACL')
+c.set_namesrv_addr(sys.argv[1])
+c.set_session_credentials(sys.argv[2], sys.argv[3], 'ALIYUN')
+c.start()
+for msg in c.pull('CppAcl'):
+    print(msg.body.decode())
+c.shutdown()
+"#;
+
+/// A master with `aclEnable`: the C++ client's signed requests (its `ClientRPCHook`, with the
+/// OnsChannel field it adds) are accepted, and a producer with a wrong secret stores nothing.
+#[test]
+fn the_stock_cpp_client_signs_its_requests_for_a_master_with_acl() {
+    let py = client_python();
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("plain_acl.yml");
+    std::fs::write(
+        &acl,
+        "accounts:\n  - accessKey: cppClient1\n    secretKey: cpp-secret-1\n    defaultTopicPerm: DENY\n    \
+         defaultGroupPerm: SUB\n    topicPerms:\n      - CppAcl=PUB|SUB\n",
+    )
+    .unwrap();
+    let extra = [
+        "brokerRole=ASYNC_MASTER".to_string(),
+        "aclEnable=true".into(),
+        format!("aclFilePath={}", acl.display()),
+    ];
+    let (_master, port, _) = Broker::start(&broker_props(dir.path(), "m", &extra));
+    let addr = format!("127.0.0.1:{port}");
+    let home = dir.path();
+
+    let wrong = python(&py, ACL_PRODUCE, &[&addr, "cppClient1", "cpp-secret-2", "2", "wrong"], home);
+    assert_eq!(wrong, ["refused", "refused"], "a wrong secret is refused");
+    let sent = python(&py, ACL_PRODUCE, &[&addr, "cppClient1", "cpp-secret-1", "3", "right"], home);
+    assert_eq!(sent, ["sent 0", "sent 0", "sent 0"], "SEND_OK with the right secret");
+    let mut pulled = python(&py, ACL_PULL, &[&addr, "cppClient1", "cpp-secret-1"], home);
+    pulled.sort();
+    assert_eq!(pulled, ["right-0", "right-1", "right-2"], "only the signed sends were stored");
+}
