@@ -311,4 +311,22 @@ fn a_slave_signs_its_config_sync_to_a_master_with_acl() {
         common::wait_until(TIMEOUT, || s.topic_config("Synced").is_some_and(|t| t.read_queue_nums == 2)),
         "the slave never got the master's topics"
     );
+    // Its registration (REGISTER_BROKER, signed too) puts it in the master's routes.
+    let route = || {
+        let r = call(
+            &c,
+            sign(
+                RemotingCommand::request(request_code::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", "Synced"),
+                ADMIN.0,
+                ADMIN.1,
+            ),
+        );
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()
+    };
+    assert!(
+        common::wait_until(TIMEOUT, || route()["brokerDatas"][0]["brokerAddrs"]["1"].is_string()),
+        "the slave never registered with its master: {}",
+        route()
+    );
 }

@@ -1331,6 +1331,23 @@ mod tests {
     }
 
     #[test]
+    fn acl_keys() {
+        let c = BrokerConfig::default();
+        assert!(!c.acl_enable, "off by default, as in RocketMQ");
+        let mut c = BrokerConfig::default();
+        c.set("aclFilePath", "/etc/rmqha/plain_acl.yml").unwrap();
+        assert_eq!(c.acl_file(), Some(PathBuf::from("/etc/rmqha/plain_acl.yml")));
+        // One of the slave's two keys without the other.
+        c.set("aclSecretKey", "slave-secret-1").unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.reason.contains("aclAccessKey and aclSecretKey go together"), "{e:?}");
+        assert!(!format!("{e:?} {c:?}").contains("slave-secret-1"));
+        c.set("aclAccessKey", "slaveAK01").unwrap();
+        c.validate().unwrap();
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    }
+
+    #[test]
     fn validate_checks_fields_assigned_directly() {
         let c = BrokerConfig { listen_port: 70000, ..Default::default() };
         let e = c.validate().unwrap_err();
