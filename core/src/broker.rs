@@ -347,6 +347,10 @@ impl Broker {
         let _ = broker.client_services.set(crate::processor::install(&broker, &mut dispatch)?);
         let dispatch: Arc<dyn RequestHandler> = Arc::new(dispatch);
         let _ = broker.acl_reloads.set(acl.as_ref().map(|g| g.reloads()));
+        if let Some(gate) = &acl {
+            let t = gate.watch(broker.stop.clone())?;
+            broker.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+        }
         let _ = handler.0.set(match acl {
             Some(gate) => Arc::new(gate.with_next(dispatch)),
             None => dispatch,

@@ -260,6 +260,16 @@ fn a_changed_file_is_reloaded_and_a_broken_one_keeps_the_rules() {
     std::fs::write(&file, RULES).unwrap();
     assert!(common::wait_until(TIMEOUT, || b.acl_reloads().unwrap().0 == 2), "never reloaded");
     refused(&send(), "No default permission for topic:Denied");
+
+    // The watcher is joined by the shutdown, like every other thread of the broker (it ran
+    // until the broker was dropped), though a handle to the broker is still held.
+    b.shutdown();
+    let watchers = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+        .filter(|name| name.trim() == "rmqha-acl-watch")
+        .count();
+    assert_eq!(watchers, 0, "the ACL watcher outlived the shutdown");
 }
 
 #[test]

@@ -43,6 +43,7 @@ use serde_json::Value;
 use crate::remoting::{
     Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
 };
+use crate::store::flush::StopSignal;
 use rules::{AclRules, PUB, SUB, check_permission};
 
 pub use sign::{ACCESS_KEY, Credentials, SECURITY_TOKEN, SIGNATURE};
@@ -151,40 +152,35 @@ impl AclState {
 }
 
 /// A [`RequestHandler`] that checks each request against the ACL file and hands the
-/// requests that pass to the next handler. Stops its watcher thread when dropped.
+/// requests that pass to the next handler.
 pub struct AclGate {
     state: Arc<AclState>,
     /// Where requests that pass go (REQUEST_CODE_NOT_SUPPORTED until set).
     next: Option<Arc<dyn RequestHandler>>,
-    /// Dropped to stop the watcher.
-    stop: Option<crossbeam_channel::Sender<()>>,
-    watcher: Option<JoinHandle<()>>,
 }
 
 impl AclGate {
-    /// Loads `path` (an error names the file, the entry and what is wrong) and starts the
-    /// thread that reloads it when it changes. Give it the handler behind it with
-    /// [`with_next`](Self::with_next).
+    /// Loads `path` (an error names the file, the entry and what is wrong). Give it the
+    /// handler behind it with [`with_next`](Self::with_next), and reload it with
+    /// [`watch`](Self::watch).
     pub fn load(path: &Path) -> crate::error::Result<AclGate> {
         let state = Arc::new(AclState::load(path).map_err(crate::error::Error::InvalidArgument)?);
-        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
-        let weak = Arc::downgrade(&state);
-        let watcher = std::thread::Builder::new()
+        Ok(AclGate { state, next: None })
+    }
+
+    /// Starts the thread that reloads the file when it changes, until `stop` (the owner
+    /// joins it). It holds the rules weakly: once the gate is gone it ends too.
+    pub(crate) fn watch(&self, stop: Arc<StopSignal>) -> crate::error::Result<JoinHandle<()>> {
+        let weak = Arc::downgrade(&self.state);
+        std::thread::Builder::new()
             .name("rmqha-acl-watch".into())
             .spawn(move || {
-                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
-                    stopped.recv_timeout(WATCH_INTERVAL)
-                {
-                    match weak.upgrade() {
-                        Some(state) => {
-                            state.reload_if_changed();
-                        }
-                        None => return,
-                    }
+                while stop.sleep(WATCH_INTERVAL) {
+                    let Some(state) = weak.upgrade() else { return };
+                    state.reload_if_changed();
                 }
             })
-            .map_err(|e| crate::error::Error::Store(format!("cannot start thread rmqha-acl-watch: {e}")))?;
-        Ok(AclGate { state, next: None, stop: Some(stop), watcher: Some(watcher) })
+            .map_err(|e| crate::error::Error::Store(format!("cannot start thread rmqha-acl-watch: {e}")))
     }
 
     /// The counts of reloads, shared with the watcher.
@@ -202,15 +198,6 @@ impl AclGate {
     pub fn check(&self, request: &RemotingCommand, peer: IpAddr) -> Result<(), String> {
         let rules = self.state.rules.read().clone();
         check(&rules, request, peer)
-    }
-}
-
-impl Drop for AclGate {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(t) = self.watcher.take() {
-            crate::join_unless_current(t);
-        }
     }
 }
 
