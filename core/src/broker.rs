@@ -485,7 +485,20 @@ impl Broker {
                     self.store.put_metrics().refused(*status);
                 }
             })?;
-        let msgs = scheduled.as_deref().unwrap_or(msgs);
+        self.put_as_is(scheduled.as_deref().unwrap_or(msgs))
+    }
+
+    /// Puts messages where they say, without moving a delayed one to SCHEDULE_TOPIC_XXXX (a
+    /// transactional half message keeps its DELAY for the commit); on a SYNC_MASTER the
+    /// handle completes once a slave holds them, as `put_messages`.
+    pub(crate) fn put_as_is(&self, msgs: &[Message]) -> Result<PutHandle> {
+        if self.shut.load(Ordering::Acquire) {
+            self.store.put_metrics().refused(PutStatus::ServiceNotAvailable);
+            return Err(Error::PutFailed {
+                status: PutStatus::ServiceNotAvailable,
+                reason: "broker shut down".into(),
+            });
+        }
         // A batch waits unless every message asks not to: PUT_OK must hold for each.
         let wait = msgs.iter().any(|m| m.wait_store_ok());
         let replicate = wait && self.role() == BrokerRole::SyncMaster && self.ha_master.is_some();

@@ -29,6 +29,7 @@ pub mod remoting;
 pub mod schedule;
 pub mod store;
 pub mod sync;
+pub mod transaction;
 
 pub use broker::{Broker, Offsets};
 

@@ -172,7 +172,7 @@ fn garbage_bodies_and_oversized_messages_are_refused() {
         "each message is within the limit"
     );
     // Properties with separators in a topic name, a delay that is no level, a delayed
-    // message in a batch (RocketMQ refuses it too), a timer or transactional message.
+    // message in a batch (RocketMQ refuses it too), a timer message, a transactional batch.
     let mut m = send_v2(&Msg::new("T", b"x"));
     m.set_ext("i", props(&[("DELAY", "soon")]));
     let r = call(&c, m);
@@ -188,9 +188,10 @@ fn garbage_bodies_and_oversized_messages_are_refused() {
         let r = call(&c, m);
         assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{timer}: {r:?}");
     }
-    let mut m = send_v2(&Msg::new("T", b"x"));
+    // A transaction is one message: a batch with TRAN_MSG is refused.
+    let mut m = send_batch("T", 0, &[Msg::new("T", b"a"), Msg::new("T", b"b")]);
     m.set_ext("i", props(&[("TRAN_MSG", "true")]));
-    assert_eq!(call(&c, m).code, code::NO_PERMISSION);
+    assert_eq!(call(&c, m).code, code::MESSAGE_ILLEGAL);
     // A new topic created with defaultTopicQueueNums 0 has no queue to put into.
     let before = b.max_offset();
     let mut m = send_v2(&Msg::new("NoQueues", b"x").queue(-1));

@@ -420,6 +420,15 @@ broker_config! {
     flush_delay_offset_interval: i64 = 10000, "flushDelayOffsetInterval";
     /// Milliseconds between persists of the consumer offsets.
     flush_consumer_offset_interval: i64 = 5000, "flushConsumerOffsetInterval";
+    /// Refuse transactional half messages (TRAN_MSG) with NO_PERMISSION.
+    reject_transaction_message: bool = false, "rejectTransactionMessage";
+    /// Milliseconds after its birth before an undecided half message is checked back with
+    /// its producer (a `CHECK_IMMUNITY_TIME_IN_SECONDS` property overrides it).
+    transaction_time_out: i64 = 6000, "transactionTimeOut";
+    /// Check-backs of one half message before it is discarded to TRANS_CHECK_MAX_TIME_TOPIC.
+    transaction_check_max: i32 = 15, "transactionCheckMax";
+    /// Milliseconds between two rounds of transaction check-back (masters).
+    transaction_check_interval: i64 = 60000, "transactionCheckInterval";
     /// Slave: milliseconds between config syncs from the master.
     slave_sync_interval_ms: i64 = 60000, "slaveSyncIntervalMs";
     /// Slave: send the topic-config request to the master's fast port (port − 2) first, as
@@ -507,7 +516,6 @@ const UNSUPPORTED_KEYS: &[&str] = &[
     "enableControllerMode",
     "controllerAddr",
     "fetchNamesrvAddrByAddressServer",
-    "rejectTransactionMessage",
     "useEpollNativeSelector",
     "serverWorkerThreads",
     "serverSelectorThreads",
@@ -847,6 +855,8 @@ impl BrokerConfig {
             }
             "haSyncSlaveCount" if self.ha_sync_slave_count < 1 => bad("must be at least 1"),
             "maxMessageSize" if self.max_message_size <= 0 => bad("must be positive"),
+            "transactionCheckInterval" if self.transaction_check_interval <= 0 => bad("must be positive"),
+            "transactionTimeOut" if self.transaction_time_out < 0 => bad("must not be negative"),
             "accessMessageInMemoryMaxRatio"
                 if !(0..=100).contains(&self.access_message_in_memory_max_ratio) =>
             {

@@ -254,6 +254,14 @@ impl ClientTable {
         inner.producers.entry(group.to_owned()).or_default().insert(client_id.to_owned(), channel);
     }
 
+    /// A live connection of producer group `group` (RocketMQ's `getAvailableChannel`), the
+    /// most recently heard from; `None` if the group has none.
+    pub(crate) fn producer_channel(&self, group: &str) -> Option<Responder> {
+        let mut inner = self.lock();
+        inner.prune();
+        inner.producers.get(group)?.values().max_by_key(|c| c.last_update).map(|c| c.responder.clone())
+    }
+
     /// Removes a client from a producer group and/or a consumer group (UNREGISTER_CLIENT),
     /// only as registered from the same connection (`peer`): as RocketMQ, which unregisters the
     /// request's own channel, so that nobody removes another client by its id.

@@ -50,6 +50,7 @@
 mod client_manage;
 mod clients;
 mod consumer_manage;
+mod end_transaction;
 mod lock;
 mod long_poll;
 mod pull;
@@ -73,6 +74,7 @@ use crate::store::flush::StopSignal;
 
 pub use client_manage::ClientManageProcessor;
 pub use consumer_manage::ConsumerManageProcessor;
+pub use end_transaction::EndTransactionProcessor;
 pub use lock::LockProcessor;
 pub use pull::{PullProcessor, sys_flag as pull_sys_flag};
 pub use query::QueryProcessor;
@@ -195,6 +197,8 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
     dispatch.register_all(QueryProcessor::CODES, Arc::new(QueryProcessor::new(shared.clone())));
     dispatch.register_all(TopicProcessor::CODES, Arc::new(TopicProcessor::new(shared.clone())));
     dispatch.register_all(RouteProcessor::CODES, Arc::new(RouteProcessor::new(shared.clone())));
+    dispatch
+        .register_all(EndTransactionProcessor::CODES, Arc::new(EndTransactionProcessor::new(shared.clone())));
 
     let services = ClientServices {
         shared: shared.clone(),
@@ -208,11 +212,46 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
         .spawn(move || long_poll::run(&pull, &store))
         .map_err(|e| Error::Store(format!("cannot start thread rmqha-long-poll: {e}")))?;
     services.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    if broker.role().is_master() {
+        let t = start_transaction_checker(broker, &shared)?;
+        services.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    }
     if broker.role() == BrokerRole::Slave {
         let t = registrar::start(shared)?;
         services.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
     }
     Ok(services)
+}
+
+/// The transaction check-back thread of a master (`crate::transaction::Checker`), with the
+/// producer table to reach a half message's producer group.
+fn start_transaction_checker(broker: &Arc<Broker>, shared: &Arc<Shared>) -> Result<JoinHandle<()>> {
+    let config = broker.config();
+    let settings = crate::transaction::CheckSettings {
+        interval: std::time::Duration::from_millis(config.transaction_check_interval.max(1) as u64),
+        timeout_ms: config.transaction_time_out.max(0),
+        check_max: config.transaction_check_max,
+        file_reserved_ms: config.file_reserved_time.saturating_mul(3_600_000),
+    };
+    let acked = match (broker.ha_master(), broker.role()) {
+        (Some(m), BrokerRole::SyncMaster) => Some(m.ack_watermark()),
+        _ => None,
+    };
+    let weak = Arc::downgrade(shared);
+    let producers: crate::transaction::ProducerLookup =
+        Arc::new(move |group| weak.upgrade().and_then(|s| s.clients.producer_channel(group)));
+    let checker = crate::transaction::Checker::new(
+        broker.store().clone(),
+        broker.tables().clone(),
+        producers,
+        acked,
+        settings,
+    );
+    let stop = shared.stop.clone();
+    std::thread::Builder::new()
+        .name("rmqha-transaction-check".into())
+        .spawn(move || checker.run(stop))
+        .map_err(|e| Error::Store(format!("cannot start thread rmqha-transaction-check: {e}")))
 }
 
 /// A response to `request` with `code` and `remark`.

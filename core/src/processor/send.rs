@@ -204,12 +204,16 @@ impl SendProcessor {
             set_prop(&mut header_props, properties::keys::DELAY, "0");
         }
         set_prop(&mut header_props, PROPERTY_CLUSTER, &broker.config().broker_cluster_name);
-        if prop(&header_props, PROPERTY_TRANSACTION_PREPARED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        {
+        let prepared = prop(&header_props, PROPERTY_TRANSACTION_PREPARED)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        if prepared && broker.config().reject_transaction_message {
             return Err(reply(
                 req,
                 response_code::NO_PERMISSION,
-                "transaction messages are not supported by rmqha (TRAN_MSG)",
+                format!(
+                    "the broker[{}] sending transaction message is forbidden",
+                    broker.store().commit_log().store_host().ip()
+                ),
             ));
         }
         let base = Message {
@@ -253,7 +257,17 @@ impl SendProcessor {
                 "a batch cannot hold a delayed message (DELAY)",
             ));
         }
-        let answer_queue = delayed.then_some(queue_id);
+        let transactional = prepared || msgs.iter().any(crate::transaction::is_prepared);
+        if batch && transactional {
+            // A transaction has one message; 4.9 would store such a batch as ordinary messages,
+            // consumable at once.
+            return Err(reply(
+                req,
+                response_code::MESSAGE_ILLEGAL,
+                "a batch cannot hold a transactional message (TRAN_MSG)",
+            ));
+        }
+        let answer_queue = (delayed || transactional).then_some(queue_id);
         for m in &msgs {
             // RocketMQ 5's timer messages: delivered at once here, which is not what was asked.
             if let Some(k) = TIMER_KEYS.iter().find(|k| m.property(k).is_some()) {
@@ -264,7 +278,17 @@ impl SendProcessor {
                 ));
             }
         }
-        let handle = match broker.put_messages(&msgs) {
+        let put = if transactional {
+            // The half message (4.9 `prepareMessage`), answered with the queue it was sent to
+            // and its offset in the half queue, which END_TRANSACTION names. A DELAY stays on
+            // it and applies from the commit.
+            crate::transaction::seed_topics(broker.tables());
+            let half: Vec<Message> = msgs.iter().map(crate::transaction::to_half).collect();
+            broker.put_as_is(&half)
+        } else {
+            broker.put_messages(&msgs)
+        };
+        let handle = match put {
             Ok(handle) => handle,
             Err(Error::PutFailed { status: status @ PutStatus::OsPageCacheBusy, reason }) => {
                 // The remark 4.9 sends, which clients and operators grep for.

@@ -243,6 +243,25 @@ impl Responder {
             .map_err(|source| RemotingError::Io { peer: self.conn.peer.to_string(), source })
     }
 
+    /// Writes `request` to the peer as a oneway request of the broker's own (RocketMQ's
+    /// `invokeOneway` on a client channel: CHECK_TRANSACTION_STATE), with a fresh opaque.
+    /// The peer answers nothing; its client may send a request of its own in return.
+    pub fn push_oneway(&self, mut request: RemotingCommand) -> Result<(), RemotingError> {
+        static NEXT_OPAQUE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
+        if self.conn.is_closed() {
+            return Err(self.closed_error());
+        }
+        request.flag = 0;
+        request.mark_oneway();
+        request.opaque = NEXT_OPAQUE.fetch_add(1, Ordering::Relaxed);
+        let bytes = request
+            .encode()
+            .map_err(|source| RemotingError::Frame { peer: self.conn.peer.to_string(), source })?;
+        self.conn
+            .write_frame(&bytes)
+            .map_err(|source| RemotingError::Io { peer: self.conn.peer.to_string(), source })
+    }
+
     fn closed_error(&self) -> RemotingError {
         RemotingError::ResponderClosed { peer: self.conn.peer, code: self.code, opaque: self.opaque }
     }

@@ -1,0 +1,497 @@
+//! Transactional messages (RocketMQ 4.9's `TransactionalMessageServiceImpl`,
+//! `EndTransactionProcessor` and `TransactionalMessageCheckService`).
+//!
+//! A send with `TRAN_MSG=true` is stored as a half message: in RMQ_SYS_TRANS_HALF_TOPIC,
+//! queue 0, with its own topic and queue in `REAL_TOPIC` / `REAL_QID` and its transaction type
+//! reset to NOT_TYPE (so the half topic gets a ConsumeQueue unit and the check-back can walk
+//! it). END_TRANSACTION commits it (the message is put again to its real topic and queue, with
+//! the COMMIT type and `preparedTransactionOffset` naming the half) or rolls it back; either
+//! way an op message (RMQ_SYS_TRANS_OP_HALF_TOPIC, same queue, tags `d`, body the half's queue
+//! offset) records that the half message is decided.
+//!
+//! On a master, the [`Checker`] walks the half queue from its cursor (the consumer offset of
+//! group CID_RMQ_SYS_TRANS, as in RocketMQ): a half message no op message names, older than
+//! `transactionTimeOut` (or its `CHECK_IMMUNITY_TIME_IN_SECONDS`), is put again at the end of
+//! the half queue with `TRANSACTION_CHECK_TIMES` one higher, and its producer group is sent
+//! CHECK_TRANSACTION_STATE; one checked `transactionCheckMax` times is moved to
+//! TRANS_CHECK_MAX_TIME_TOPIC with a warning.
+//!
+//! Where rmqha does better than RocketMQ 4.9:
+//!
+//! - The cursors are recorded only once every record the round read or wrote (the copies put
+//!   back, the op messages it relied on) is flushed, and on a SYNC_MASTER held by a slave: a
+//!   crash never leaves a cursor past a half message whose copy was lost. A round made since
+//!   the last recorded cursors may then be checked again (the producer answers twice; the
+//!   second END_TRANSACTION names a copy that is already decided or superseded).
+//! - A delayed transactional message (DELAY, which the Java client strips but others may
+//!   send) keeps its half message in the half topic and is delayed from its commit; 4.9 moves
+//!   the half message itself to SCHEDULE_TOPIC_XXXX, whose delivery lands it back in the half
+//!   topic under another offset than the producer was answered, so its commit fails.
+//! - A commit's op message is written once the committed message's put is final, on a
+//!   SYNC_MASTER once a slave holds it (4.9 puts the committed message without waiting).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::message::codec::PreparedMessage;
+use crate::message::properties::keys;
+use crate::message::{Message, sysflag};
+use crate::metadata::{ConfigTables, TopicConfig};
+use crate::remoting::{RemotingCommand, Responder, request_code};
+use crate::schedule::{REAL_QID, REAL_TOPIC};
+use crate::store::clock::now_ms;
+use crate::store::flush::StopSignal;
+use crate::store::{MessageStore, PutHandle, StoredMessage};
+
+/// Java `TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC`.
+pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+/// Java `TopicValidator.RMQ_SYS_TRANS_OP_HALF_TOPIC`.
+pub const OP_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+/// Java `TopicValidator.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC`: where a half message checked too
+/// many times goes.
+pub const CHECK_MAX_TIME_TOPIC: &str = "TRANS_CHECK_MAX_TIME_TOPIC";
+/// Java `MixAll.CID_SYS_RMQ_TRANS`: the group whose consumer offsets are the check cursors.
+pub const SYS_GROUP: &str = "CID_RMQ_SYS_TRANS";
+/// Java `MessageConst.PROPERTY_TRANSACTION_PREPARED`.
+pub const TRAN_MSG: &str = "TRAN_MSG";
+/// Java `MessageConst.PROPERTY_PRODUCER_GROUP`.
+pub const PGROUP: &str = "PGROUP";
+/// Java `MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES`.
+pub const CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
+/// Java `MessageConst.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS`.
+pub const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+/// Java `MessageConst.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET`: on a half message put
+/// back for a check, the half-queue offset of the first copy (the transaction's origin).
+pub const PREPARED_QUEUE_OFFSET: &str = "TRAN_PREPARED_QUEUE_OFFSET";
+/// Java `TransactionalMessageUtil.REMOVETAG`: the tags of an op message.
+pub const OP_TAG: &str = "d";
+
+/// Whether a message asks to be a transaction's half message (`TRAN_MSG`, read as Java's
+/// `Boolean.parseBoolean`).
+pub fn is_prepared(msg: &Message) -> bool {
+    msg.property(TRAN_MSG).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// The half message of `msg` (4.9 `parseHalfMessageInner`).
+pub fn to_half(msg: &Message) -> Message {
+    let mut h = msg.clone();
+    // The broker's own bookkeeping of copies put back, never the producer's.
+    h.properties.retain(|(k, _)| k != PREPARED_QUEUE_OFFSET);
+    h.set_property(REAL_TOPIC, msg.topic.clone());
+    h.set_property(REAL_QID, msg.queue_id.to_string());
+    h.sys_flag = (h.sys_flag & !sysflag::TRANSACTION_MASK) | sysflag::TRANSACTION_NOT_TYPE;
+    h.topic = HALF_TOPIC.to_string();
+    h.queue_id = 0;
+    h
+}
+
+/// The message a commit of `half` puts (4.9 `endMessageTransaction`, then the COMMIT type,
+/// `preparedTransactionOffset` = the half's offset, and `TRAN_MSG` cleared). `None` for a
+/// record without a usable `REAL_TOPIC` / `REAL_QID`.
+pub fn committed(half: &StoredMessage) -> Option<Message> {
+    let topic = half.property(REAL_TOPIC)?.to_string();
+    let queue_id: i32 = half.property(REAL_QID)?.trim().parse().ok()?;
+    let properties = half
+        .properties
+        .iter()
+        .filter(|(k, _)| k != REAL_TOPIC && k != REAL_QID && k != TRAN_MSG && k != PREPARED_QUEUE_OFFSET)
+        .cloned()
+        .collect();
+    Some(Message {
+        topic,
+        queue_id,
+        body: half.body.clone(),
+        flag: half.flag,
+        properties,
+        born_timestamp: half.born_timestamp,
+        born_host: Some(half.born_host),
+        sys_flag: (half.sys_flag & !sysflag::TRANSACTION_MASK) | sysflag::TRANSACTION_COMMIT_TYPE,
+        reconsume_times: half.reconsume_times,
+        prepared_transaction_offset: half.phy_offset,
+    })
+}
+
+/// The op message that records `half` as decided (4.9 `addRemoveTagInTransactionOp`).
+pub fn op_message(half: &StoredMessage) -> Message {
+    Message::new(OP_TOPIC, half.queue_offset.to_string().into_bytes())
+        .with_queue(half.queue_id)
+        .with_tags(OP_TAG)
+        .with_property(keys::WAIT, "false")
+}
+
+/// END_TRANSACTION's reference to a half message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndRef<'a> {
+    pub producer_group: &'a str,
+    pub tran_state_table_offset: i64,
+    pub commit_log_offset: i64,
+}
+
+/// The half message `r` names, checked as 4.9 `checkPrepareMessage` (producer group, queue
+/// offset and log offset all match); else why not.
+pub fn find_half(store: &MessageStore, r: &EndRef<'_>) -> Result<StoredMessage, &'static str> {
+    let Some(m) = store.message_at(r.commit_log_offset).filter(|m| m.topic == HALF_TOPIC) else {
+        return Err("Find prepared transaction message failed");
+    };
+    if m.property(PGROUP) != Some(r.producer_group) {
+        return Err("The producer group wrong");
+    }
+    if m.queue_offset != r.tran_state_table_offset {
+        return Err("The transaction state table offset wrong");
+    }
+    if m.phy_offset != r.commit_log_offset {
+        return Err("The commit log offset wrong");
+    }
+    Ok(m)
+}
+
+/// Creates the half and op topics (one read-write queue each, as 4.9's
+/// `createTopicInSendMessageBackMethod`) if absent.
+pub(crate) fn seed_topics(tables: &ConfigTables) {
+    let perm = TopicConfig::PERM_READ | TopicConfig::PERM_WRITE;
+    tables.topics().seed_if_absent([
+        TopicConfig::with_queues(HALF_TOPIC, 1, 1, perm),
+        TopicConfig::with_queues(OP_TOPIC, 1, 1, perm),
+    ]);
+}
+
+/// The body of CHECK_TRANSACTION_STATE: the half message encoded as 4.9's
+/// `MessageDecoder.encode(msgExt, false)`, with its real topic and queue.
+pub fn check_body(half: &StoredMessage) -> Vec<u8> {
+    let mut m = Message {
+        topic: half.property(REAL_TOPIC).unwrap_or(&half.topic).to_string(),
+        queue_id: half.property(REAL_QID).and_then(|q| q.trim().parse().ok()).unwrap_or(half.queue_id),
+        body: half.body.clone(),
+        flag: half.flag,
+        properties: half.properties.clone(),
+        born_timestamp: half.born_timestamp,
+        born_host: Some(half.born_host),
+        sys_flag: half.sys_flag,
+        reconsume_times: half.reconsume_times,
+        prepared_transaction_offset: half.prepared_transaction_offset,
+    };
+    let p = match PreparedMessage::prepare(&m, &half.store_host, usize::MAX, half.store_timestamp) {
+        Ok(p) => p,
+        Err(_) => {
+            // A real topic that is no valid name: the half topic's, as stored.
+            m.topic = half.topic.clone();
+            match PreparedMessage::prepare(&m, &half.store_host, usize::MAX, half.store_timestamp) {
+                Ok(p) => p,
+                Err(_) => return Vec::new(),
+            }
+        }
+    };
+    let mut buf = vec![0u8; p.total_len];
+    p.write(&mut buf, half.queue_offset, half.phy_offset, half.store_timestamp, &half.store_host);
+    buf
+}
+
+/// CHECK_TRANSACTION_STATE for `half` (4.9 `sendCheckMessage`).
+pub fn check_request(half: &StoredMessage) -> RemotingCommand {
+    let uniq = half.property(keys::UNIQ_KEY).unwrap_or("").to_string();
+    RemotingCommand::request(request_code::CHECK_TRANSACTION_STATE)
+        .with_ext("tranStateTableOffset", half.queue_offset)
+        .with_ext("commitLogOffset", half.phy_offset)
+        .with_ext("msgId", uniq.clone())
+        .with_ext("transactionId", uniq)
+        .with_ext("offsetMsgId", half.msg_id.clone())
+        .with_body(check_body(half))
+}
+
+/// The check-back settings (broker config).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CheckSettings {
+    pub interval: Duration,
+    pub timeout_ms: i64,
+    pub check_max: i32,
+    pub file_reserved_ms: i64,
+}
+
+/// Cursors of one round waiting for the records below `end` to be durable.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    queue: i32,
+    half: i64,
+    op: i64,
+    end: i64,
+}
+
+/// A live connection of a producer group.
+pub(crate) type ProducerLookup = Arc<dyn Fn(&str) -> Option<Responder> + Send + Sync>;
+
+/// The check-back thread of a master (see the module doc).
+pub(crate) struct Checker {
+    store: Arc<MessageStore>,
+    tables: Arc<ConfigTables>,
+    producers: ProducerLookup,
+    /// On a SYNC_MASTER, how far a slave holds the log.
+    acked: Option<Arc<dyn Fn() -> i64 + Send + Sync>>,
+    settings: CheckSettings,
+    /// Each half queue's (half, op) cursors as walked, ahead of the recorded ones.
+    cursors: BTreeMap<i32, (i64, i64)>,
+    pending: Vec<Pending>,
+}
+
+impl Checker {
+    pub(crate) fn new(
+        store: Arc<MessageStore>,
+        tables: Arc<ConfigTables>,
+        producers: ProducerLookup,
+        acked: Option<Arc<dyn Fn() -> i64 + Send + Sync>>,
+        settings: CheckSettings,
+    ) -> Self {
+        Checker { store, tables, producers, acked, settings, cursors: BTreeMap::new(), pending: Vec::new() }
+    }
+
+    /// Runs a round every `interval` until `stop`, recording cursors as their records become
+    /// durable (looked at every 100 ms).
+    pub(crate) fn run(mut self, stop: Arc<StopSignal>) {
+        let tick = Duration::from_millis(100).min(self.settings.interval);
+        let mut next_round = std::time::Instant::now() + self.settings.interval;
+        loop {
+            if std::time::Instant::now() >= next_round {
+                self.round(&stop);
+                next_round = std::time::Instant::now() + self.settings.interval;
+            }
+            self.settle();
+            if !stop.sleep(tick) {
+                break;
+            }
+        }
+        self.settle();
+    }
+
+    /// How far the log is durable for the cursors: flushed, and on a SYNC_MASTER acked.
+    fn durable(&self) -> i64 {
+        let flushed = self.store.flushed_offset();
+        match &self.acked {
+            Some(a) => flushed.min(a()),
+            None => flushed,
+        }
+    }
+
+    fn settle(&mut self) {
+        let durable = self.durable();
+        let offsets = self.tables.consumer_offsets();
+        self.pending.retain(|p| {
+            if p.end > durable {
+                return true;
+            }
+            offsets.commit(SYS_GROUP, HALF_TOPIC, p.queue, p.half);
+            offsets.commit(SYS_GROUP, OP_TOPIC, p.queue, p.op);
+            false
+        });
+    }
+
+    /// The recorded (else the queue's first) offset of `topic` queue `q`.
+    fn recorded(&self, topic: &str, q: i32) -> i64 {
+        let min = self.store.queue_min_offset(topic, q);
+        self.tables.consumer_offsets().query(SYS_GROUP, topic, q).unwrap_or(min).max(min)
+    }
+
+    /// One pass over every half queue.
+    fn round(&mut self, stop: &StopSignal) {
+        for q in self.store.queue_ids(HALF_TOPIC) {
+            if stop.is_stopped() {
+                return;
+            }
+            self.check_queue(q);
+        }
+    }
+
+    fn check_queue(&mut self, q: i32) {
+        let Some(half_q) = self.store.consume_queues().find(HALF_TOPIC, q) else { return };
+        let (half_from, op_from) = match self.cursors.get(&q) {
+            Some(&c) => c,
+            None => (self.recorded(HALF_TOPIC, q), self.recorded(OP_TOPIC, q)),
+        };
+        let half_from = half_from.max(half_q.min_offset_in_queue());
+        let log_end = self.store.max_offset();
+        let origin_at = |t: i64| -> Option<i64> {
+            let m = half_q.get(t).and_then(|u| self.store.message_at(u.phy_offset))?;
+            Some(origin(&m))
+        };
+        // Every op message from the op cursor: where it is in the log and the transaction
+        // (origin) it decides, in op order.
+        let mut ops: Vec<(i64, Option<i64>, Option<i64>)> = Vec::new();
+        if let Some(op_q) = self.store.consume_queues().find(OP_TOPIC, q) {
+            let op_max = op_q.max_offset_in_queue();
+            for i in op_from.max(op_q.min_offset_in_queue())..op_max {
+                let Some(u) = op_q.get(i) else { break };
+                let target = self.store.message_at(u.phy_offset).and_then(|m| {
+                    std::str::from_utf8(&m.body).ok().and_then(|b| b.trim().parse::<i64>().ok())
+                });
+                ops.push((u.phy_offset, target, target.and_then(origin_at)));
+            }
+        }
+        let op_from = op_from.max(self.store.queue_min_offset(OP_TOPIC, q));
+        let decided: HashSet<i64> = ops.iter().filter_map(|o| o.2).collect();
+        // Transactions handled this round: an older copy of one is superseded by the copy
+        // this round put back (or is decided).
+        let mut handled: HashSet<i64> = HashSet::new();
+        let start = now_ms();
+        let max = half_q.max_offset_in_queue();
+        let mut i = half_from;
+        while i < max {
+            let Some(msg) = half_q.get(i).and_then(|u| self.store.message_at(u.phy_offset)) else {
+                // Removed by retention, or a unit naming no record: nothing to check.
+                i += 1;
+                continue;
+            };
+            let o = origin(&msg);
+            if decided.contains(&o) || handled.contains(&o) {
+                i += 1;
+                continue;
+            }
+            let times: i32 = msg.property(CHECK_TIMES).and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+            if times >= self.settings.check_max {
+                self.discard(&msg, times);
+                handled.insert(o);
+                i += 1;
+                continue;
+            }
+            let age = start - msg.born_timestamp;
+            if age > self.settings.file_reserved_ms {
+                tracing::warn!(
+                    msg_id = %msg.msg_id,
+                    queue_offset = i,
+                    "a half message older than fileReservedTime is no longer checked (as RocketMQ's needSkip)"
+                );
+                handled.insert(o);
+                i += 1;
+                continue;
+            }
+            if msg.store_timestamp >= start {
+                break;
+            }
+            let immunity = msg
+                .property(CHECK_IMMUNITY)
+                .and_then(|s| s.trim().parse::<i64>().ok())
+                .filter(|&s| s > 0)
+                .map_or(self.settings.timeout_ms, |s| s.saturating_mul(1000));
+            if (0..immunity).contains(&age) {
+                // Not due yet; the later ones are younger.
+                break;
+            }
+            // Put back at the end of the half queue, one check more, so the cursor can pass.
+            let mut copy = renew(&msg);
+            copy.set_property(CHECK_TIMES, (times + 1).to_string());
+            copy.set_property(PREPARED_QUEUE_OFFSET, o.to_string());
+            let result = match self.store.put_message(&copy) {
+                Ok(PutHandle::Ready(r)) => r,
+                Ok(PutHandle::Pending(t)) => t.current(),
+                Err(e) => {
+                    tracing::warn!(msg_id = %msg.msg_id, "putting a half message back for its check failed, retrying next round: {e}");
+                    break;
+                }
+            };
+            if !result.status.is_stored() {
+                tracing::warn!(msg_id = %msg.msg_id, status = %result.status, "putting a half message back for its check failed, retrying next round");
+                break;
+            }
+            let mut checked = msg.clone();
+            checked.properties = copy.properties.clone();
+            checked.queue_offset = result.queue_offset;
+            checked.phy_offset = result.phy_offset;
+            checked.msg_id = result.msg_id();
+            self.send_check(&checked);
+            handled.insert(o);
+            i += 1;
+        }
+        // The op cursor passes an op message once the half cursor is past every copy of the
+        // transaction it decides that existed when it was written (copies are put back in log
+        // order, so: past the op message's own log position).
+        let cursor_phy = if i < max { half_q.get(i).map_or(i64::MAX, |u| u.phy_offset) } else { log_end };
+        let mut op = op_from;
+        for (phy, target, _) in &ops {
+            match target {
+                Some(t) if *t >= i || *phy >= cursor_phy => break,
+                _ => op += 1,
+            }
+        }
+        if (i, op) != (half_from, op_from) || !self.cursors.contains_key(&q) {
+            self.cursors.insert(q, (i, op));
+            let end = self.store.max_offset().max(log_end);
+            self.pending.push(Pending { queue: q, half: i, op, end });
+        }
+    }
+
+    fn send_check(&self, half: &StoredMessage) {
+        let group = half.property(PGROUP).unwrap_or("");
+        let Some(channel) = (self.producers)(group) else {
+            tracing::warn!(group, msg_id = %half.msg_id, "transaction check-back: no live producer of the group");
+            return;
+        };
+        if let Err(e) = channel.push_oneway(check_request(half)) {
+            tracing::warn!(group, msg_id = %half.msg_id, "transaction check-back not sent: {e}");
+        }
+    }
+
+    /// A half message checked `times` times: moved to TRANS_CHECK_MAX_TIME_TOPIC (4.9
+    /// `resolveDiscardMsg`).
+    fn discard(&self, half: &StoredMessage, times: i32) {
+        tracing::warn!(
+            msg_id = %half.msg_id,
+            uniq_key = half.property(keys::UNIQ_KEY).unwrap_or(""),
+            group = half.property(PGROUP).unwrap_or(""),
+            real_topic = half.property(REAL_TOPIC).unwrap_or(""),
+            times,
+            "a transactional half message was checked transactionCheckMax times without an answer: \
+             discarded to {CHECK_MAX_TIME_TOPIC}"
+        );
+        let perm = TopicConfig::PERM_READ | TopicConfig::PERM_WRITE;
+        self.tables.topics().seed_if_absent([TopicConfig::with_queues(CHECK_MAX_TIME_TOPIC, 1, 1, perm)]);
+        let mut m = renew(half);
+        m.topic = CHECK_MAX_TIME_TOPIC.to_string();
+        m.queue_id = 0;
+        if let Err(e) = self.store.put_message(&m) {
+            tracing::error!(msg_id = %half.msg_id, "putting a discarded half message to {CHECK_MAX_TIME_TOPIC} failed: {e}");
+        }
+    }
+}
+
+/// The half-queue offset of a transaction's first half message, which its copies carry.
+fn origin(m: &StoredMessage) -> i64 {
+    m.property(PREPARED_QUEUE_OFFSET).and_then(|v| v.trim().parse().ok()).unwrap_or(m.queue_offset)
+}
+
+/// A stored half message as a message to put again (4.9 `renewHalfMessageInner`).
+fn renew(m: &StoredMessage) -> Message {
+    let mut properties = m.properties.clone();
+    properties.retain(|(k, _)| k != keys::WAIT);
+    properties.push((keys::WAIT.to_string(), "false".to_string()));
+    Message {
+        topic: m.topic.clone(),
+        queue_id: m.queue_id,
+        body: m.body.clone(),
+        flag: m.flag,
+        properties,
+        born_timestamp: m.born_timestamp,
+        born_host: Some(m.born_host),
+        sys_flag: m.sys_flag,
+        reconsume_times: m.reconsume_times,
+        prepared_transaction_offset: m.prepared_transaction_offset,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_half_message_keeps_its_real_topic_and_loses_its_transaction_type() {
+        let m = Message::new("T", b"x".to_vec())
+            .with_queue(3)
+            .with_property(TRAN_MSG, "true")
+            .with_property(PGROUP, "pg");
+        let m = Message { sys_flag: sysflag::TRANSACTION_PREPARED_TYPE | sysflag::MULTI_TAGS, ..m };
+        assert!(is_prepared(&m));
+        let h = to_half(&m);
+        assert_eq!((h.topic.as_str(), h.queue_id), (HALF_TOPIC, 0));
+        assert_eq!(h.property(REAL_TOPIC), Some("T"));
+        assert_eq!(h.property(REAL_QID), Some("3"));
+        assert_eq!(h.sys_flag, sysflag::MULTI_TAGS);
+        assert!(sysflag::takes_queue_offset(h.sys_flag));
+    }
+}

@@ -1,0 +1,376 @@
+//! Transactional messages as RocketMQ 4.9 serves them: a TRAN_MSG send is stored as a half
+//! message and is not consumable; END_TRANSACTION commits it into its real topic (with the
+//! COMMIT type, on a SYNC_MASTER held by the slave) or rolls it back, each recorded by an op
+//! message; an END_TRANSACTION that names no half message of its producer group changes
+//! nothing; a slave refuses it. A master checks undecided half messages back with a live
+//! producer of their group (CHECK_TRANSACTION_STATE on the producer's connection), discards
+//! them past `transactionCheckMax`, and keeps them across a restart.
+
+mod common;
+mod remote_common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::wait_until;
+use rmqha_core::remoting::{FLAG_ONEWAY, RemotingCommand, request_code};
+use rmqha_core::{Broker, StoredMessage};
+
+use remote_common::*;
+
+const HALF: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+const OP: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+const COMMIT: i32 = 8;
+const ROLLBACK: i32 = 12;
+
+fn master(dir: &std::path::Path, role: &str, extra: &[(&str, &str)]) -> Arc<Broker> {
+    let b = Broker::start_master(common::broker_config(dir, role, extra)).unwrap();
+    if b.topic_config("T").is_none() {
+        b.create_topic("T", 2).unwrap();
+    }
+    b
+}
+
+/// A transactional SEND_MESSAGE_V2 of producer group `group`, as the Java client sends it.
+fn send_tx(group: &str, queue: i32, body: &[u8], uniq: &str, extra: &[(&str, &str)]) -> RemotingCommand {
+    let mut p =
+        vec![("TRAN_MSG", "true"), ("PGROUP", group), ("UNIQ_KEY", uniq), ("TAGS", "TagT"), ("WAIT", "true")];
+    p.extend_from_slice(extra);
+    RemotingCommand::request(request_code::SEND_MESSAGE_V2)
+        .with_ext("a", group)
+        .with_ext("b", "T")
+        .with_ext("c", "TBW102")
+        .with_ext("d", 4)
+        .with_ext("e", queue)
+        .with_ext("f", 4) // TRANSACTION_PREPARED_TYPE, as the Java client sets it
+        .with_ext("g", now_ms())
+        .with_ext("h", 0)
+        .with_ext("i", props(&p))
+        .with_ext("j", 0)
+        .with_ext("k", false)
+        .with_ext("m", false)
+        .with_body(body.to_vec())
+}
+
+fn end_tx(
+    group: &str,
+    queue_offset: i64,
+    log_offset: i64,
+    decision: i32,
+    from_check: bool,
+) -> RemotingCommand {
+    RemotingCommand::request(request_code::END_TRANSACTION)
+        .with_ext("producerGroup", group)
+        .with_ext("tranStateTableOffset", queue_offset)
+        .with_ext("commitLogOffset", log_offset)
+        .with_ext("commitOrRollback", decision)
+        .with_ext("fromTransactionCheck", from_check)
+        .with_ext("msgId", "ignored")
+}
+
+fn oneway(c: &rmqha_core::remoting::RemotingClient, req: RemotingCommand) {
+    c.invoke_oneway(req, TIMEOUT).expect("oneway");
+}
+
+fn messages(b: &Broker, topic: &str, q: i32) -> Vec<StoredMessage> {
+    b.get_messages(topic, q, 0, 64).messages()
+}
+
+/// A producer's HEART_BEAT: producer group `group` only.
+fn producer_heartbeat(client_id: &str, group: &str) -> RemotingCommand {
+    let body = serde_json::json!({
+        "clientID": client_id,
+        "consumerDataSet": [],
+        "producerDataSet": [{"groupName": group}]
+    });
+    RemotingCommand::request(request_code::HEART_BEAT).with_body(body.to_string().into_bytes())
+}
+
+/// A producer on one raw connection: it heartbeats, sends, and sees what the broker pushes.
+struct Producer {
+    raw: Raw,
+    opaque: i32,
+}
+
+impl Producer {
+    fn connect(b: &Broker, group: &str) -> Producer {
+        let mut p = Producer { raw: Raw::connect(b.remoting_addrs()[0]), opaque: 100 };
+        let r = p.call(producer_heartbeat("client-1", group));
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        p
+    }
+
+    /// Sends `req` and returns its response; requests pushed meanwhile are kept in `pushed`.
+    fn call(&mut self, req: RemotingCommand) -> RemotingCommand {
+        self.opaque += 1;
+        self.raw.send(req, self.opaque);
+        loop {
+            let f = self.raw.recv();
+            if f.is_response() && f.opaque == self.opaque {
+                return f;
+            }
+            assert!(f.is_response(), "a request pushed during a call: {f:?}");
+        }
+    }
+
+    /// The next CHECK_TRANSACTION_STATE pushed within `timeout`.
+    fn next_check(&mut self, timeout: Duration) -> Option<RemotingCommand> {
+        let deadline = Instant::now() + timeout;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.raw.try_recv(left) {
+                Some(f) if !f.is_response() => {
+                    assert_eq!(f.code, request_code::CHECK_TRANSACTION_STATE, "{f:?}");
+                    assert!(f.is_oneway(), "pushed oneway, as 4.9's invokeOneway: {f:?}");
+                    return Some(f);
+                }
+                Some(_) => continue,
+                None => return None,
+            }
+        }
+        None
+    }
+
+    fn oneway(&mut self, mut req: RemotingCommand) {
+        self.opaque += 1;
+        req.flag |= FLAG_ONEWAY;
+        self.raw.send(req, self.opaque);
+    }
+}
+
+#[test]
+fn a_half_message_is_hidden_until_committed_and_a_rolled_back_one_for_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), "ASYNC_MASTER", &[("transactionCheckInterval", "600000")]);
+    let c = client(b.remoting_addrs()[0]);
+
+    // Prepare: answered with the queue sent to and the half queue's offset.
+    let r = call(&c, send_tx("pg", 1, b"tx-body", "UNIQ1", &[("KEYS", "k1")]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(ext_i64(&r, "queueId"), 1);
+    assert_eq!(ext_i64(&r, "queueOffset"), 0);
+    let half_phy = msg_id_offset(r.ext("msgId").unwrap());
+    let half = b.store().message_at(half_phy).unwrap();
+    assert_eq!((half.topic.as_str(), half.queue_id, half.queue_offset), (HALF, 0, 0));
+    assert_eq!(half.property("REAL_TOPIC"), Some("T"));
+    assert_eq!(half.property("REAL_QID"), Some("1"));
+    assert_eq!(half.sys_flag & 0xC, 0, "the half message's transaction type is reset to NOT_TYPE");
+    assert!(b.topic_config(HALF).is_some() && b.topic_config(OP).is_some(), "system topics created");
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    assert_eq!(messages(&b, HALF, 0).len(), 1, "the half topic has a ConsumeQueue unit");
+
+    // Not consumable.
+    let p = pull(&c, "T", 1, 0, 32);
+    assert_eq!(p.code, code::PULL_NOT_FOUND, "{p:?}");
+
+    // A wrong producer group, a wrong queue offset or log offset, or no decision: ignored.
+    for bad in [
+        end_tx("other", 0, half_phy, COMMIT, false),
+        end_tx("pg", 5, half_phy, COMMIT, false),
+        end_tx("pg", 0, half_phy + 1, COMMIT, false),
+    ] {
+        let r = call(&c, bad);
+        assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    }
+    oneway(&c, end_tx("pg", 0, half_phy, 0, false));
+
+    // A second half message, rolled back.
+    let r2 = call(&c, send_tx("pg", 0, b"rolled-back", "UNIQ2", &[]));
+    assert_eq!(r2.code, code::SUCCESS, "{r2:?}");
+    assert_eq!(ext_i64(&r2, "queueOffset"), 1);
+    let half2_phy = msg_id_offset(r2.ext("msgId").unwrap());
+    oneway(&c, end_tx("pg", 1, half2_phy, ROLLBACK, false));
+    assert!(wait_until(TIMEOUT, || messages(&b, OP, 0).len() == 1), "the rollback's op message");
+    let op = &messages(&b, OP, 0)[0];
+    assert_eq!((op.body.as_slice(), op.tags.as_deref()), (&b"1"[..], Some("d")));
+    assert!(
+        messages(&b, "T", 1).is_empty() && messages(&b, "T", 0).is_empty(),
+        "nothing ignored took effect"
+    );
+
+    // Commit, oneway as clients send it.
+    oneway(&c, end_tx("pg", 0, half_phy, COMMIT, false));
+    assert!(wait_until(TIMEOUT, || messages(&b, "T", 1).len() == 1), "the committed message");
+    let m = &messages(&b, "T", 1)[0];
+    assert_eq!(m.body, b"tx-body");
+    assert_eq!(m.sys_flag & 0xC, COMMIT, "COMMIT type");
+    assert_eq!(m.prepared_transaction_offset, half_phy);
+    assert_eq!(m.tags.as_deref(), Some("TagT"));
+    assert_eq!(m.keys, vec!["k1".to_string()]);
+    assert_eq!(m.property("UNIQ_KEY"), Some("UNIQ1"));
+    assert_eq!(m.property("PGROUP"), Some("pg"));
+    for gone in ["REAL_TOPIC", "REAL_QID", "TRAN_MSG"] {
+        assert_eq!(m.property(gone), None, "{gone} cleared");
+    }
+    let p = pull(&c, "T", 1, 0, 32);
+    assert_eq!(p.code, code::SUCCESS, "{p:?}");
+    let recs = decode_records(&p.body);
+    assert_eq!((recs.len(), recs[0].body.as_slice()), (1, &b"tx-body"[..]));
+    assert!(wait_until(TIMEOUT, || messages(&b, OP, 0).len() == 2), "the commit's op message");
+    assert_eq!(messages(&b, OP, 0)[1].body, b"0");
+
+    // The rolled-back one never shows, and nothing else reached the real topic.
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    assert!(messages(&b, "T", 0).is_empty());
+    assert_eq!(messages(&b, "T", 1).len(), 1);
+}
+
+#[test]
+fn batches_with_tran_msg_and_rejecting_brokers_refuse_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), "ASYNC_MASTER", &[("rejectTransactionMessage", "true")]);
+    let c = client(b.remoting_addrs()[0]);
+    let r = call(&c, send_tx("pg", 0, b"x", "U", &[]));
+    assert_eq!(r.code, code::NO_PERMISSION, "{r:?}");
+    b.shutdown();
+
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), "ASYNC_MASTER", &[]);
+    let c = client(b.remoting_addrs()[0]);
+    let item = encode_batch_item(0, b"x", &props(&[("TRAN_MSG", "true"), ("PGROUP", "pg")]));
+    let r = call(&c, send_batch("T", 0, &[Msg::new("T", b"y")]).with_body(item));
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{r:?}");
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    assert!(messages(&b, "T", 0).is_empty());
+}
+
+#[test]
+fn a_sync_master_commits_to_its_slave_and_a_slave_refuses_end_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = master(&dir.path().join("m"), "SYNC_MASTER", &[("transactionCheckInterval", "600000")]);
+    let ha = format!("127.0.0.1:{}", m.ha_port());
+    let remoting = m.remoting_addrs()[0].to_string();
+    let s = Broker::start_slave(common::broker_config(
+        &dir.path().join("s"),
+        "SLAVE",
+        &[("haMasterAddress", ha.as_str()), ("masterAddress", remoting.as_str())],
+    ))
+    .unwrap();
+    assert!(wait_until(TIMEOUT, || m.offsets().slaves.iter().any(|x| x.transferring)), "slave connected");
+    let c = client(m.remoting_addrs()[0]);
+    let r = call(&c, send_tx("pg", 0, b"replicated", "U1", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let half_phy = msg_id_offset(r.ext("msgId").unwrap());
+
+    let sc = client(s.remoting_addrs()[0]);
+    let refused = call(&sc, end_tx("pg", 0, half_phy, COMMIT, false));
+    assert_eq!(refused.code, code::SLAVE_NOT_AVAILABLE, "{refused:?}");
+
+    // Answered only once the committed message and its op message are written.
+    let done = call(&c, end_tx("pg", 0, half_phy, COMMIT, false));
+    assert_eq!(done.code, code::SUCCESS, "{done:?}");
+    let slave_end = s.max_offset();
+    assert!(m.store().wait_dispatched(TIMEOUT));
+    let committed = messages(&m, "T", 0);
+    assert_eq!(committed.len(), 1);
+    let end = committed[0].phy_offset + committed[0].store_size as i64;
+    assert!(slave_end >= end, "the slave held the committed message before the answer");
+    assert!(wait_until(TIMEOUT, || messages(&s, "T", 0).len() == 1), "the committed message on the slave");
+    let on_slave = &messages(&s, "T", 0)[0];
+    assert_eq!((on_slave.body.as_slice(), on_slave.sys_flag & 0xC), (&b"replicated"[..], COMMIT));
+}
+
+/// Waits for a check of the half message `uniq`, checking its header and body.
+fn expect_check(p: &mut Producer, uniq: &str, body: &[u8]) -> (i64, i64) {
+    let check = p.next_check(TIMEOUT).expect("a CHECK_TRANSACTION_STATE");
+    assert_eq!(check.ext("msgId"), Some(uniq), "{check:?}");
+    assert_eq!(check.ext("transactionId"), Some(uniq), "{check:?}");
+    let log_offset = ext_i64(&check, "commitLogOffset");
+    let queue_offset = ext_i64(&check, "tranStateTableOffset");
+    assert_eq!(msg_id_offset(check.ext("offsetMsgId").unwrap()), log_offset);
+    let recs = decode_records(&check.body);
+    assert_eq!(recs.len(), 1, "{check:?}");
+    assert_eq!((recs[0].topic.as_str(), recs[0].queue_id, recs[0].body.as_slice()), ("T", 1, body));
+    assert_eq!((recs[0].phy_offset, recs[0].queue_offset), (log_offset, queue_offset));
+    assert_eq!(recs[0].prop("UNIQ_KEY"), Some(uniq));
+    (queue_offset, log_offset)
+}
+
+#[test]
+fn an_undecided_transaction_is_checked_back_and_committed_from_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[
+            ("transactionCheckInterval", "200"),
+            ("transactionTimeOut", "300"),
+            ("flushCommitLogLeastPages", "0"),
+        ],
+    );
+    let mut p = Producer::connect(&b, "pg");
+    let r = p.call(send_tx("pg", 1, b"checked", "UC", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let half_phy = msg_id_offset(r.ext("msgId").unwrap());
+    let (queue_offset, log_offset) = expect_check(&mut p, "UC", b"checked");
+    assert_ne!(log_offset, half_phy, "the check names the half message put back");
+    let copy = b.store().message_at(log_offset).unwrap();
+    assert_eq!(copy.property("TRANSACTION_CHECK_TIMES"), Some("1"));
+    assert!(messages(&b, "T", 1).is_empty());
+
+    p.oneway(end_tx("pg", queue_offset, log_offset, COMMIT, true));
+    assert!(wait_until(TIMEOUT, || messages(&b, "T", 1).len() == 1), "committed from the check");
+    let m = &messages(&b, "T", 1)[0];
+    assert_eq!((m.body.as_slice(), m.sys_flag & 0xC), (&b"checked"[..], COMMIT));
+    // Decided: no further check (several rounds pass).
+    assert!(p.next_check(Duration::from_millis(1500)).is_none(), "checked again after the commit");
+    // The cursor passed it and is recorded once flushed.
+    assert!(
+        wait_until(TIMEOUT, || b.consumer_offset("CID_RMQ_SYS_TRANS", HALF, 0) > queue_offset),
+        "the half cursor recorded"
+    );
+}
+
+#[test]
+fn a_transaction_checked_transaction_check_max_times_is_discarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[("transactionCheckInterval", "200"), ("transactionTimeOut", "0"), ("transactionCheckMax", "2")],
+    );
+    let mut p = Producer::connect(&b, "pg");
+    let r = p.call(send_tx("pg", 1, b"never-decided", "UD", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    expect_check(&mut p, "UD", b"never-decided");
+    expect_check(&mut p, "UD", b"never-decided");
+    assert!(
+        wait_until(TIMEOUT, || messages(&b, "TRANS_CHECK_MAX_TIME_TOPIC", 0).len() == 1),
+        "moved to TRANS_CHECK_MAX_TIME_TOPIC"
+    );
+    let d = &messages(&b, "TRANS_CHECK_MAX_TIME_TOPIC", 0)[0];
+    assert_eq!(d.body, b"never-decided");
+    assert_eq!(d.property("TRANSACTION_CHECK_TIMES"), Some("2"));
+    assert!(p.next_check(Duration::from_millis(1500)).is_none(), "checked past transactionCheckMax");
+    assert!(messages(&b, "T", 1).is_empty());
+}
+
+#[test]
+fn a_restart_keeps_an_undecided_half_message() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every flush writes what is there, so the cursors are recorded soon after each round.
+    let extra = [
+        ("transactionCheckInterval", "200"),
+        ("transactionTimeOut", "300"),
+        ("flushCommitLogLeastPages", "0"),
+    ];
+    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let c = client(b.remoting_addrs()[0]);
+    let r = call(&c, send_tx("pg", 1, b"survives", "UR", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    // A round with no producer online puts it back and moves the cursor past the original.
+    assert!(
+        wait_until(TIMEOUT, || b.consumer_offset("CID_RMQ_SYS_TRANS", HALF, 0) >= 1),
+        "a check round recorded its cursor"
+    );
+    b.shutdown();
+    drop(c);
+    drop(b);
+
+    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let mut p = Producer::connect(&b, "pg");
+    let (queue_offset, log_offset) = expect_check(&mut p, "UR", b"survives");
+    p.oneway(end_tx("pg", queue_offset, log_offset, COMMIT, true));
+    assert!(wait_until(TIMEOUT, || messages(&b, "T", 1).len() == 1), "committed after the restart");
+    assert_eq!(messages(&b, "T", 1)[0].body, b"survives");
+    assert!(p.next_check(Duration::from_millis(1500)).is_none(), "checked again after the commit");
+}
