@@ -296,11 +296,11 @@ impl Checker {
             if stop.is_stopped() {
                 return;
             }
-            self.check_queue(q);
+            self.check_queue(q, stop);
         }
     }
 
-    fn check_queue(&mut self, q: i32) {
+    fn check_queue(&mut self, q: i32, stop: &StopSignal) {
         let Some(half_q) = self.store.consume_queues().find(HALF_TOPIC, q) else { return };
         let (half_from, op_from) = match self.cursors.get(&q) {
             Some(&c) => c,
@@ -333,7 +333,8 @@ impl Checker {
         let start = now_ms();
         let max = half_q.max_offset_in_queue();
         let mut i = half_from;
-        while i < max {
+        // A long backlog must not hold up a shutdown: the round ends where it got to.
+        while i < max && !stop.is_stopped() {
             let Some(msg) = half_q.get(i).and_then(|u| self.store.message_at(u.phy_offset)) else {
                 // Removed by retention, or a unit naming no record: nothing to check.
                 i += 1;

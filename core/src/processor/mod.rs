@@ -10,6 +10,7 @@
 //! | file | codes |
 //! |---|---|
 //! | `send` | SEND_MESSAGE 10, SEND_MESSAGE_V2 310, SEND_BATCH_MESSAGE 320 |
+//! | `end_transaction` | END_TRANSACTION 37 (commit or roll back a half message) |
 //! | `send_back` | CONSUMER_SEND_MSG_BACK 36 (a failed message to the group's retry or dead-letter topic) |
 //! | `pull` (+ `long_poll`) | PULL_MESSAGE 11, LITE_PULL_MESSAGE 361 |
 //! | `consumer_manage` | QUERY_CONSUMER_OFFSET 14, UPDATE_CONSUMER_OFFSET 15, GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_CONSUMER_LIST_BY_GROUP 38 |
@@ -41,9 +42,10 @@
 //! and an HA connection comes from the same host; a slave lists its master (`masterAddress`,
 //! while the HA connection is up) and itself. See `route`.
 //!
-//! **Not served.** Transactional half messages are refused NO_PERMISSION and RocketMQ 5's
-//! timer messages MESSAGE_ILLEGAL: the store has no half-message or timer topics. Delayed
-//! messages (DELAY) are served (`crate::schedule`). Filters are tags only (no SQL92). The broker never sends requests to clients, so
+//! **Not served.** RocketMQ 5's timer messages are refused MESSAGE_ILLEGAL. Delayed messages
+//! (DELAY) are served (`crate::schedule`), and transactional ones (TRAN_MSG, END_TRANSACTION,
+//! CHECK_TRANSACTION_STATE pushed to producers: `crate::transaction`). Filters are tags only
+//! (no SQL92). The only request the broker sends clients is CHECK_TRANSACTION_STATE, so
 //! NOTIFY_CONSUMER_IDS_CHANGED is not pushed and consumers see group changes at their next
 //! periodic rebalance.
 
