@@ -345,8 +345,10 @@ impl Checker {
                 i += 1;
                 continue;
             }
-            let times: i32 = msg.property(CHECK_TIMES).and_then(|t| t.trim().parse().ok()).unwrap_or(0);
-            if times >= self.settings.check_max {
+            // 4.9 `needDiscard`: a message never checked is checked, whatever the maximum.
+            let checked_times: Option<i32> = msg.property(CHECK_TIMES).and_then(|t| t.trim().parse().ok());
+            let times = checked_times.unwrap_or(0);
+            if checked_times.is_some() && times >= self.settings.check_max {
                 self.discard(&msg, times);
                 handled.insert(o);
                 i += 1;

@@ -374,3 +374,49 @@ fn a_restart_keeps_an_undecided_half_message() {
     assert_eq!(messages(&b, "T", 1)[0].body, b"survives");
     assert!(p.next_check(Duration::from_millis(1500)).is_none(), "checked again after the commit");
 }
+
+#[test]
+fn check_cursors_are_recorded_only_once_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing is flushed while the test runs: the copies the rounds put back stay unflushed.
+    let b = master(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[
+            ("transactionCheckInterval", "200"),
+            ("transactionTimeOut", "0"),
+            ("flushCommitLogLeastPages", "100000"),
+            ("flushCommitLogThoroughInterval", "600000"),
+        ],
+    );
+    let c = client(b.remoting_addrs()[0]);
+    let r = call(&c, send_tx("pg", 1, b"unflushed", "UF", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    // Rounds ran: copies were put back past the original.
+    assert!(wait_until(TIMEOUT, || b.queue_max_offset(HALF, 0) >= 3), "check rounds put copies back");
+    assert!(b.flushed_offset() < b.max_offset());
+    assert_eq!(
+        b.consumer_offset("CID_RMQ_SYS_TRANS", HALF, 0),
+        -1,
+        "a cursor recorded past half messages whose copies are not flushed"
+    );
+}
+
+#[test]
+fn a_transaction_check_max_of_zero_still_checks_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[("transactionCheckInterval", "200"), ("transactionTimeOut", "0"), ("transactionCheckMax", "0")],
+    );
+    let mut p = Producer::connect(&b, "pg");
+    let r = p.call(send_tx("pg", 1, b"once", "U0", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    // As 4.9's needDiscard: a message never checked is checked, then discarded.
+    expect_check(&mut p, "U0", b"once");
+    assert!(
+        wait_until(TIMEOUT, || messages(&b, "TRANS_CHECK_MAX_TIME_TOPIC", 0).len() == 1),
+        "discarded after its one check"
+    );
+}
