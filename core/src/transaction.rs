@@ -208,6 +208,9 @@ pub(crate) struct CheckSettings {
     pub file_reserved_ms: i64,
 }
 
+/// Rounds whose cursors may wait to be recorded at once.
+const MAX_PENDING: usize = 1024;
+
 /// Cursors of one round waiting for the records below `end` to be durable.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -416,6 +419,11 @@ impl Checker {
         if (i, op) != (half_from, op_from) || !self.cursors.contains_key(&q) {
             self.cursors.insert(q, (i, op));
             let end = self.store.max_offset().max(log_end);
+            if self.pending.len() >= MAX_PENDING {
+                // The log is not durable for a long while (a SYNC_MASTER without a slave):
+                // the oldest entries go; the later ones record further anyway.
+                self.pending.remove(0);
+            }
             self.pending.push(Pending { queue: q, half: i, op, end });
         }
     }
