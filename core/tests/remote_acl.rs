@@ -151,6 +151,8 @@ fn signature_and_permissions_decide_each_request() {
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
     let r = call(&c, rocketmq_header(sign(send_v1(&Msg::new("T", b"two")), PRODUCER.0, PRODUCER.1)));
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    // Answered once stored; pulled once dispatched.
+    assert!(b.store().wait_dispatched(TIMEOUT));
     let p = signed_pull(&c, "test_cg", "T");
     assert_eq!(p.code, code::SUCCESS, "{p:?}");
     let bodies: Vec<Vec<u8>> = decode_records(&p.body).into_iter().map(|r| r.body).collect();
