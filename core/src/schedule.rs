@@ -111,19 +111,9 @@ pub fn delivered(m: &StoredMessage) -> Option<Message> {
         return None;
     }
     let queue_id: i32 = m.property(REAL_QID)?.trim().parse().ok()?;
-    let properties = m.properties.iter().filter(|(k, _)| k != keys::DELAY).cloned().collect();
-    Some(Message {
-        topic,
-        queue_id,
-        body: m.body.clone(),
-        flag: m.flag,
-        properties,
-        born_timestamp: m.born_timestamp,
-        born_host: Some(m.born_host),
-        sys_flag: m.sys_flag,
-        reconsume_times: m.reconsume_times,
-        prepared_transaction_offset: m.prepared_transaction_offset,
-    })
+    let mut out = Message { topic, queue_id, ..m.to_message() };
+    out.properties.retain(|(k, _)| k != keys::DELAY);
+    Some(out)
 }
 
 /// A delivery whose offset waits to be recorded: level index, the queue offset to record,

@@ -92,24 +92,16 @@ pub fn to_half(msg: &Message) -> Message {
 pub fn committed(half: &StoredMessage) -> Option<Message> {
     let topic = half.property(REAL_TOPIC)?.to_string();
     let queue_id: i32 = half.property(REAL_QID)?.trim().parse().ok()?;
-    let properties = half
-        .properties
-        .iter()
-        .filter(|(k, _)| k != REAL_TOPIC && k != REAL_QID && k != TRAN_MSG && k != PREPARED_QUEUE_OFFSET)
-        .cloned()
-        .collect();
-    Some(Message {
+    let mut m = Message {
         topic,
         queue_id,
-        body: half.body.clone(),
-        flag: half.flag,
-        properties,
-        born_timestamp: half.born_timestamp,
-        born_host: Some(half.born_host),
         sys_flag: (half.sys_flag & !sysflag::TRANSACTION_MASK) | sysflag::TRANSACTION_COMMIT_TYPE,
-        reconsume_times: half.reconsume_times,
         prepared_transaction_offset: half.phy_offset,
-    })
+        ..half.to_message()
+    };
+    m.properties
+        .retain(|(k, _)| k != REAL_TOPIC && k != REAL_QID && k != TRAN_MSG && k != PREPARED_QUEUE_OFFSET);
+    Some(m)
 }
 
 /// The op message that records `half` as decided (4.9 `addRemoveTagInTransactionOp`).
@@ -162,14 +154,7 @@ pub fn check_body(half: &StoredMessage) -> Vec<u8> {
     let mut m = Message {
         topic: half.property(REAL_TOPIC).unwrap_or(&half.topic).to_string(),
         queue_id: half.property(REAL_QID).and_then(|q| q.trim().parse().ok()).unwrap_or(half.queue_id),
-        body: half.body.clone(),
-        flag: half.flag,
-        properties: half.properties.clone(),
-        born_timestamp: half.born_timestamp,
-        born_host: Some(half.born_host),
-        sys_flag: half.sys_flag,
-        reconsume_times: half.reconsume_times,
-        prepared_transaction_offset: half.prepared_transaction_offset,
+        ..half.to_message()
     };
     let p = match PreparedMessage::prepare(&m, &half.store_host, usize::MAX, half.store_timestamp) {
         Ok(p) => p,
@@ -469,21 +454,10 @@ fn origin(m: &StoredMessage) -> i64 {
 
 /// A stored half message as a message to put again (4.9 `renewHalfMessageInner`).
 fn renew(m: &StoredMessage) -> Message {
-    let mut properties = m.properties.clone();
-    properties.retain(|(k, _)| k != keys::WAIT);
-    properties.push((keys::WAIT.to_string(), "false".to_string()));
-    Message {
-        topic: m.topic.clone(),
-        queue_id: m.queue_id,
-        body: m.body.clone(),
-        flag: m.flag,
-        properties,
-        born_timestamp: m.born_timestamp,
-        born_host: Some(m.born_host),
-        sys_flag: m.sys_flag,
-        reconsume_times: m.reconsume_times,
-        prepared_transaction_offset: m.prepared_transaction_offset,
-    }
+    let mut out = m.to_message();
+    out.properties.retain(|(k, _)| k != keys::WAIT);
+    out.properties.push((keys::WAIT.to_string(), "false".to_string()));
+    out
 }
 
 #[cfg(test)]

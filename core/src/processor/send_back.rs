@@ -124,14 +124,9 @@ fn retry_copy(msg: &StoredMessage, topic: String, queue_id: i32, dead: bool, del
     let mut copy = Message {
         topic,
         queue_id,
-        body: msg.body.clone(),
-        flag: msg.flag,
-        properties: msg.properties.clone(),
-        born_timestamp: msg.born_timestamp,
-        born_host: Some(msg.born_host),
-        sys_flag: msg.sys_flag,
         reconsume_times: msg.reconsume_times.saturating_add(1),
         prepared_transaction_offset: 0,
+        ..msg.to_message()
     };
     if msg.property(RETRY_TOPIC).is_none() {
         copy.set_property(RETRY_TOPIC, msg.topic.clone());

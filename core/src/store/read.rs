@@ -180,6 +180,25 @@ impl StoredMessage {
     pub fn property(&self, key: &str) -> Option<&str> {
         self.properties.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
+
+    /// The message as a put would store it again: same topic, queue, body, flag,
+    /// properties, birth, sysflag, reconsume times and prepared-transaction offset (the
+    /// broker's own copies: delayed deliveries, retries, transactions). The caller changes
+    /// what differs.
+    pub fn to_message(&self) -> crate::message::Message {
+        crate::message::Message {
+            topic: self.topic.clone(),
+            queue_id: self.queue_id,
+            body: self.body.clone(),
+            flag: self.flag,
+            properties: self.properties.clone(),
+            born_timestamp: self.born_timestamp,
+            born_host: Some(self.born_host),
+            sys_flag: self.sys_flag,
+            reconsume_times: self.reconsume_times,
+            prepared_transaction_offset: self.prepared_transaction_offset,
+        }
+    }
 }
 
 /// The result of `get_messages`.
