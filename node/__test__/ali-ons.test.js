@@ -57,7 +57,7 @@ function within(what, ms, p) {
  * `createTopic`. Call `done()` at the end of a test that passed: otherwise what ali-ons logged
  * is printed.
  */
-async function aliOns(t, master) {
+async function aliOns(t, master, extraOptions = {}) {
   const logs = []
   const errors = []
   let passed = false
@@ -83,6 +83,7 @@ async function aliOns(t, master) {
     // A short long-poll, so that a consumer's close() does not wait for a parked pull.
     brokerSuspendMaxTimeMillis: 1000,
     consumerTimeoutMillisWhenSuspend: 5000,
+    ...extraOptions,
   }
   const producer = new Producer({ ...clientOptions, producerGroup: 'PID_RMQHA_ALIONS' })
   producer.on('error', (e) => errors.push(e))
@@ -413,5 +414,68 @@ test('with its master stopped, an ali-ons consumer resumes from the slave at the
   await waitFor('offsets committed on the slave', () => queues.every((q) => slave.consumerOffset(group, topic, q) === 4))
   assert.equal(got.length, 8)
   assert.deepEqual(unexpectedErrors(errors, group), [])
+  done()
+})
+
+test('ali-ons signs its requests for a master with aclEnable; a wrong secret stores nothing', { timeout: 15000 }, async (t) => {
+  const dir = tmpStore(t, 'alions-acl')
+  const aclFile = path.join(dir, 'plain_acl.yml')
+  const topic = 'AliOnsAcl'
+  // One admin account (UPDATE_AND_CREATE_TOPIC is an admin code) with PUB and SUB on the
+  // topic only; no white list, so every request must carry a valid signature.
+  fs.writeFileSync(
+    aclFile,
+    [
+      'accounts:',
+      '  - accessKey: alionsAK',
+      '    secretKey: alions-secret-1',
+      '    admin: true',
+      '    defaultTopicPerm: DENY',
+      '    defaultGroupPerm: SUB',
+      '    topicPerms:',
+      `      - ${topic}=PUB|SUB`,
+      '',
+    ].join('\n'),
+  )
+  const master = await rmqha.startMaster(
+    brokerConfig(path.join(dir, 'store'), 'ASYNC_MASTER', {
+      brokerClusterName: 'DefaultCluster',
+      aclEnable: true,
+      aclFilePath: aclFile,
+    }),
+  )
+  cleanup(t, () => master.close())
+
+  // ali-ons signs as RocketMQ's AclClientRPCHook does (HMAC-SHA1 over the sorted header
+  // values and the body), with an extra OnsChannel field that the signature covers.
+  const { producer, errors, createTopic, clientOptions, done } = await aliOns(t, master, {
+    accessKey: 'alionsAK',
+    secretKey: 'alions-secret-1',
+  })
+  await createTopic(topic, 1)
+  const r = await within('a signed send', 10000, producer.send(new Message(topic, 'TagA', Buffer.from('signed'))))
+  assert.equal(r.sendStatus, 'SEND_OK', JSON.stringify(r))
+  await waitFor('the signed send dispatched', () => master.queueMaxOffset(topic, 0) === 1)
+  const got = await master.getMessages(topic, 0, 0, 8)
+  assert.deepEqual(got.messages.map((m) => m.body.toString()), ['signed'])
+
+  // A client with a wrong secret (its own instance: ali-ons shares one client, credentials
+  // included, among producers of one instanceName): its route lookups and sends are refused,
+  // and nothing is stored.
+  const wrong = new Producer({
+    ...clientOptions,
+    instanceName: 'wrong-secret',
+    producerGroup: 'PID_RMQHA_ALIONS_WRONG',
+    secretKey: 'not-the-secret',
+  })
+  wrong.on('error', () => {}) // its refusals, expected
+  cleanup(t, () => within('closing the wrong producer', 5000, wrong.close()))
+  await within('the wrong producer to start', 10000, wrong.ready())
+  await assert.rejects(
+    within('a send with a wrong secret', 10000, wrong.send(new Message(topic, 'TagA', Buffer.from('forged')))),
+    /AclException: Check signature failed for accessKey=alionsAK/,
+  )
+  assert.equal(master.queueMaxOffset(topic, 0), 1, 'a send signed with a wrong secret was stored')
+  assert.deepEqual(unexpectedErrors(errors, 'none'), [])
   done()
 })
