@@ -471,13 +471,6 @@ impl Broker {
 
     /// Puts messages as one batch (contiguous, one file); see `put_message`.
     pub fn put_messages(&self, msgs: &[Message]) -> Result<PutHandle> {
-        if self.shut.load(Ordering::Acquire) {
-            self.store.put_metrics().refused(PutStatus::ServiceNotAvailable);
-            return Err(Error::PutFailed {
-                status: PutStatus::ServiceNotAvailable,
-                reason: "broker shut down".into(),
-            });
-        }
         // A delayed message goes to SCHEDULE_TOPIC_XXXX, whence the scheduler delivers it.
         let scheduled =
             crate::schedule::to_schedule(msgs, self.store.delay_levels_ms().len()).inspect_err(|e| {
