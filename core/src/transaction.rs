@@ -356,31 +356,34 @@ impl Checker {
             if msg.store_timestamp >= start {
                 break;
             }
-            let immunity = msg
+            let own_immunity = msg
                 .property(CHECK_IMMUNITY)
                 .and_then(|s| s.trim().parse::<i64>().ok())
                 .filter(|&s| s > 0)
-                .map_or(self.settings.timeout_ms, |s| s.saturating_mul(1000));
+                .map(|s| s.saturating_mul(1000));
+            let immunity = own_immunity.unwrap_or(self.settings.timeout_ms);
             if (0..immunity).contains(&age) {
-                // Not due yet; the later ones are younger.
-                break;
+                if own_immunity.is_none() {
+                    // Not due yet; the later ones are younger.
+                    break;
+                }
+                // A transaction's own immunity says nothing of the later ones, which may be
+                // due long before it: as 4.9 `putImmunityMsgBackToHalfQueue`, it is put back
+                // at the end of the half queue unchanged, so the cursor passes it.
+                let mut copy = renew(&msg);
+                copy.set_property(PREPARED_QUEUE_OFFSET, o.to_string());
+                if self.put_back(&msg, &copy).is_none() {
+                    break;
+                }
+                handled.insert(o);
+                i += 1;
+                continue;
             }
             // Put back at the end of the half queue, one check more, so the cursor can pass.
             let mut copy = renew(&msg);
             copy.set_property(CHECK_TIMES, (times + 1).to_string());
             copy.set_property(PREPARED_QUEUE_OFFSET, o.to_string());
-            let result = match self.store.put_message(&copy) {
-                Ok(PutHandle::Ready(r)) => r,
-                Ok(PutHandle::Pending(t)) => t.current(),
-                Err(e) => {
-                    tracing::warn!(msg_id = %msg.msg_id, "putting a half message back for its check failed, retrying next round: {e}");
-                    break;
-                }
-            };
-            if !result.status.is_stored() {
-                tracing::warn!(msg_id = %msg.msg_id, status = %result.status, "putting a half message back for its check failed, retrying next round");
-                break;
-            }
+            let Some(result) = self.put_back(&msg, &copy) else { break };
             let mut checked = msg.clone();
             checked.properties = copy.properties.clone();
             checked.queue_offset = result.queue_offset;
@@ -411,6 +414,24 @@ impl Checker {
             }
             self.pending.push(Pending { queue: q, half: i, op, end });
         }
+    }
+
+    /// Puts `copy` of the half message `msg` back at the end of the half queue; `None` if it
+    /// was not stored (the round stops there and the next one retries).
+    fn put_back(&self, msg: &StoredMessage, copy: &Message) -> Option<crate::store::PutResult> {
+        let result = match self.store.put_message(copy) {
+            Ok(PutHandle::Ready(r)) => r,
+            Ok(PutHandle::Pending(t)) => t.current(),
+            Err(e) => {
+                tracing::warn!(msg_id = %msg.msg_id, "putting a half message back for its check failed, retrying next round: {e}");
+                return None;
+            }
+        };
+        if !result.status.is_stored() {
+            tracing::warn!(msg_id = %msg.msg_id, status = %result.status, "putting a half message back for its check failed, retrying next round");
+            return None;
+        }
+        Some(result)
     }
 
     fn send_check(&self, half: &StoredMessage) {

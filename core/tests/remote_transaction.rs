@@ -420,3 +420,25 @@ fn a_transaction_check_max_of_zero_still_checks_once() {
         "discarded after its one check"
     );
 }
+
+#[test]
+fn a_long_check_immunity_does_not_hold_back_later_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[("transactionCheckInterval", "200"), ("transactionTimeOut", "300")],
+    );
+    let mut p = Producer::connect(&b, "pg");
+    // The first transaction asks not to be checked for an hour.
+    let r = p.call(send_tx("pg", 1, b"immune", "UI", &[("CHECK_IMMUNITY_TIME_IN_SECONDS", "3600")]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let r = p.call(send_tx("pg", 1, b"due", "UN", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    // The second one is due after transactionTimeOut, whatever the first one's immunity.
+    let (queue_offset, log_offset) = expect_check(&mut p, "UN", b"due");
+    p.oneway(end_tx("pg", queue_offset, log_offset, ROLLBACK, true));
+    // The immune one is not checked meanwhile.
+    assert!(p.next_check(Duration::from_millis(1000)).is_none(), "a transaction checked within its immunity");
+    assert!(messages(&b, "T", 1).is_empty());
+}
