@@ -123,7 +123,13 @@ pub struct EndRef<'a> {
 /// The half message `r` names, checked as 4.9 `checkPrepareMessage` (producer group, queue
 /// offset and log offset all match); else why not.
 pub fn find_half(store: &MessageStore, r: &EndRef<'_>) -> Result<StoredMessage, &'static str> {
-    let Some(m) = store.message_at(r.commit_log_offset).filter(|m| m.topic == HALF_TOPIC) else {
+    // Only a record the log holds at that offset: a body may hold bytes shaped like a half
+    // message whose offset field names where they lie, any topic and REAL_TOPIC the forger
+    // chose (4.9's `lookMessageByOffset` takes those too).
+    let found = store
+        .genuine_record_at(r.commit_log_offset)
+        .and_then(|rec| rec.view().map(|v| StoredMessage::from_view(&v)));
+    let Some(m) = found.filter(|m| m.topic == HALF_TOPIC) else {
         return Err("Find prepared transaction message failed");
     };
     if m.property(PGROUP) != Some(r.producer_group) {

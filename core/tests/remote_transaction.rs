@@ -442,3 +442,35 @@ fn a_long_check_immunity_does_not_hold_back_later_transactions() {
     assert!(p.next_check(Duration::from_millis(1000)).is_none(), "a transaction checked within its immunity");
     assert!(messages(&b, "T", 1).is_empty());
 }
+
+/// A body can hold bytes shaped like a half message, whose offset field names where the
+/// body lies: END_TRANSACTION naming it must not commit it (it would put whatever the
+/// forger wrote, to whatever `REAL_TOPIC` they chose, past the ACL of that topic).
+#[test]
+fn end_transaction_refuses_a_half_message_forged_inside_a_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), "ASYNC_MASTER", &[]);
+    let c = client(b.remoting_addrs()[0]);
+    let r = call(&c, send_tx("pg", 1, b"forged", "UX", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let half_phy = msg_id_offset(r.ext("msgId").unwrap());
+    let half = b.store().message_at(half_phy).unwrap();
+    let mut forged = b.store().record_at(half_phy).unwrap().bytes().to_vec();
+    // The record carrying it follows the half message; its body starts 88 bytes in.
+    let carrier_phy = half_phy + forged.len() as i64;
+    let forged_at = carrier_phy + 88;
+    forged[28..36].copy_from_slice(&forged_at.to_be_bytes());
+    let carrier = b.put_message_sync(&rmqha_core::Message::new("Attacker", forged)).unwrap();
+    assert_eq!(carrier.phy_offset, carrier_phy);
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    // The forgery is well formed where it lies (that is the attack).
+    assert_eq!(b.store().message_at(forged_at).map(|m| m.topic), Some(HALF.to_string()));
+
+    let r = call(&c, end_tx("pg", half.queue_offset, forged_at, COMMIT, false));
+    assert_eq!(r.code, code::SYSTEM_ERROR, "a forged half message was accepted: {r:?}");
+    assert!(messages(&b, "T", 1).is_empty(), "a forged half message was committed");
+    // The genuine one still commits.
+    let r = call(&c, end_tx("pg", half.queue_offset, half_phy, COMMIT, false));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert!(wait_until(TIMEOUT, || messages(&b, "T", 1).len() == 1));
+}
