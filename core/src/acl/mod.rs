@@ -22,7 +22,7 @@
 //! accessKey=...`); a secret key is never in a remark, a log line or an error.
 //!
 //! **Reloading.** A thread re-reads the file every second; a changed file is parsed and
-//! replaces the rules; a file that no longer parses (or cannot be read) leaves the rules as
+//! replaces the rules; a file that no longer parses, is empty, or cannot be read leaves the rules as
 //! they were, and says why in the log (RocketMQ's `AclFileWatchService` polls every 5 s).
 
 mod addr;
@@ -122,9 +122,16 @@ impl AclState {
                     return false;
                 }
                 *last = Some(bytes.clone());
-                let parsed = String::from_utf8(bytes)
-                    .map_err(|_| "not UTF-8 text".to_string())
-                    .and_then(|t| AclRules::parse(&t));
+                // An empty version is refused, as 4.9 ("No data in file"): it is what a file
+                // rewritten in place reads as midway, and taking it would refuse every client.
+                let parsed =
+                    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string()).and_then(|t| {
+                        if rules::is_empty_document(&t) {
+                            Err("the file is empty".to_string())
+                        } else {
+                            AclRules::parse(&t)
+                        }
+                    });
                 match parsed {
                     Ok(rules) => {
                         tracing::info!(
@@ -366,6 +373,25 @@ mod tests {
     }
 
     const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn an_emptied_file_keeps_the_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plain_acl.yml");
+        let text =
+            "accounts:\n  - accessKey: producer1\n    secretKey: secret123\n    defaultTopicPerm: PUB\n";
+        std::fs::write(&path, text).unwrap();
+        let state = AclState::load(&path).unwrap();
+        // Truncated by a rewrite in place, before the new text is written.
+        for midway in ["", "# plain_acl.yml\n"] {
+            std::fs::write(&path, midway).unwrap();
+            assert!(!state.reload_if_changed(), "{midway:?} replaced the rules");
+            assert!(state.rules.read().accounts.contains_key("producer1"), "{midway:?} dropped the accounts");
+        }
+        std::fs::write(&path, text.replace("PUB", "SUB")).unwrap();
+        assert!(state.reload_if_changed());
+        assert_eq!(state.reloads.rejected.load(Ordering::Relaxed), 2);
+    }
 
     #[test]
     fn resources_per_code() {

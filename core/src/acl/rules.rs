@@ -112,6 +112,12 @@ impl AclRules {
     }
 }
 
+/// Whether `text` holds no YAML document, or an empty one (blank, comments only): what a
+/// file being rewritten in place (truncated, then written) reads as midway.
+pub(crate) fn is_empty_document(text: &str) -> bool {
+    YamlLoader::load_from_str(text).is_ok_and(|docs| docs.first().is_none_or(|d| matches!(d, Yaml::Null)))
+}
+
 /// A sequence (or nothing, for an empty or null value).
 fn list<'a>(value: &'a Yaml, what: &str) -> Result<&'a [Yaml], String> {
     match value {
