@@ -157,3 +157,30 @@ fn a_remote_delayed_send_is_answered_with_its_own_queue() {
     assert!(wait_until(TIMEOUT, || b.get_messages("T", 3, 0, 4).messages().len() == 1));
     b.shutdown();
 }
+
+/// A hand-back names the message by log offset and its topic in `originTopic`, which the ACL
+/// checks: a message of another topic must not be copied into the group's retry topic, where
+/// the sender could consume what it may not read (a half message, a denied topic's).
+#[test]
+fn a_hand_back_of_a_message_of_another_topic_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    b.put_subscription_group(SubscriptionGroupConfig::new("G")).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let sent = call(&c, send_v1(&Msg::new("Secret", b"not yours")));
+    assert_eq!(sent.code, code::SUCCESS, "{sent:?}");
+    let offset = msg_id_offset(sent.ext("msgId").unwrap());
+    let before = b.max_offset();
+    // `send_back` says originTopic "T".
+    let r = call(&c, send_back(offset, "G", 0, None));
+    assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    let mut r = send_back(offset, "G", 0, None);
+    r.ext_fields.remove("originTopic");
+    assert_eq!(call(&c, r).code, code::SYSTEM_ERROR);
+    assert_eq!(b.max_offset(), before, "a message of another topic was handed back");
+    // Its own topic: taken.
+    let mut r = send_back(offset, "G", 0, None);
+    r.set_ext("originTopic", "Secret");
+    assert_eq!(call(&c, r).code, code::SUCCESS);
+    b.shutdown();
+}

@@ -82,6 +82,18 @@ impl SendBackProcessor {
                 format!("look message by offset failed, {offset}"),
             ));
         };
+        // The message must be the one the consumer was given: of `originTopic` (or a retry of
+        // it). Else any offset copies any topic's message (a half message, another group's)
+        // into a retry topic the sender consumes, past the ACL, which checks `originTopic`
+        // only (4.9 does not compare them).
+        let origin = req.ext("originTopic").unwrap_or("");
+        if origin != msg.topic && Some(origin) != msg.property(RETRY_TOPIC) {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("the message at offset {offset} is not of originTopic {origin:?}"),
+            ));
+        }
         let max = max_reconsume.unwrap_or(sub.retry_max_times);
         let dead = msg.reconsume_times >= max || delay_level < 0;
         let (new_topic, queues, sys_flag) = if dead {
