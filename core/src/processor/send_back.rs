@@ -85,13 +85,18 @@ impl SendBackProcessor {
         // The message must be the one the consumer was given: of `originTopic` (or a retry of
         // it). Else any offset copies any topic's message (a half message, another group's)
         // into a retry topic the sender consumes, past the ACL, which checks `originTopic`
-        // only (4.9 does not compare them).
-        let origin = req.ext("originTopic").unwrap_or("");
-        if origin != msg.topic && Some(origin) != msg.property(RETRY_TOPIC) {
+        // only (4.9 does not compare them). The stock C++ client (1.x) sends no `originTopic`:
+        // its hand-backs are taken, but never of the broker's own system topics.
+        let origin = req.ext("originTopic");
+        let refused = match origin {
+            Some(o) => o != msg.topic && Some(o) != msg.property(RETRY_TOPIC),
+            None => SYSTEM_TOPICS.contains(&msg.topic.as_str()),
+        };
+        if refused {
             return Err(reply(
                 req,
                 response_code::SYSTEM_ERROR,
-                format!("the message at offset {offset} is not of originTopic {origin:?}"),
+                format!("the message at offset {offset} is not of originTopic {:?}", origin.unwrap_or("")),
             ));
         }
         let max = max_reconsume.unwrap_or(sub.retry_max_times);
@@ -129,6 +134,15 @@ impl SendBackProcessor {
         }
     }
 }
+
+/// Topics whose messages are the broker's own bookkeeping: never handed back into a retry
+/// topic, where a consumer would read them.
+const SYSTEM_TOPICS: &[&str] = &[
+    crate::message::SCHEDULE_TOPIC,
+    crate::transaction::HALF_TOPIC,
+    crate::transaction::OP_TOPIC,
+    crate::transaction::CHECK_MAX_TIME_TOPIC,
+];
 
 /// The copy a handed-back message is put as: to `topic`'s `queue_id`, one more reconsume time,
 /// delayed by `delay_level` (0: `3 + reconsume times`) unless `dead`.
