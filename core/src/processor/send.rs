@@ -31,8 +31,6 @@ use super::{
 
 /// Java `MessageConst.PROPERTY_CLUSTER`: the broker adds its cluster name to every message.
 const PROPERTY_CLUSTER: &str = "CLUSTER";
-/// Java `MessageConst.PROPERTY_TRANSACTION_PREPARED`.
-const PROPERTY_TRANSACTION_PREPARED: &str = "TRAN_MSG";
 /// Java `MessageConst.PROPERTY_MSG_REGION` / `PROPERTY_TRACE_SWITCH`: response ext fields.
 const PROPERTY_MSG_REGION: &str = "MSG_REGION";
 const PROPERTY_TRACE_SWITCH: &str = "TRACE_ON";
@@ -204,8 +202,8 @@ impl SendProcessor {
             set_prop(&mut header_props, properties::keys::DELAY, "0");
         }
         set_prop(&mut header_props, PROPERTY_CLUSTER, &broker.config().broker_cluster_name);
-        let prepared = prop(&header_props, PROPERTY_TRANSACTION_PREPARED)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let prepared =
+            prop(&header_props, crate::transaction::TRAN_MSG).is_some_and(|v| v.eq_ignore_ascii_case("true"));
         if prepared && broker.config().reject_transaction_message {
             return Err(reply(
                 req,
