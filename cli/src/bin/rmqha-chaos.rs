@@ -354,6 +354,18 @@ impl AckLog {
         Ok(())
     }
 
+    /// Called between generations, once the previous writer is dead and reaped: whatever it
+    /// left unterminated is a line torn by SIGKILL (Linux checks for a fatal signal between the
+    /// pages a `write` copies, so even one `write` per line can stop part-way). The put it
+    /// described was never recorded as acknowledged, so it is dropped here and the next
+    /// generation's first line starts clean. Returns whether a torn line was dropped.
+    fn seal_generation(&mut self) -> Result<bool, String> {
+        self.poll()?;
+        let torn = !self.partial.is_empty();
+        self.partial.clear();
+        Ok(torn)
+    }
+
     fn max_acked_end(&self) -> i64 {
         self.acks.iter().map(Ack::end).max().unwrap_or(0)
     }
@@ -500,6 +512,7 @@ struct Stats {
     not_ok_puts: BTreeMap<String, u64>,
     disk_full_errors: u64,
     torn_tails_cut: u64,
+    torn_ack_lines: u64,
     abnormal_recoveries: u64,
     records_checked: u64,
     cq_units_checked: u64,
@@ -562,6 +575,9 @@ impl World {
                 None => Ok(()),
                 Some(s) => Err(format!("the master exited on its own: {s}")),
             };
+        }
+        if self.acks.seal_generation()? {
+            self.stats.torn_ack_lines += 1;
         }
         self.generation += 1;
         let err = self.logs.join(format!("master-{}.err", self.generation));
@@ -1217,6 +1233,7 @@ fn run(a: RunArgs) -> Result<(), String> {
         "slave_sigkills": s.slave_sigkills,
         "store_cycles": s.cycles + 1,
         "master_recoveries_that_cut_a_torn_tail": s.torn_tails_cut,
+        "ack_lines_torn_by_sigkill": s.torn_ack_lines,
         "master_abnormal_recoveries": s.abnormal_recoveries,
         "records_checked": s.records_checked,
         "consume_queue_units_checked": s.cq_units_checked,
@@ -1256,5 +1273,36 @@ fn run(a: RunArgs) -> Result<(), String> {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AckLog;
+    use std::io::Write;
+
+    #[test]
+    fn a_line_torn_by_a_kill_is_dropped_at_the_next_generation() {
+        let dir = std::env::temp_dir().join(format!("rmqha-acklog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("acks.log");
+        let mut f = std::fs::File::create(&path).unwrap();
+        // Generation 1: one whole ack, then a line cut mid-write.
+        f.write_all(b"ok g1-1 AC 0 200 1 0 100\nok g1-2 AC 200 2").unwrap();
+        let mut log = AckLog::new(path.clone());
+        log.poll().unwrap();
+        assert_eq!(log.acks.len(), 1);
+        assert!(log.seal_generation().unwrap(), "the torn tail is reported");
+        // Generation 2 appends right after the torn bytes.
+        f.write_all(b"fail g2-1 SLAVE_NOT_AVAILABLE 400\nok g2-2 AC 400 200 3 0 100\n").unwrap();
+        log.poll().unwrap();
+        assert_eq!(log.acks.iter().map(|a| a.tag.as_str()).collect::<Vec<_>>(), ["g1-1", "g2-2"]);
+        assert_eq!(log.fails, [("g2-1".to_string(), "SLAVE_NOT_AVAILABLE".to_string())]);
+        assert!(!log.seal_generation().unwrap(), "nothing torn the second time");
+        // Without sealing, the same tear is an error, not a silent misparse.
+        let mut f2 = std::fs::File::create(&path).unwrap();
+        f2.write_all(b"ok g1-1 AC 0 2fail g2-1 X 1\n").unwrap();
+        assert!(AckLog::new(path).poll().is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -106,7 +106,9 @@ fn produce(broker: &Broker, mut log: std::fs::File, generation: u64, seed: u64, 
             Err(e) => format!("fail {tag} error {}\n", e.to_string().replace('\n', " ")),
         };
         let ok = line.starts_with("ok ");
-        // One write per line: a kill never leaves half a line that looks whole.
+        // One write per line, newline last: a SIGKILL can still stop a `write` between pages,
+        // but what it leaves has no newline, and the harness drops it before the next
+        // generation appends (`AckLog::seal_generation`).
         if log.write_all(line.as_bytes()).is_err() {
             eprintln!("chaos-producer: cannot write the ack log");
             std::process::exit(3);
