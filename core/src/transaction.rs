@@ -29,6 +29,12 @@
 //!   topic under another offset than the producer was answered, so its commit fails.
 //! - A commit's op message is written once the committed message's put is final, on a
 //!   SYNC_MASTER once a slave holds it (4.9 puts the committed message without waiting).
+//! - A transaction is decided at most once ([`Decisions`], see
+//!   `crate::processor::end_transaction`): 4.9 commits a half message again for each COMMIT
+//!   naming it (a retry, or the producer's own commit racing its answer to a check-back), and
+//!   lets a COMMIT follow a ROLLBACK. The copies a check puts back are the same transaction as
+//!   the first half message (their origin), and each op message records its decision
+//!   ([`OP_DECISION`]) so that a restart knows it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -66,6 +72,8 @@ pub const CHECK_IMMUNITY: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
 pub const PREPARED_QUEUE_OFFSET: &str = "TRAN_PREPARED_QUEUE_OFFSET";
 /// Java `TransactionalMessageUtil.REMOVETAG`: the tags of an op message.
 pub const OP_TAG: &str = "d";
+/// rmqha's property of an op message: `COMMIT` or `ROLLBACK`, the decision it records.
+pub const OP_DECISION: &str = "TRAN_DECISION";
 
 /// Whether a message asks to be a transaction's half message (`TRAN_MSG`, read as Java's
 /// `Boolean.parseBoolean`).
@@ -104,12 +112,15 @@ pub fn committed(half: &StoredMessage) -> Option<Message> {
     Some(m)
 }
 
-/// The op message that records `half` as decided (4.9 `addRemoveTagInTransactionOp`).
-pub fn op_message(half: &StoredMessage) -> Message {
+/// The op message that records `half` as decided (4.9 `addRemoveTagInTransactionOp`), with
+/// which way in [`OP_DECISION`] (rmqha's own property: 4.9 reads an op message's body and
+/// tags only).
+pub fn op_message(half: &StoredMessage, outcome: Outcome) -> Message {
     Message::new(OP_TOPIC, half.queue_offset.to_string().into_bytes())
         .with_queue(half.queue_id)
         .with_tags(OP_TAG)
         .with_property(keys::WAIT, "false")
+        .with_property(OP_DECISION, outcome.as_str())
 }
 
 /// END_TRANSACTION's reference to a half message.
@@ -190,6 +201,289 @@ pub fn check_request(half: &StoredMessage) -> RemotingCommand {
         .with_body(check_body(half))
 }
 
+/// Which way a transaction was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Commit,
+    Rollback,
+}
+
+impl Outcome {
+    /// As [`OP_DECISION`] writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Commit => "COMMIT",
+            Outcome::Rollback => "ROLLBACK",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Outcome> {
+        match s.trim() {
+            "COMMIT" => Some(Outcome::Commit),
+            "ROLLBACK" => Some(Outcome::Rollback),
+            _ => None,
+        }
+    }
+
+    /// "committed" / "rolled back".
+    pub fn done(self) -> &'static str {
+        match self {
+            Outcome::Commit => "committed",
+            Outcome::Rollback => "rolled back",
+        }
+    }
+}
+
+/// What [`Decisions`] knows of one transaction.
+#[derive(Debug, Clone, Copy)]
+enum State {
+    /// A request holds the claim and is deciding it now.
+    Deciding(Outcome),
+    /// Decided. `outcome` is `None` for an op message that does not say which way (written by
+    /// RocketMQ); `op` is the op message's op-queue offset, `None` while it is not written
+    /// (its put failed after the commit's put succeeded).
+    Decided { outcome: Option<Outcome>, op: Option<i64> },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    state: State,
+    /// The highest half-queue offset of a copy the Checker put back of this transaction
+    /// while it was known here (-1: none): the entry outlives the half cursor passing it.
+    last_copy: i64,
+}
+
+#[derive(Debug, Default)]
+struct QueueDecisions {
+    /// The op queue was read from the Checker's recorded cursor (after a restart).
+    loaded: bool,
+    /// By origin (the half-queue offset of the transaction's first half message).
+    entries: std::collections::HashMap<i64, Entry>,
+}
+
+/// What [`Decisions::claim`] found.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// The caller decides the transaction; the claim is held until it is settled or dropped.
+    Claimed(Claim),
+    /// Decided already (`None`: by an op message that does not say which way).
+    Decided(Option<Outcome>),
+    /// Another request is deciding it right now.
+    Deciding(Outcome),
+    /// The Checker has passed every copy of the transaction for good, and it is no longer
+    /// known here: it was decided long ago, or discarded after `transactionCheckMax`, or is
+    /// older than `fileReservedTime`.
+    Passed,
+}
+
+/// The decisions of transactions, so that each is decided at most once (see
+/// `crate::processor::end_transaction`): those made by this process, and those the op queue
+/// holds from the Checker's recorded cursor on (read once, at the first claim of a queue).
+/// An entry is dropped once the Checker's recorded cursors have passed its op message and
+/// every copy of its half message known here.
+#[derive(Debug, Default)]
+pub(crate) struct Decisions {
+    queues: parking_lot::Mutex<std::collections::HashMap<i32, QueueDecisions>>,
+}
+
+/// How long the first claim after a start waits for the op queue to be dispatched.
+const LOAD_WAIT: Duration = Duration::from_secs(5);
+
+impl Decisions {
+    /// Claims the transaction of `half` for `outcome`.
+    pub(crate) fn claim(
+        self: &Arc<Self>,
+        store: &MessageStore,
+        tables: &ConfigTables,
+        half: &StoredMessage,
+        outcome: Outcome,
+    ) -> Verdict {
+        let (q, o) = (half.queue_id, origin(half));
+        if !self.queues.lock().get(&q).is_some_and(|d| d.loaded) {
+            // The op messages written before a restart must be in the op queue.
+            if !store.wait_dispatched(LOAD_WAIT) {
+                tracing::warn!(
+                    "the op queue is not dispatched yet: decisions recorded before the start may be missed"
+                );
+            }
+        }
+        // A copy the Checker's recorded cursor has passed: is there a copy of the
+        // transaction left for it to check (else it is done with it)?
+        let cursor = tables.consumer_offsets().query(SYS_GROUP, HALF_TOPIC, q).unwrap_or(-1);
+        let passed = half.queue_offset < cursor && !has_copy_from(store, q, o, cursor);
+        let mut queues = self.queues.lock();
+        let d = queues.entry(q).or_default();
+        if !d.loaded {
+            load(store, tables, q, &mut d.entries);
+            d.loaded = true;
+        }
+        match d.entries.get(&o).map(|e| e.state) {
+            Some(State::Deciding(x)) => Verdict::Deciding(x),
+            Some(State::Decided { outcome: Some(x), op: None }) if x == outcome => {
+                // Committed, but its op message was not written: this request writes it.
+                d.entries.get_mut(&o).expect("present").state = State::Deciding(x);
+                Verdict::Claimed(Claim {
+                    decisions: self.clone(),
+                    queue: q,
+                    origin: o,
+                    outcome,
+                    op_only: true,
+                    settled: false,
+                })
+            }
+            Some(State::Decided { outcome, .. }) => Verdict::Decided(outcome),
+            None if passed => Verdict::Passed,
+            None => {
+                d.entries.insert(o, Entry { state: State::Deciding(outcome), last_copy: -1 });
+                Verdict::Claimed(Claim {
+                    decisions: self.clone(),
+                    queue: q,
+                    origin: o,
+                    outcome,
+                    op_only: false,
+                    settled: false,
+                })
+            }
+        }
+    }
+
+    /// The Checker put back `copy` (a half-queue offset) of transaction `origin`: an entry
+    /// made meanwhile must outlive the half cursor passing the copy.
+    pub(crate) fn note_copy(&self, queue: i32, origin: i64, copy: i64) {
+        if let Some(e) = self.queues.lock().get_mut(&queue).and_then(|d| d.entries.get_mut(&origin)) {
+            e.last_copy = e.last_copy.max(copy);
+        }
+    }
+
+    /// Whether the Checker put back a copy of transaction `origin` at `from` or later while
+    /// it was known here.
+    pub(crate) fn has_copy_from(&self, queue: i32, origin: i64, from: i64) -> bool {
+        self.queues
+            .lock()
+            .get(&queue)
+            .and_then(|d| d.entries.get(&origin))
+            .is_some_and(|e| e.last_copy >= from)
+    }
+
+    /// Drops the entries of `queue` the Checker's recorded cursors have passed.
+    pub(crate) fn prune(&self, queue: i32, half_cursor: i64, op_cursor: i64) {
+        if let Some(d) = self.queues.lock().get_mut(&queue) {
+            d.entries.retain(|_, e| match e.state {
+                State::Decided { op: Some(op), .. } => op >= op_cursor || e.last_copy >= half_cursor,
+                _ => true,
+            });
+        }
+    }
+
+    /// How many transactions are known (tests).
+    #[cfg(test)]
+    fn len(&self, queue: i32) -> usize {
+        self.queues.lock().get(&queue).map_or(0, |d| d.entries.len())
+    }
+}
+
+/// Whether the half queue `q` holds a copy of transaction `origin` from `from` on.
+fn has_copy_from(store: &MessageStore, q: i32, origin_offset: i64, from: i64) -> bool {
+    let Some(half_q) = store.consume_queues().find(HALF_TOPIC, q) else { return false };
+    (from.max(half_q.min_offset_in_queue())..half_q.max_offset_in_queue()).any(|i| {
+        half_q
+            .get(i)
+            .and_then(|u| store.message_at(u.phy_offset))
+            .is_some_and(|m| origin(&m) == origin_offset)
+    })
+}
+
+/// Reads the op queue `q` from the Checker's recorded cursor into `entries`.
+fn load(
+    store: &MessageStore,
+    tables: &ConfigTables,
+    q: i32,
+    entries: &mut std::collections::HashMap<i64, Entry>,
+) {
+    let Some(op_q) = store.consume_queues().find(OP_TOPIC, q) else { return };
+    let half_q = store.consume_queues().find(HALF_TOPIC, q);
+    let min = op_q.min_offset_in_queue();
+    let from = tables.consumer_offsets().query(SYS_GROUP, OP_TOPIC, q).unwrap_or(min).max(min);
+    for i in from..op_q.max_offset_in_queue() {
+        let Some(op) = op_q.get(i).and_then(|u| store.message_at(u.phy_offset)) else { continue };
+        let Some(target) = std::str::from_utf8(&op.body).ok().and_then(|b| b.trim().parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let outcome = op.property(OP_DECISION).and_then(Outcome::parse);
+        let decided =
+            half_q.as_ref().and_then(|h| h.get(target)).and_then(|u| store.message_at(u.phy_offset));
+        // A half message removed by retention: nothing can name it any more.
+        let Some(decided) = decided else { continue };
+        entries
+            .entry(origin(&decided))
+            .or_insert(Entry { state: State::Decided { outcome, op: Some(i) }, last_copy: -1 });
+    }
+    if !entries.is_empty() {
+        tracing::info!(queue = q, known = entries.len(), "transaction decisions read from the op queue");
+    }
+}
+
+/// The right to decide one transaction, from [`Decisions::claim`]. Dropped unsettled (the
+/// commit's put failed, or the op message of a rollback was not written), it is released:
+/// a later END_TRANSACTION may decide the transaction.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    decisions: Arc<Decisions>,
+    queue: i32,
+    origin: i64,
+    outcome: Outcome,
+    /// The transaction was committed already; only its op message is missing.
+    op_only: bool,
+    settled: bool,
+}
+
+impl Claim {
+    /// The decision, made: its op message is at `op` in the op queue (`None`: not written).
+    pub(crate) fn settle(mut self, op: Option<i64>) {
+        self.settled = true;
+        self.set(State::Decided { outcome: Some(self.outcome), op });
+    }
+
+    /// Whether only the op message is missing (the commit's message is stored).
+    pub(crate) fn op_only(&self) -> bool {
+        self.op_only
+    }
+
+    fn set(&self, state: State) {
+        let mut queues = self.decisions.queues.lock();
+        let Some(d) = queues.get_mut(&self.queue) else { return };
+        if let Some(e) = d.entries.get_mut(&self.origin) {
+            e.state = state;
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        if self.op_only {
+            self.set(State::Decided { outcome: Some(self.outcome), op: None });
+            return;
+        }
+        let mut queues = self.decisions.queues.lock();
+        if let Some(d) = queues.get_mut(&self.queue) {
+            d.entries.remove(&self.origin);
+        }
+    }
+}
+
+/// The op-queue offset of an op message put by `handle`, if it was stored.
+pub(crate) fn op_offset(handle: &PutHandle) -> Option<i64> {
+    let r = match handle {
+        PutHandle::Ready(r) => r.clone(),
+        PutHandle::Pending(t) => t.current(),
+    };
+    (r.status.is_stored() && r.queue_offset >= 0).then_some(r.queue_offset)
+}
+
 /// The check-back settings (broker config).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CheckSettings {
@@ -222,6 +516,8 @@ pub(crate) struct Checker {
     /// On a SYNC_MASTER, how far a slave holds the log.
     acked: Option<Arc<dyn Fn() -> i64 + Send + Sync>>,
     settings: CheckSettings,
+    /// The decisions END_TRANSACTION made, pruned as the cursors are recorded.
+    decisions: Arc<Decisions>,
     /// Each half queue's (half, op) cursors as walked, ahead of the recorded ones.
     cursors: BTreeMap<i32, (i64, i64)>,
     pending: Vec<Pending>,
@@ -234,8 +530,18 @@ impl Checker {
         producers: ProducerLookup,
         acked: Option<Arc<dyn Fn() -> i64 + Send + Sync>>,
         settings: CheckSettings,
+        decisions: Arc<Decisions>,
     ) -> Self {
-        Checker { store, tables, producers, acked, settings, cursors: BTreeMap::new(), pending: Vec::new() }
+        Checker {
+            store,
+            tables,
+            producers,
+            acked,
+            settings,
+            decisions,
+            cursors: BTreeMap::new(),
+            pending: Vec::new(),
+        }
     }
 
     /// Runs a round every `interval` until `stop`, recording cursors as their records become
@@ -274,6 +580,7 @@ impl Checker {
             }
             offsets.commit(SYS_GROUP, HALF_TOPIC, p.queue, p.half);
             offsets.commit(SYS_GROUP, OP_TOPIC, p.queue, p.op);
+            self.decisions.prune(p.queue, p.half, p.op);
             false
         });
     }
@@ -378,9 +685,8 @@ impl Checker {
                 // at the end of the half queue unchanged, so the cursor passes it.
                 let mut copy = renew(&msg);
                 copy.set_property(PREPARED_QUEUE_OFFSET, o.to_string());
-                if self.put_back(&msg, &copy).is_none() {
-                    break;
-                }
+                let Some(result) = self.put_back(&msg, &copy) else { break };
+                self.decisions.note_copy(q, o, result.queue_offset);
                 handled.insert(o);
                 i += 1;
                 continue;
@@ -390,6 +696,7 @@ impl Checker {
             copy.set_property(CHECK_TIMES, (times + 1).to_string());
             copy.set_property(PREPARED_QUEUE_OFFSET, o.to_string());
             let Some(result) = self.put_back(&msg, &copy) else { break };
+            self.decisions.note_copy(q, o, result.queue_offset);
             let mut checked = msg.clone();
             checked.properties = copy.properties.clone();
             checked.queue_offset = result.queue_offset;
@@ -404,9 +711,13 @@ impl Checker {
         // order, so: past the op message's own log position).
         let cursor_phy = if i < max { half_q.get(i).map_or(i64::MAX, |u| u.phy_offset) } else { log_end };
         let mut op = op_from;
-        for (phy, target, _) in &ops {
+        for (phy, target, origin) in &ops {
+            // A copy put back after the op message was written (a round racing the
+            // decision) may lie past the half cursor: the op message stays ahead of the op
+            // cursor until the half cursor passes it, so a restart still reads it.
+            let copy_ahead = origin.is_some_and(|o| self.decisions.has_copy_from(q, o, i));
             match target {
-                Some(t) if *t >= i || *phy >= cursor_phy => break,
+                Some(t) if *t >= i || *phy >= cursor_phy || copy_ahead => break,
                 _ => op += 1,
             }
         }
@@ -505,5 +816,32 @@ mod tests {
         assert_eq!(h.property(REAL_QID), Some("3"));
         assert_eq!(h.sys_flag, sysflag::MULTI_TAGS);
         assert!(sysflag::takes_queue_offset(h.sys_flag));
+    }
+
+    #[test]
+    fn decisions_are_kept_until_the_recorded_cursors_pass_them_and_their_copies() {
+        let d = Decisions::default();
+        let decided =
+            |op| Entry { state: State::Decided { outcome: Some(Outcome::Commit), op }, last_copy: -1 };
+        {
+            let mut queues = d.queues.lock();
+            let q = queues.entry(0).or_default();
+            q.entries.insert(5, decided(Some(3)));
+            q.entries.insert(7, decided(Some(10)));
+            q.entries.insert(9, Entry { state: State::Deciding(Outcome::Rollback), last_copy: -1 });
+            q.entries.insert(11, decided(None));
+        }
+        // A copy of 5 put back at 20 while it was being decided.
+        d.note_copy(0, 5, 20);
+        d.note_copy(0, 6, 30); // not known: nothing to note
+        assert!(d.has_copy_from(0, 5, 20) && !d.has_copy_from(0, 5, 21) && !d.has_copy_from(0, 6, 0));
+        d.prune(0, 15, 5);
+        assert_eq!(d.len(0), 4, "the op cursor passed 5's op message, but not its copy");
+        d.prune(0, 21, 11);
+        // Being decided, or decided without an op message: kept.
+        assert_eq!(d.len(0), 2);
+        assert!(
+            d.queues.lock()[&0].entries.contains_key(&9) && d.queues.lock()[&0].entries.contains_key(&11)
+        );
     }
 }

@@ -474,3 +474,193 @@ fn end_transaction_refuses_a_half_message_forged_inside_a_body() {
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
     assert!(wait_until(TIMEOUT, || messages(&b, "T", 1).len() == 1));
 }
+
+/// Sends a transactional message and returns (half-queue offset, log offset) of its half.
+fn prepare(c: &rmqha_core::remoting::RemotingClient, queue: i32, body: &[u8], uniq: &str) -> (i64, i64) {
+    let r = call(c, send_tx("pg", queue, body, uniq, &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    (ext_i64(&r, "queueOffset"), msg_id_offset(r.ext("msgId").unwrap()))
+}
+
+/// Everything written is in the queues (so counting them counts every put).
+fn settled(b: &Broker) {
+    assert!(b.store().wait_dispatched(TIMEOUT), "dispatch never caught up");
+}
+
+fn remark(r: &RemotingCommand) -> &str {
+    r.remark.as_deref().unwrap_or("")
+}
+
+#[test]
+fn a_transaction_is_committed_once_whatever_asks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), "ASYNC_MASTER", &[("transactionCheckInterval", "600000")]);
+    let c = client(b.remoting_addrs()[0]);
+
+    // Committed twice (a producer retrying): one message, one op message.
+    let (qo, phy) = prepare(&c, 1, b"twice", "U-TWICE");
+    let first = call(&c, end_tx("pg", qo, phy, COMMIT, false));
+    assert_eq!(first.code, code::SUCCESS, "{first:?}");
+    let again = call(&c, end_tx("pg", qo, phy, COMMIT, true));
+    assert_eq!(again.code, code::SUCCESS, "{again:?}");
+    assert!(remark(&again).contains("already committed"), "{again:?}");
+    oneway(&c, end_tx("pg", qo, phy, COMMIT, false));
+    // The oneway one is handled before a later request on the same connection is answered.
+    let rollback = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
+    assert_eq!(rollback.code, code::SYSTEM_ERROR, "{rollback:?}");
+    assert!(remark(&rollback).contains("already committed: a ROLLBACK is refused"), "{rollback:?}");
+    settled(&b);
+    let committed = messages(&b, "T", 1);
+    assert_eq!(committed.len(), 1, "committed more than once");
+    assert_eq!(committed[0].body, b"twice");
+    assert_eq!(messages(&b, OP, 0).len(), 1, "one op message");
+    assert_eq!(messages(&b, OP, 0)[0].property("TRAN_DECISION"), Some("COMMIT"));
+
+    // Rolled back, then committed: nothing reaches the real topic.
+    let (qo, phy) = prepare(&c, 0, b"rolled-back", "U-RB");
+    assert_eq!(call(&c, end_tx("pg", qo, phy, ROLLBACK, false)).code, code::SUCCESS);
+    let commit = call(&c, end_tx("pg", qo, phy, COMMIT, false));
+    assert_eq!(commit.code, code::SYSTEM_ERROR, "{commit:?}");
+    assert!(remark(&commit).contains("already rolled back: a COMMIT is refused"), "{commit:?}");
+    let again = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
+    assert_eq!(again.code, code::SUCCESS, "{again:?}");
+    settled(&b);
+    assert!(messages(&b, "T", 0).is_empty(), "a rolled-back transaction was committed");
+    assert_eq!(messages(&b, OP, 0).len(), 2, "one op message per transaction");
+    assert_eq!(messages(&b, OP, 0)[1].property("TRAN_DECISION"), Some("ROLLBACK"));
+}
+
+#[test]
+fn concurrent_commits_of_one_transaction_store_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), "ASYNC_MASTER", &[("transactionCheckInterval", "600000")]);
+    let c = client(b.remoting_addrs()[0]);
+    let rounds = 8;
+    let mut succeeded = Vec::new();
+    for i in 0..rounds {
+        let (qo, phy) = prepare(&c, 1, format!("race-{i}").as_bytes(), &format!("U-RACE-{i}"));
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let barrier = barrier.clone();
+                let c = client(b.remoting_addrs()[0]);
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    call(&c, end_tx("pg", qo, phy, COMMIT, false))
+                })
+            })
+            .collect();
+        let answers: Vec<RemotingCommand> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        for a in &answers {
+            assert!(
+                a.code == code::SUCCESS
+                    || (a.code == code::SYSTEM_ERROR && remark(a).contains("being decided (COMMIT)")),
+                "{a:?}"
+            );
+        }
+        succeeded.push(answers.iter().filter(|a| a.code == code::SUCCESS).count());
+    }
+    assert!(succeeded.iter().all(|&n| n >= 1), "a transaction nobody committed: {succeeded:?}");
+    settled(&b);
+    let bodies: Vec<Vec<u8>> = messages(&b, "T", 1).into_iter().map(|m| m.body).collect();
+    let expected: Vec<Vec<u8>> = (0..rounds).map(|i| format!("race-{i}").into_bytes()).collect();
+    assert_eq!(bodies, expected, "each transaction committed exactly once");
+    assert_eq!(messages(&b, OP, 0).len(), rounds, "one op message per transaction");
+}
+
+#[test]
+fn a_decision_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = [("transactionCheckInterval", "600000")];
+    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let c = client(b.remoting_addrs()[0]);
+    let (qo, phy) = prepare(&c, 1, b"before-restart", "U-RS");
+    assert_eq!(call(&c, end_tx("pg", qo, phy, COMMIT, false)).code, code::SUCCESS);
+    let (qo2, phy2) = prepare(&c, 0, b"rolled-back", "U-RS2");
+    assert_eq!(call(&c, end_tx("pg", qo2, phy2, ROLLBACK, false)).code, code::SUCCESS);
+    settled(&b);
+    b.shutdown();
+    drop(c);
+    drop(b);
+
+    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let c = client(b.remoting_addrs()[0]);
+    let again = call(&c, end_tx("pg", qo, phy, COMMIT, false));
+    assert_eq!(again.code, code::SUCCESS, "{again:?}");
+    assert!(remark(&again).contains("already committed"), "{again:?}");
+    let refused = call(&c, end_tx("pg", qo2, phy2, COMMIT, false));
+    assert_eq!(refused.code, code::SYSTEM_ERROR, "{refused:?}");
+    assert!(remark(&refused).contains("already rolled back"), "{refused:?}");
+    settled(&b);
+    assert_eq!(messages(&b, "T", 1).len(), 1, "committed again after the restart");
+    assert!(messages(&b, "T", 0).is_empty(), "a rolled-back transaction committed after the restart");
+    assert_eq!(messages(&b, OP, 0).len(), 2, "an op message written again");
+}
+
+#[test]
+fn a_commit_by_the_first_offsets_and_one_by_a_copy_put_back_are_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[
+            ("transactionCheckInterval", "200"),
+            ("transactionTimeOut", "300"),
+            ("flushCommitLogLeastPages", "0"),
+        ],
+    );
+    let mut p = Producer::connect(&b, "pg");
+    let r = p.call(send_tx("pg", 1, b"put-back", "U-PB", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let (first_qo, first_phy) = (ext_i64(&r, "queueOffset"), msg_id_offset(r.ext("msgId").unwrap()));
+    // The Checker puts the half message back and asks.
+    let (copy_qo, copy_phy) = expect_check(&mut p, "U-PB", b"put-back");
+    assert_ne!((copy_qo, copy_phy), (first_qo, first_phy));
+    // Its cursor is recorded past the first half message: the commit naming it still goes.
+    assert!(
+        wait_until(TIMEOUT, || b.consumer_offset("CID_RMQ_SYS_TRANS", HALF, 0) > first_qo),
+        "the half cursor recorded"
+    );
+    // The producer's own commit (the first offsets), then its answer to the check (the copy's),
+    // on another connection: the producer's is pushed a check every round until then.
+    let c = client(b.remoting_addrs()[0]);
+    let own = call(&c, end_tx("pg", first_qo, first_phy, COMMIT, false));
+    assert_eq!(own.code, code::SUCCESS, "{own:?}");
+    let answer = call(&c, end_tx("pg", copy_qo, copy_phy, COMMIT, true));
+    assert_eq!(answer.code, code::SUCCESS, "{answer:?}");
+    assert!(remark(&answer).contains("already committed"), "{answer:?}");
+    let rollback = call(&c, end_tx("pg", copy_qo, copy_phy, ROLLBACK, true));
+    assert_eq!(rollback.code, code::SYSTEM_ERROR, "{rollback:?}");
+    settled(&b);
+    let committed = messages(&b, "T", 1);
+    assert_eq!(committed.len(), 1, "committed once per copy");
+    assert_eq!(committed[0].body, b"put-back");
+    assert_eq!(messages(&b, OP, 0).len(), 1, "one op message");
+
+    // Once the Checker's recorded cursors pass the transaction, and across a restart, it is
+    // still not committed again, by either offsets.
+    assert!(
+        wait_until(TIMEOUT, || b.consumer_offset("CID_RMQ_SYS_TRANS", OP, 0) >= 1
+            && b.consumer_offset("CID_RMQ_SYS_TRANS", HALF, 0) > copy_qo),
+        "the cursors recorded past the op message"
+    );
+    // The checks pushed before the commit was seen, then none.
+    let mut drained = 0;
+    while p.next_check(Duration::from_millis(600)).is_some() {
+        drained += 1;
+        assert!(drained < 30, "checked again and again after the commit");
+    }
+    b.shutdown();
+    drop(c);
+    drop(p);
+    drop(b);
+    let b = master(dir.path(), "ASYNC_MASTER", &[("transactionCheckInterval", "600000")]);
+    let c = client(b.remoting_addrs()[0]);
+    for (qo, phy) in [(first_qo, first_phy), (copy_qo, copy_phy)] {
+        let r = call(&c, end_tx("pg", qo, phy, COMMIT, false));
+        assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+        assert!(remark(&r).contains("no longer pending"), "{r:?}");
+    }
+    settled(&b);
+    assert_eq!(messages(&b, "T", 1).len(), 1, "committed again once the Checker passed it");
+}

@@ -7,6 +7,33 @@
 //! stored writes the op message that marks the half message decided; a rollback writes the op
 //! message only. A request that names no half message of its producer group is answered
 //! SYSTEM_ERROR as in 4.9 (nothing for a oneway request) and changes nothing.
+//!
+//! **At most one decision per transaction** (4.9 decides again each time it is asked: a
+//! second COMMIT puts the message a second time, a COMMIT after a ROLLBACK goes through).
+//! A transaction is its half message and every copy the Checker put back of it, all known by
+//! their origin (the first half message's queue offset, `TRAN_PREPARED_QUEUE_OFFSET` on a
+//! copy): a producer's commit naming the first offsets and one answering a check-back with
+//! the copy's are the same transaction. The first END_TRANSACTION that finds the half message
+//! claims it (`crate::transaction::Decisions`) and holds the claim until its op message is
+//! written; a commit whose put fails (or a rollback whose op message is not written) releases
+//! it, so a retry can decide. Any later END_TRANSACTION of the transaction stores nothing and
+//! writes no op message, and is answered:
+//!
+//! - SUCCESS (remark `already committed`/`already rolled back`) if it asks what was decided;
+//! - SYSTEM_ERROR naming the recorded decision if it asks the other;
+//! - SYSTEM_ERROR `being decided` while the first one is still at work (it may yet fail: ask
+//!   again for the outcome);
+//! - SYSTEM_ERROR if the op message records no decision (one RocketMQ wrote), or if the
+//!   Checker's recorded cursors have passed every copy of the transaction and it is no
+//!   longer known (decided long ago, discarded after `transactionCheckMax`, or older than
+//!   `fileReservedTime`).
+//!
+//! The decisions survive a restart through the op queue: each op message records which way
+//! (`TRAN_DECISION`), and the first claim after a start reads the op queue from the Checker's
+//! recorded cursor, as the Checker does. They are kept in memory until the Checker's recorded
+//! cursors pass their op message and every copy of their half message. A commit whose message
+//! is stored but whose op message fails to be written stays known as committed (the next
+//! agreeing END_TRANSACTION writes the op message).
 
 use std::sync::Arc;
 
@@ -17,7 +44,7 @@ use crate::remoting::{
     Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
 };
 use crate::store::PutStatus;
-use crate::transaction::{self, EndRef};
+use crate::transaction::{self, EndRef, Outcome, Verdict};
 
 use super::{Shared, bad_header, broker_gone, java_bool, reply};
 
@@ -83,11 +110,33 @@ impl EndTransactionProcessor {
                 return Handled::Respond(reply(req, response_code::SYSTEM_ERROR, why));
             }
         };
-        if decision == sysflag::TRANSACTION_ROLLBACK_TYPE {
-            return Handled::Respond(match broker.store().put_message(&transaction::op_message(&half)) {
-                Ok(_) => RemotingCommand::response_to(req, response_code::SUCCESS, None),
-                Err(e) => reply(req, response_code::SYSTEM_ERROR, e.to_string()),
-            });
+        let outcome =
+            if decision == sysflag::TRANSACTION_COMMIT_TYPE { Outcome::Commit } else { Outcome::Rollback };
+        let claim = match self.shared.decisions.claim(broker.store(), broker.tables(), &half, outcome) {
+            Verdict::Claimed(c) => c,
+            other => {
+                let (code, why) = refusal(&other, outcome);
+                tracing::info!(
+                    peer = %ctx.peer(), group, msg_id, queue_offset, log_offset, from_check,
+                    "END_TRANSACTION {}: nothing redone: {why}", outcome.as_str()
+                );
+                return Handled::Respond(reply(req, code, why));
+            }
+        };
+        if outcome == Outcome::Rollback || claim.op_only() {
+            // A rollback, or a commit whose message is stored but whose op message is not.
+            return Handled::Respond(
+                match broker.store().put_message(&transaction::op_message(&half, outcome)) {
+                    Ok(h) => match transaction::op_offset(&h) {
+                        Some(op) => {
+                            claim.settle(Some(op));
+                            RemotingCommand::response_to(req, response_code::SUCCESS, None)
+                        }
+                        None => reply(req, response_code::SYSTEM_ERROR, "the op message was not stored"),
+                    },
+                    Err(e) => reply(req, response_code::SYSTEM_ERROR, e.to_string()),
+                },
+            );
         }
         let Some(msg) = transaction::committed(&half) else {
             return Handled::Respond(reply(
@@ -110,13 +159,21 @@ impl EndTransactionProcessor {
             // 4.9 `sendFinalMessage`: stored with a timeout status counts as success.
             let stored = result.status.is_stored();
             let answer = if stored {
-                if let Err(e) = store.put_message(&transaction::op_message(&half)) {
-                    // The half message stays undecided: the check-back asks the producer again.
-                    tracing::warn!(msg_id = %half.msg_id, "the op message of a committed transaction was not written: {e}");
-                }
+                let op = match store.put_message(&transaction::op_message(&half, Outcome::Commit)) {
+                    Ok(h) => transaction::op_offset(&h),
+                    Err(e) => {
+                        tracing::warn!(msg_id = %half.msg_id, "the op message of a committed transaction was not written: {e}");
+                        None
+                    }
+                };
+                // Committed either way: a missing op message leaves it to be checked back,
+                // and the answer then writes the op message (see the module doc).
+                claim.settle(op);
                 request
             } else {
                 tracing::warn!(msg_id = %half.msg_id, status = %result.status, "committing a transaction failed");
+                // The claim is released: a retry may commit.
+                drop(claim);
                 RemotingCommand::response(result.status.response_code(), Some(result.status.as_str()))
             };
             if let Err(e) = responder.send(answer) {
@@ -124,6 +181,36 @@ impl EndTransactionProcessor {
             }
         });
         Handled::Deferred
+    }
+}
+
+/// The answer to an END_TRANSACTION asking `asked` of a transaction it may not decide.
+fn refusal(verdict: &Verdict, asked: Outcome) -> (i32, String) {
+    match *verdict {
+        Verdict::Decided(Some(done)) if done == asked => {
+            (response_code::SUCCESS, format!("the transaction was already {}", done.done()))
+        }
+        Verdict::Decided(Some(done)) => (
+            response_code::SYSTEM_ERROR,
+            format!("the transaction was already {}: a {} is refused", done.done(), asked.as_str()),
+        ),
+        Verdict::Decided(None) => (
+            response_code::SYSTEM_ERROR,
+            "the transaction was already decided (its op message does not say which way)".to_string(),
+        ),
+        Verdict::Deciding(x) => (
+            response_code::SYSTEM_ERROR,
+            format!(
+                "the transaction is being decided ({}) by another END_TRANSACTION: ask again",
+                x.as_str()
+            ),
+        ),
+        Verdict::Passed => (
+            response_code::SYSTEM_ERROR,
+            "the transaction is no longer pending: the check-back has passed every copy of its half message"
+                .to_string(),
+        ),
+        Verdict::Claimed(_) => (response_code::SYSTEM_ERROR, "claimed".to_string()),
     }
 }
 

@@ -102,6 +102,8 @@ pub(crate) struct Shared {
     locks: lock::LockTable,
     group: route::GroupTable,
     long_poll: long_poll::LongPoll,
+    /// The transactions decided, so that END_TRANSACTION decides each at most once.
+    decisions: Arc<crate::transaction::Decisions>,
     stop: Arc<StopSignal>,
     /// A slave's client of its master's registration, aborted at shutdown.
     register_client: Mutex<Option<Arc<crate::remoting::RemotingClient>>>,
@@ -184,6 +186,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
         locks: lock::LockTable::default(),
         group: route::GroupTable::default(),
         long_poll: long_poll::LongPoll::new(broker.store().clone()),
+        decisions: Arc::default(),
         stop: StopSignal::new(),
         register_client: Mutex::new(None),
     });
@@ -248,6 +251,7 @@ fn start_transaction_checker(broker: &Arc<Broker>, shared: &Arc<Shared>) -> Resu
         producers,
         acked,
         settings,
+        shared.decisions.clone(),
     );
     let stop = shared.stop.clone();
     std::thread::Builder::new()
