@@ -307,16 +307,22 @@ impl Decisions {
                 );
             }
         }
-        // A copy the Checker's recorded cursor has passed: is there a copy of the
-        // transaction left for it to check (else it is done with it)?
+        let known = {
+            let mut queues = self.queues.lock();
+            let d = queues.entry(q).or_default();
+            if !d.loaded {
+                load(store, tables, q, &mut d.entries);
+                d.loaded = true;
+            }
+            d.entries.contains_key(&o)
+        };
+        // A copy the Checker's recorded cursor has passed, of a transaction not known here:
+        // is there a copy of it left for the Checker to check (else it is done with it)?
+        // Looked for without the lock: this reads the half queue past the cursor.
         let cursor = tables.consumer_offsets().query(SYS_GROUP, HALF_TOPIC, q).unwrap_or(-1);
-        let passed = half.queue_offset < cursor && !has_copy_from(store, q, o, cursor);
+        let passed = !known && half.queue_offset < cursor && !has_copy_from(store, q, o, cursor);
         let mut queues = self.queues.lock();
         let d = queues.entry(q).or_default();
-        if !d.loaded {
-            load(store, tables, q, &mut d.entries);
-            d.loaded = true;
-        }
         match d.entries.get(&o).map(|e| e.state) {
             Some(State::Deciding(x)) => Verdict::Deciding(x),
             Some(State::Decided { outcome: Some(x), op: None }) if x == outcome => {
