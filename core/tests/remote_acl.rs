@@ -60,9 +60,11 @@ fn sign(mut req: RemotingCommand, access_key: &str, secret_key: &str) -> Remotin
 
 const PRODUCER: (&str, &str) = ("producerAK", "producer-secret-1");
 const ADMIN: (&str, &str) = ("adminAK01", "admin-secret-1");
+const OTHER: (&str, &str) = ("otherAK01", "other-secret-1");
 
 /// Accounts of the tests: a producer with PUB|SUB on T, DENY on Denied, nothing else by
-/// default but SUB on groups; an admin with no resource lists (everything).
+/// default but SUB on groups; an admin with no resource lists (everything); another account
+/// with PUB on Other only.
 const RULES: &str = "\
 accounts:
   - accessKey: producerAK
@@ -79,6 +81,11 @@ accounts:
   - accessKey: adminAK01
     secretKey: admin-secret-1
     admin: true
+  - accessKey: otherAK01
+    secretKey: other-secret-1
+    defaultTopicPerm: DENY
+    topicPerms:
+      - Other=PUB
 ";
 
 fn acl_master(dir: &Path, rules: &str) -> (Arc<Broker>, std::path::PathBuf) {
@@ -101,7 +108,7 @@ fn refused(resp: &RemotingCommand, why: &str) {
     assert_eq!(resp.code, code::SYSTEM_ERROR, "{resp:?}");
     let remark = resp.remark.as_deref().unwrap_or("");
     assert!(remark.contains(why), "remark {remark:?} should say {why:?}");
-    for (_, secret) in [PRODUCER, ADMIN] {
+    for (_, secret) in [PRODUCER, ADMIN, OTHER] {
         assert!(!remark.contains(secret), "the remark repeats a secret: {remark}");
     }
 }
@@ -341,4 +348,96 @@ fn a_slave_signs_its_config_sync_to_a_master_with_acl() {
         "the slave never registered with its master: {}",
         route()
     );
+}
+
+const COMMIT: i32 = 8;
+const ROLLBACK: i32 = 12;
+
+/// A transactional SEND_MESSAGE_V2 to `topic` queue 0, producer group pg.
+fn send_tx(topic: &str, body: &[u8], uniq: &str) -> RemotingCommand {
+    let p = props(&[("TRAN_MSG", "true"), ("PGROUP", "pg"), ("UNIQ_KEY", uniq), ("WAIT", "true")]);
+    RemotingCommand::request(request_code::SEND_MESSAGE_V2)
+        .with_ext("a", "pg")
+        .with_ext("b", topic)
+        .with_ext("c", "TBW102")
+        .with_ext("d", 4)
+        .with_ext("e", 0)
+        .with_ext("f", 4)
+        .with_ext("g", now_ms())
+        .with_ext("h", 0)
+        .with_ext("i", p)
+        .with_ext("j", 0)
+        .with_ext("k", false)
+        .with_ext("m", false)
+        .with_body(body.to_vec())
+}
+
+fn end_tx(half: (i64, i64), decision: i32) -> RemotingCommand {
+    RemotingCommand::request(request_code::END_TRANSACTION)
+        .with_ext("producerGroup", "pg")
+        .with_ext("tranStateTableOffset", half.0)
+        .with_ext("commitLogOffset", half.1)
+        .with_ext("commitOrRollback", decision)
+        .with_ext("fromTransactionCheck", false)
+}
+
+/// The half message a transactional send's answer names: (queue offset, log offset).
+fn half_of(r: &RemotingCommand) -> (i64, i64) {
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    (ext_i64(r, "queueOffset"), msg_id_offset(r.ext("msgId").unwrap()))
+}
+
+fn bodies(b: &Broker, topic: &str) -> Vec<Vec<u8>> {
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    b.get_messages(topic, 0, 0, 64).messages().into_iter().map(|m| m.body).collect()
+}
+
+const OP: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+
+#[test]
+fn end_transaction_needs_pub_on_the_real_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, _) = acl_master(dir.path(), RULES);
+    let c = client(b.remoting_addrs()[0]);
+    let half = half_of(&call(&c, sign(send_tx("T", b"tx-body", "U1"), PRODUCER.0, PRODUCER.1)));
+
+    // Unsigned: refused by the gate.
+    refused(&call(&c, end_tx(half, COMMIT)), "No accessKey");
+    // Signed by an account without PUB on T: neither a commit nor a rollback, answered or
+    // oneway.
+    let why = "AclException: No PUB permission for topic:T, accessKey=otherAK01";
+    refused(&call(&c, sign(end_tx(half, COMMIT), OTHER.0, OTHER.1)), why);
+    refused(&call(&c, sign(end_tx(half, ROLLBACK), OTHER.0, OTHER.1)), why);
+    c.invoke_oneway(sign(end_tx(half, COMMIT), OTHER.0, OTHER.1), TIMEOUT).unwrap();
+    // The next request on the connection is answered after the oneway one was handled.
+    refused(&call(&c, sign(end_tx(half, ROLLBACK), OTHER.0, OTHER.1)), why);
+    assert!(bodies(&b, "T").is_empty(), "committed by an account without PUB on T");
+    assert!(bodies(&b, OP).is_empty(), "decided by an account without PUB on T");
+
+    // The half message is still undecided: an account with PUB on T commits it.
+    let r = call(&c, sign(end_tx(half, COMMIT), PRODUCER.0, PRODUCER.1));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(r.remark, None, "not the first decision: {r:?}");
+    assert_eq!(bodies(&b, "T"), vec![b"tx-body".to_vec()]);
+    assert_eq!(bodies(&b, OP).len(), 1);
+
+    // A rollback by an account with PUB, of another transaction.
+    let half = half_of(&call(&c, sign(send_tx("T", b"rolled-back", "U2"), PRODUCER.0, PRODUCER.1)));
+    refused(&call(&c, sign(end_tx(half, ROLLBACK), OTHER.0, OTHER.1)), why);
+    assert_eq!(bodies(&b, OP).len(), 1);
+    let r = call(&c, sign(end_tx(half, ROLLBACK), PRODUCER.0, PRODUCER.1));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(bodies(&b, OP).len(), 2);
+    assert_eq!(bodies(&b, "T").len(), 1);
+}
+
+#[test]
+fn a_globally_white_listed_address_ends_transactions_unsigned() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, _) = acl_master(dir.path(), &format!("globalWhiteRemoteAddresses:\n  - 127.0.0.1\n{RULES}"));
+    let c = client(b.remoting_addrs()[0]);
+    let half = half_of(&call(&c, send_tx("T", b"white", "UW")));
+    let r = call(&c, end_tx(half, COMMIT));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(bodies(&b, "T"), vec![b"white".to_vec()]);
 }

@@ -17,6 +17,25 @@
 //!    (create/delete topic, create/delete subscription group, UPDATE_BROKER_CONFIG) need
 //!    `admin: true`.
 //!
+//! **END_TRANSACTION** (not checked by RocketMQ 4.9: any client that passes the gate can
+//! commit or roll back anyone's transaction). Its header names no topic, so the gate lets it
+//! through with the account it verified ([`AclIdentity`], in
+//! [`RequestContext::acl`](crate::remoting::RequestContext::acl)), and the processor, once it
+//! has found the half message, requires PUB on the transaction's real topic (the half
+//! message's `REAL_TOPIC`) from that account, with the same rules the gate used; an address
+//! white-listed globally or for the account passes, as at the gate. Its refusal is answered
+//! as the gate's.
+//!
+//! **HEART_BEAT's producers.** A heartbeat's `producerDataSet` asks for nothing, as in 4.9:
+//! in RocketMQ's model a group permission is SUB only (`groupPerms` guard consumer groups'
+//! retry topics) and a producer group is no resource, so there is no permission to require
+//! without inventing one. What registering a producer group gives: the broker may push the
+//! group's CHECK_TRANSACTION_STATE to that connection, and that carries the half message,
+//! body included. So a client that passes the gate can, by naming another producer group,
+//! be sent that group's undecided transactions' messages (and answering them still needs
+//! PUB on their real topic, see above). Consumer groups and subscribed topics need SUB, as
+//! in 4.9.
+//!
 //! A refusal answers SYSTEM_ERROR, as RocketMQ's remoting layer answers the hook's
 //! `AclException`, with the reason as the remark (`AclException: Check signature failed for
 //! accessKey=...`); a secret key is never in a remark, a log line or an error.
@@ -203,6 +222,11 @@ impl AclGate {
 
     /// Checks `request` from `peer`: `Err` holds the reason of a refusal.
     pub fn check(&self, request: &RemotingCommand, peer: IpAddr) -> Result<(), String> {
+        self.verify(request, peer).map(drop)
+    }
+
+    /// Checks `request` from `peer`, and says who passed: `Err` holds the reason of a refusal.
+    pub fn verify(&self, request: &RemotingCommand, peer: IpAddr) -> Result<AclIdentity, String> {
         let rules = self.state.rules.read().clone();
         check(&rules, request, peer)
     }
@@ -216,9 +240,9 @@ impl std::fmt::Debug for AclGate {
 
 impl RequestHandler for AclGate {
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
-        match self.check(&request, ctx.peer().ip()) {
-            Ok(()) => match &self.next {
-                Some(next) => next.handle(request, ctx),
+        match self.verify(&request, ctx.peer().ip()) {
+            Ok(identity) => match &self.next {
+                Some(next) => next.handle(request, &ctx.with_acl(Arc::new(identity))),
                 None => Handled::Respond(RemotingCommand::not_supported(&request)),
             },
             Err(reason) => {
@@ -238,10 +262,68 @@ impl RequestHandler for AclGate {
     }
 }
 
-/// `PlainPermissionManager.validate` with `PlainPermissionChecker.check`.
-fn check(rules: &AclRules, request: &RemotingCommand, peer: IpAddr) -> Result<(), String> {
-    if rules.global_white.iter().any(|p| p.matches(peer)) {
+/// Who a request that passed the [`AclGate`] comes from, handed to the processors in
+/// [`RequestContext::acl`]: for the checks that need what only a processor reads (the real
+/// topic of END_TRANSACTION's half message).
+#[derive(Debug, Clone)]
+pub struct AclIdentity(Identity);
+
+#[derive(Debug, Clone)]
+enum Identity {
+    /// A globally white-listed address, or an account's white-listed address (unsigned):
+    /// passes every check, as at the gate.
+    White { access_key: Option<String> },
+    /// An account whose signature was verified, with the rules the gate checked it against.
+    Account { access_key: String, rules: Arc<AclRules> },
+}
+
+impl AclIdentity {
+    /// The account's access key (`None` for a globally white-listed address).
+    pub fn access_key(&self) -> Option<&str> {
+        match &self.0 {
+            Identity::White { access_key } => access_key.as_deref(),
+            Identity::Account { access_key, .. } => Some(access_key),
+        }
+    }
+
+    /// Whether it may publish to `topic` (PUB, as a send needs): `Err` is the refusal's
+    /// reason, naming the account and the topic.
+    pub fn check_publish(&self, topic: &str) -> Result<(), String> {
+        let Identity::Account { access_key, rules } = &self.0 else { return Ok(()) };
+        let Some(account) = rules.accounts.get(access_key) else {
+            return Err(format!("No acl config for {access_key}"));
+        };
+        if account.perms.is_empty() && account.admin {
+            return Ok(());
+        }
+        permits(account, topic, PUB)
+            .map_err(|_| format!("No PUB permission for topic:{topic}, accessKey={access_key}"))
+    }
+}
+
+/// Whether `account` holds `perm` on `resource` (a topic, or a group as its retry topic).
+fn permits(account: &rules::Account, resource: &str, perm: u8) -> Result<(), String> {
+    let group = resource.strip_prefix(crate::processor::RETRY_GROUP_TOPIC_PREFIX);
+    // RocketMQ 4.9: a resource the account lists is decided by its entry alone; the default
+    // covers the others.
+    let owned = match account.perms.get(resource) {
+        Some(&owned) => owned,
+        None if group.is_some() => account.default_group_perm,
+        None => account.default_topic_perm,
+    };
+    if check_permission(perm, owned) {
         return Ok(());
+    }
+    Err(match group {
+        Some(g) => format!("No default permission for group:{g}"),
+        None => format!("No default permission for topic:{resource}"),
+    })
+}
+
+/// `PlainPermissionManager.validate` with `PlainPermissionChecker.check`.
+fn check(rules: &Arc<AclRules>, request: &RemotingCommand, peer: IpAddr) -> Result<AclIdentity, String> {
+    if rules.global_white.iter().any(|p| p.matches(peer)) {
+        return Ok(AclIdentity(Identity::White { access_key: None }));
     }
     let Some(access_key) = request.ext(ACCESS_KEY) else {
         return Err("No accessKey is configured".into());
@@ -250,8 +332,10 @@ fn check(rules: &AclRules, request: &RemotingCommand, peer: IpAddr) -> Result<()
         return Err(format!("No acl config for {access_key}"));
     };
     if account.white.matches(peer) {
-        return Ok(());
+        return Ok(AclIdentity(Identity::White { access_key: Some(access_key.to_string()) }));
     }
+    let verified =
+        AclIdentity(Identity::Account { access_key: access_key.to_string(), rules: rules.clone() });
     let expected = sign::signature(request, account.secret_key.expose());
     let given = request.ext(SIGNATURE).unwrap_or("");
     if !sign::constant_time_eq(expected.as_bytes(), given.as_bytes()) {
@@ -259,7 +343,7 @@ fn check(rules: &AclRules, request: &RemotingCommand, peer: IpAddr) -> Result<()
     }
     let needed = resources(request)?;
     if needed.get(TRACE_TOPIC) == Some(&PUB) {
-        return Ok(());
+        return Ok(verified);
     }
     if ADMIN_CODES.contains(&request.code) && !account.admin {
         return Err(format!(
@@ -268,25 +352,12 @@ fn check(rules: &AclRules, request: &RemotingCommand, peer: IpAddr) -> Result<()
         ));
     }
     if account.perms.is_empty() && account.admin {
-        return Ok(());
+        return Ok(verified);
     }
     for (resource, &perm) in &needed {
-        let group = resource.strip_prefix(crate::processor::RETRY_GROUP_TOPIC_PREFIX);
-        // RocketMQ 4.9: a resource the account lists is decided by its entry alone; the
-        // default covers the others.
-        let owned = match account.perms.get(resource) {
-            Some(&owned) => owned,
-            None if group.is_some() => account.default_group_perm,
-            None => account.default_topic_perm,
-        };
-        if !check_permission(perm, owned) {
-            return Err(match group {
-                Some(g) => format!("No default permission for group:{g}"),
-                None => format!("No default permission for topic:{resource}"),
-            });
-        }
+        permits(account, resource, perm)?;
     }
-    Ok(())
+    Ok(verified)
 }
 
 /// The retry topic that stands for `group` in the rules (`MixAll.getRetryTopic`).
@@ -359,12 +430,17 @@ fn resources(req: &RemotingCommand) -> Result<HashMap<String, u8>, String> {
 mod tests {
     use super::*;
 
-    fn rules() -> AclRules {
-        AclRules::parse(
+    /// The gate's check, without who passed.
+    fn check(r: &Arc<AclRules>, req: &RemotingCommand, peer: IpAddr) -> Result<(), String> {
+        super::check(r, req, peer).map(drop)
+    }
+
+    fn rules() -> Arc<AclRules> {
+        Arc::new(AclRules::parse(
             "accounts:\n  - accessKey: producer1\n    secretKey: secret123\n    defaultTopicPerm: DENY\n    \
              defaultGroupPerm: SUB\n    topicPerms:\n      - t1=PUB\n      - t2=SUB\n    groupPerms:\n      - g2=DENY\n",
         )
-        .unwrap()
+        .unwrap())
     }
 
     fn signed(mut req: RemotingCommand) -> RemotingCommand {
@@ -373,6 +449,26 @@ mod tests {
     }
 
     const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn who_passed_the_gate_may_publish_what_its_account_may() {
+        let r = rules();
+        let end =
+            || signed(RemotingCommand::request(request_code::END_TRANSACTION).with_ext("producerGroup", "p"));
+        let id = super::check(&r, &end(), PEER).unwrap();
+        assert_eq!(id.access_key(), Some("producer1"));
+        assert_eq!(id.check_publish("t1"), Ok(()));
+        assert_eq!(
+            id.check_publish("t2").unwrap_err(),
+            "No PUB permission for topic:t2, accessKey=producer1"
+        );
+        assert!(id.check_publish("other").is_err(), "the default (DENY) covers unlisted topics");
+        // A globally white-listed address passes, as at the gate.
+        let white = Arc::new(AclRules::parse("globalWhiteRemoteAddresses:\n  - 127.0.0.1\n").unwrap());
+        let unsigned = RemotingCommand::request(request_code::END_TRANSACTION);
+        let id = super::check(&white, &unsigned, PEER).unwrap();
+        assert_eq!((id.access_key(), id.check_publish("t2")), (None, Ok(())));
+    }
 
     #[test]
     fn an_emptied_file_keeps_the_rules() {

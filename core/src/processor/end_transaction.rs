@@ -34,6 +34,12 @@
 //! cursors pass their op message and every copy of their half message. A commit whose message
 //! is stored but whose op message fails to be written stays known as committed (the next
 //! agreeing END_TRANSACTION writes the op message).
+//!
+//! **ACL** (with `aclEnable=true`; 4.9 does not check END_TRANSACTION at all): the request
+//! must come from an account with PUB on the transaction's real topic (the half message's
+//! `REAL_TOPIC`), checked once the half message is found, against the account the gate
+//! verified (`RequestContext::acl`); a white-listed address passes as at the gate. A refusal
+//! changes nothing and is answered as the gate's (SYSTEM_ERROR, `AclException: ...`).
 
 use std::sync::Arc;
 
@@ -110,6 +116,28 @@ impl EndTransactionProcessor {
                 return Handled::Respond(reply(req, response_code::SYSTEM_ERROR, why));
             }
         };
+        if broker.config().acl_enable {
+            let topic = half.property(crate::schedule::REAL_TOPIC).unwrap_or("");
+            // Fail closed: with ACL on, a request the gate did not see is nobody's.
+            let checked = match ctx.acl() {
+                Some(identity) => identity.check_publish(topic),
+                None => Err("the request did not pass the ACL gate".to_string()),
+            };
+            if let Err(reason) = checked {
+                tracing::warn!(
+                    peer = %ctx.peer(), group, msg_id, topic,
+                    "ACL refused END_TRANSACTION: {reason}"
+                );
+                if req.is_oneway() {
+                    return Handled::NoResponse;
+                }
+                return Handled::Respond(reply(
+                    req,
+                    response_code::SYSTEM_ERROR,
+                    format!("AclException: {reason}"),
+                ));
+            }
+        }
         let outcome =
             if decision == sysflag::TRANSACTION_COMMIT_TYPE { Outcome::Commit } else { Outcome::Rollback };
         let claim = match self.shared.decisions.claim(broker.store(), broker.tables(), &half, outcome) {

@@ -421,6 +421,7 @@ impl Connection {
             peer: self.peer,
             local: self.local,
             responder: Responder::new(Arc::clone(writer), &request),
+            acl: None,
         };
         let (code, opaque, serialize_type) = (request.code, request.opaque, request.serialize_type);
         // A bug in one handler must cost one request, not the server: the panic becomes a

@@ -55,9 +55,27 @@ pub struct RequestContext {
     pub(crate) peer: SocketAddr,
     pub(crate) local: SocketAddr,
     pub(crate) responder: Responder,
+    /// Who the ACL gate let through (`None` without `aclEnable`).
+    pub(crate) acl: Option<Arc<crate::acl::AclIdentity>>,
 }
 
 impl RequestContext {
+    /// Who sent the request, as the ACL gate verified it; `None` when no gate ran (ACL is
+    /// off).
+    pub fn acl(&self) -> Option<&crate::acl::AclIdentity> {
+        self.acl.as_deref()
+    }
+
+    /// The same request as seen past the ACL gate, which verified `identity`.
+    pub(crate) fn with_acl(&self, identity: Arc<crate::acl::AclIdentity>) -> RequestContext {
+        RequestContext {
+            peer: self.peer,
+            local: self.local,
+            responder: self.responder.clone(),
+            acl: Some(identity),
+        }
+    }
+
     /// The client's address.
     pub fn peer(&self) -> SocketAddr {
         self.peer
