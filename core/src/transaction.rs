@@ -301,7 +301,7 @@ impl Decisions {
         let (q, o) = (half.queue_id, origin(half));
         if !self.queues.lock().get(&q).is_some_and(|d| d.loaded) {
             // The op messages written before a restart must be in the op queue.
-            if !store.wait_dispatched(LOAD_WAIT) {
+            if !wait_dispatched_to(store, store.max_offset(), LOAD_WAIT) {
                 tracing::warn!(
                     "the op queue is not dispatched yet: decisions recorded before the start may be missed"
                 );
@@ -385,6 +385,20 @@ impl Decisions {
     #[cfg(test)]
     fn len(&self, queue: i32) -> usize {
         self.queues.lock().get(&queue).map_or(0, |d| d.entries.len())
+    }
+}
+
+/// Waits until dispatch has passed `to` in the log (what is written meanwhile need not be).
+fn wait_dispatched_to(store: &MessageStore, to: i64, timeout: Duration) -> bool {
+    let d = store.dispatcher();
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let seen = d.dispatched().seq();
+        if i64::try_from(d.reput_from()).unwrap_or(i64::MAX) >= to {
+            return true;
+        }
+        let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else { return false };
+        d.dispatched().wait(seen, left.min(Duration::from_millis(50)));
     }
 }
 
