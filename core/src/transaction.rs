@@ -839,6 +839,35 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_dropped_unsettled_is_released() {
+        let d = Arc::new(Decisions::default());
+        let claim = |origin, op_only| Claim {
+            decisions: d.clone(),
+            queue: 0,
+            origin,
+            outcome: Outcome::Commit,
+            op_only,
+            settled: false,
+        };
+        let state = |origin| d.queues.lock()[&0].entries.get(&origin).map(|e| e.state);
+        {
+            let mut queues = d.queues.lock();
+            let q = queues.entry(0).or_default();
+            q.entries.insert(1, Entry { state: State::Deciding(Outcome::Commit), last_copy: -1 });
+            q.entries.insert(2, Entry { state: State::Deciding(Outcome::Commit), last_copy: -1 });
+            q.entries.insert(3, Entry { state: State::Deciding(Outcome::Commit), last_copy: -1 });
+        }
+        // A commit whose put failed: forgotten, so a retry may commit.
+        drop(claim(1, false));
+        assert!(state(1).is_none());
+        // Only its op message was missing: still committed, still without an op message.
+        drop(claim(2, true));
+        assert!(matches!(state(2), Some(State::Decided { outcome: Some(Outcome::Commit), op: None })));
+        claim(3, false).settle(Some(4));
+        assert!(matches!(state(3), Some(State::Decided { outcome: Some(Outcome::Commit), op: Some(4) })));
+    }
+
+    #[test]
     fn decisions_are_kept_until_the_recorded_cursors_pass_them_and_their_copies() {
         let d = Decisions::default();
         let decided =

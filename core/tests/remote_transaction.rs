@@ -664,3 +664,47 @@ fn a_commit_by_the_first_offsets_and_one_by_a_copy_put_back_are_one_transaction(
     settled(&b);
     assert_eq!(messages(&b, "T", 1).len(), 1, "committed again once the Checker passed it");
 }
+
+/// A commit on a SYNC_MASTER waits for its slave: until its op message is written, another
+/// END_TRANSACTION of the transaction (either way) is refused and changes nothing.
+#[test]
+fn a_commit_holds_its_transaction_until_its_op_message_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = master(&dir.path().join("m"), "SYNC_MASTER", &[("transactionCheckInterval", "600000")]);
+    let proxy = common::Proxy::start(format!("127.0.0.1:{}", m.ha_port()).parse().unwrap());
+    let via = proxy.addr.to_string();
+    let _s = Broker::start_slave(common::broker_config(
+        &dir.path().join("s"),
+        "SLAVE",
+        &[("haMasterAddress", via.as_str())],
+    ))
+    .unwrap();
+    assert!(wait_until(TIMEOUT, || m.offsets().slaves.iter().any(|x| x.transferring)), "slave connected");
+    let c = client(m.remoting_addrs()[0]);
+    let (qo, phy) = prepare(&c, 0, b"held", "U-HELD");
+
+    // The slave's acks stop: the commit's put is written but not final.
+    proxy.stall_up(true);
+    let written = m.max_offset();
+    let first = {
+        let c = client(m.remoting_addrs()[0]);
+        std::thread::spawn(move || call(&c, end_tx("pg", qo, phy, COMMIT, false)))
+    };
+    assert!(wait_until(TIMEOUT, || m.max_offset() > written), "the committed message never written");
+    for decision in [COMMIT, ROLLBACK] {
+        let r = call(&c, end_tx("pg", qo, phy, decision, false));
+        assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+        assert!(remark(&r).contains("being decided (COMMIT)"), "{r:?}");
+    }
+    assert!(!first.is_finished(), "the commit did not wait for the slave");
+    proxy.stall_up(false);
+    let first = first.join().unwrap();
+    assert_eq!(first.code, code::SUCCESS, "{first:?}");
+    assert!(remark(&first).is_empty(), "{first:?}");
+    let again = call(&c, end_tx("pg", qo, phy, COMMIT, false));
+    assert_eq!(again.code, code::SUCCESS, "{again:?}");
+    assert!(remark(&again).contains("already committed"), "{again:?}");
+    settled(&m);
+    assert_eq!(messages(&m, "T", 0).len(), 1, "committed more than once");
+    assert_eq!(messages(&m, OP, 0).len(), 1, "one op message");
+}
