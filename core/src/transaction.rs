@@ -29,7 +29,7 @@
 //!   topic under another offset than the producer was answered, so its commit fails.
 //! - A commit's op message is written once the committed message's put is final, on a
 //!   SYNC_MASTER once a slave holds it (4.9 puts the committed message without waiting).
-//! - A transaction is decided at most once ([`Decisions`], see
+//! - A transaction is decided at most once (`Decisions`, see
 //!   `crate::processor::end_transaction`): 4.9 commits a half message again for each COMMIT
 //!   naming it (a retry, or the producer's own commit racing its answer to a check-back), and
 //!   lets a COMMIT follow a ROLLBACK. The copies a check puts back are the same transaction as
