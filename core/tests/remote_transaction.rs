@@ -23,6 +23,11 @@ const OP: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
 const COMMIT: i32 = 8;
 const ROLLBACK: i32 = 12;
 
+/// Checks every 200 ms, of transactions older than 300 ms; every flush writes what is there,
+/// so the check cursors are recorded soon after each round.
+const CHECK_SOON: &[(&str, &str)] =
+    &[("transactionCheckInterval", "200"), ("transactionTimeOut", "300"), ("flushCommitLogLeastPages", "0")];
+
 fn master(dir: &std::path::Path, role: &str, extra: &[(&str, &str)]) -> Arc<Broker> {
     let b = Broker::start_master(common::broker_config(dir, role, extra)).unwrap();
     if b.topic_config("T").is_none() {
@@ -288,15 +293,7 @@ fn expect_check(p: &mut Producer, uniq: &str, body: &[u8]) -> (i64, i64) {
 #[test]
 fn an_undecided_transaction_is_checked_back_and_committed_from_the_check() {
     let dir = tempfile::tempdir().unwrap();
-    let b = master(
-        dir.path(),
-        "ASYNC_MASTER",
-        &[
-            ("transactionCheckInterval", "200"),
-            ("transactionTimeOut", "300"),
-            ("flushCommitLogLeastPages", "0"),
-        ],
-    );
+    let b = master(dir.path(), "ASYNC_MASTER", CHECK_SOON);
     let mut p = Producer::connect(&b, "pg");
     let r = p.call(send_tx("pg", 1, b"checked", "UC", &[]));
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
@@ -347,13 +344,7 @@ fn a_transaction_checked_transaction_check_max_times_is_discarded() {
 #[test]
 fn a_restart_keeps_an_undecided_half_message() {
     let dir = tempfile::tempdir().unwrap();
-    // Every flush writes what is there, so the cursors are recorded soon after each round.
-    let extra = [
-        ("transactionCheckInterval", "200"),
-        ("transactionTimeOut", "300"),
-        ("flushCommitLogLeastPages", "0"),
-    ];
-    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let b = master(dir.path(), "ASYNC_MASTER", CHECK_SOON);
     let c = client(b.remoting_addrs()[0]);
     let r = call(&c, send_tx("pg", 1, b"survives", "UR", &[]));
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
@@ -366,7 +357,7 @@ fn a_restart_keeps_an_undecided_half_message() {
     drop(c);
     drop(b);
 
-    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let b = master(dir.path(), "ASYNC_MASTER", CHECK_SOON);
     let mut p = Producer::connect(&b, "pg");
     let (queue_offset, log_offset) = expect_check(&mut p, "UR", b"survives");
     p.oneway(end_tx("pg", queue_offset, log_offset, COMMIT, true));
@@ -600,15 +591,7 @@ fn a_decision_survives_a_restart() {
 #[test]
 fn a_commit_by_the_first_offsets_and_one_by_a_copy_put_back_are_one_transaction() {
     let dir = tempfile::tempdir().unwrap();
-    let b = master(
-        dir.path(),
-        "ASYNC_MASTER",
-        &[
-            ("transactionCheckInterval", "200"),
-            ("transactionTimeOut", "300"),
-            ("flushCommitLogLeastPages", "0"),
-        ],
-    );
+    let b = master(dir.path(), "ASYNC_MASTER", CHECK_SOON);
     let mut p = Producer::connect(&b, "pg");
     let r = p.call(send_tx("pg", 1, b"put-back", "U-PB", &[]));
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
