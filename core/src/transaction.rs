@@ -316,6 +316,10 @@ impl Decisions {
             }
             d.entries.contains_key(&o)
         };
+        // Not known here, but committed: a commit stored its message and the broker stopped
+        // (a crash, a full disk) before its op message was written. Looked for without the
+        // lock, in the index.
+        let committed = !known && committed_in_real_topic(store, half, o);
         // A copy the Checker's recorded cursor has passed, of a transaction not known here:
         // is there a copy of it left for the Checker to check (else it is done with it)?
         // Looked for without the lock: this reads the half queue past the cursor.
@@ -323,6 +327,19 @@ impl Decisions {
         let passed = !known && half.queue_offset < cursor && !has_copy_from(store, q, o, cursor);
         let mut queues = self.queues.lock();
         let d = queues.entry(q).or_default();
+        if committed && !d.entries.contains_key(&o) {
+            if outcome == Outcome::Rollback || passed {
+                // Nothing to remember: a later COMMIT finds the message again. And once the
+                // Checker has passed every copy, its op message is written (behind the
+                // recorded op cursor).
+                return Verdict::Decided(Some(Outcome::Commit));
+            }
+            // This COMMIT writes the missing op message (below).
+            d.entries.insert(
+                o,
+                Entry { state: State::Decided { outcome: Some(Outcome::Commit), op: None }, last_copy: -1 },
+            );
+        }
         match d.entries.get(&o).map(|e| e.state) {
             Some(State::Deciding(x)) => Verdict::Deciding(x),
             Some(State::Decided { outcome: Some(x), op: None }) if x == outcome => {
@@ -400,6 +417,24 @@ fn wait_dispatched_to(store: &MessageStore, to: i64, timeout: Duration) -> bool 
         let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else { return false };
         d.dispatched().wait(seen, left.min(Duration::from_millis(50)));
     }
+}
+
+/// Whether a message committed from transaction `o` (of `half`'s queue) is in its real topic:
+/// found through the index by the producer's unique key (`UNIQ_KEY`, which a commit keeps);
+/// the committed message must be of the COMMIT type, name a half message of the transaction
+/// as the one it came from (`preparedTransactionOffset`), and carry its body. Without the
+/// index (`messageIndexEnable=false`) or a unique key, nothing is found.
+fn committed_in_real_topic(store: &MessageStore, half: &StoredMessage, o: i64) -> bool {
+    let (Some(topic), Some(uniq)) = (half.property(REAL_TOPIC), half.property(keys::UNIQ_KEY)) else {
+        return false;
+    };
+    store.query_by_key(topic, uniq, 32, 0, i64::MAX).iter().any(|m| {
+        sysflag::transaction_type(m.sys_flag) == sysflag::TRANSACTION_COMMIT_TYPE
+            && m.body == half.body
+            && store
+                .message_at(m.prepared_transaction_offset)
+                .is_some_and(|h| h.topic == HALF_TOPIC && h.queue_id == half.queue_id && origin(&h) == o)
+    })
 }
 
 /// Whether the half queue `q` holds a copy of transaction `origin` from `from` on.

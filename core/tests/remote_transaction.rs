@@ -323,11 +323,17 @@ fn a_transaction_checked_transaction_check_max_times_is_discarded() {
     let b = master(
         dir.path(),
         "ASYNC_MASTER",
-        &[("transactionCheckInterval", "200"), ("transactionTimeOut", "0"), ("transactionCheckMax", "2")],
+        &[
+            ("transactionCheckInterval", "200"),
+            ("transactionTimeOut", "0"),
+            ("transactionCheckMax", "2"),
+            ("flushCommitLogLeastPages", "0"),
+        ],
     );
     let mut p = Producer::connect(&b, "pg");
     let r = p.call(send_tx("pg", 1, b"never-decided", "UD", &[]));
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let (qo, phy) = (ext_i64(&r, "queueOffset"), msg_id_offset(r.ext("msgId").unwrap()));
     expect_check(&mut p, "UD", b"never-decided");
     expect_check(&mut p, "UD", b"never-decided");
     assert!(
@@ -339,6 +345,18 @@ fn a_transaction_checked_transaction_check_max_times_is_discarded() {
     assert_eq!(d.property("TRANSACTION_CHECK_TIMES"), Some("2"));
     assert!(p.next_check(Duration::from_millis(1500)).is_none(), "checked past transactionCheckMax");
     assert!(messages(&b, "T", 1).is_empty());
+    // Discarded for good: once the recorded cursor has passed every copy, a late commit is
+    // refused and stores nothing.
+    let copies = messages(&b, HALF, 0).len() as i64;
+    assert!(
+        wait_until(TIMEOUT, || b.consumer_offset("CID_RMQ_SYS_TRANS", HALF, 0) >= copies),
+        "the half cursor recorded past every copy"
+    );
+    let late = p.call(end_tx("pg", qo, phy, COMMIT, false));
+    assert_eq!(late.code, code::SYSTEM_ERROR, "{late:?}");
+    assert!(remark(&late).contains("no longer pending"), "{late:?}");
+    settled(&b);
+    assert!(messages(&b, "T", 1).is_empty(), "a discarded transaction committed");
 }
 
 #[test]
@@ -639,13 +657,18 @@ fn a_commit_by_the_first_offsets_and_one_by_a_copy_put_back_are_one_transaction(
     drop(b);
     let b = master(dir.path(), "ASYNC_MASTER", &[("transactionCheckInterval", "600000")]);
     let c = client(b.remoting_addrs()[0]);
+    // Its committed message is found (by the index), so it is answered as committed.
     for (qo, phy) in [(first_qo, first_phy), (copy_qo, copy_phy)] {
         let r = call(&c, end_tx("pg", qo, phy, COMMIT, false));
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        assert!(remark(&r).contains("already committed"), "{r:?}");
+        let r = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
         assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
-        assert!(remark(&r).contains("no longer pending"), "{r:?}");
+        assert!(remark(&r).contains("already committed"), "{r:?}");
     }
     settled(&b);
     assert_eq!(messages(&b, "T", 1).len(), 1, "committed again once the Checker passed it");
+    assert_eq!(messages(&b, OP, 0).len(), 1, "a second op message once the Checker passed it");
 }
 
 /// A commit on a SYNC_MASTER waits for its slave: until its op message is written, another
@@ -690,4 +713,38 @@ fn a_commit_holds_its_transaction_until_its_op_message_is_written() {
     settled(&m);
     assert_eq!(messages(&m, "T", 0).len(), 1, "committed more than once");
     assert_eq!(messages(&m, OP, 0).len(), 1, "one op message");
+}
+
+#[test]
+fn a_commit_whose_op_message_was_lost_is_not_stored_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = [("transactionCheckInterval", "600000")];
+    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let c = client(b.remoting_addrs()[0]);
+    let (qo, phy) = prepare(&c, 1, b"op-lost", "U-OL");
+    // What a commit does before it writes its op message; then the broker stops, as a crash
+    // (or a full disk) between the two puts would leave it.
+    let half = b.store().message_at(phy).unwrap();
+    let msg = rmqha_core::transaction::committed(&half).unwrap();
+    assert!(b.put_message(&msg).unwrap().wait().status.is_stored());
+    settled(&b);
+    b.shutdown();
+    drop(c);
+    drop(b);
+
+    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let c = client(b.remoting_addrs()[0]);
+    let rollback = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
+    assert_eq!(rollback.code, code::SYSTEM_ERROR, "{rollback:?}");
+    assert!(remark(&rollback).contains("already committed"), "{rollback:?}");
+    // The producer's answer to a check-back: the op message is written, the message not again.
+    let commit = call(&c, end_tx("pg", qo, phy, COMMIT, true));
+    assert_eq!(commit.code, code::SUCCESS, "{commit:?}");
+    settled(&b);
+    assert_eq!(messages(&b, "T", 1).len(), 1, "committed twice");
+    assert_eq!(messages(&b, OP, 0).len(), 1, "the missing op message");
+    let again = call(&c, end_tx("pg", qo, phy, COMMIT, false));
+    assert!(remark(&again).contains("already committed"), "{again:?}");
+    settled(&b);
+    assert_eq!(messages(&b, OP, 0).len(), 1, "a second op message");
 }
