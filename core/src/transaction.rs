@@ -561,7 +561,8 @@ struct Pending {
 }
 
 /// A live connection of a producer group.
-pub(crate) type ProducerLookup = Arc<dyn Fn(&str) -> Option<Responder> + Send + Sync>;
+/// A live connection of a producer group that may publish to a topic (its real topic).
+pub(crate) type ProducerLookup = Arc<dyn Fn(&str, &str) -> Option<Responder> + Send + Sync>;
 
 /// The check-back thread of a master (see the module doc).
 pub(crate) struct Checker {
@@ -808,8 +809,12 @@ impl Checker {
 
     fn send_check(&self, half: &StoredMessage) {
         let group = half.property(PGROUP).unwrap_or("");
-        let Some(channel) = (self.producers)(group) else {
-            tracing::warn!(group, msg_id = %half.msg_id, "transaction check-back: no live producer of the group");
+        let topic = half.property(REAL_TOPIC).unwrap_or("");
+        let Some(channel) = (self.producers)(group, topic) else {
+            tracing::warn!(
+                group, topic, msg_id = %half.msg_id,
+                "transaction check-back: no live producer of the group (that may publish to the topic, under ACL)"
+            );
             return;
         };
         if let Err(e) = channel.push_oneway(check_request(half)) {

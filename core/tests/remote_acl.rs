@@ -441,3 +441,70 @@ fn a_globally_white_listed_address_ends_transactions_unsigned() {
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
     assert_eq!(bodies(&b, "T"), vec![b"white".to_vec()]);
 }
+
+/// A raw connection whose signed HEART_BEAT registers producer group pg, to see what the
+/// broker pushes to it.
+fn producer_conn(b: &Broker, account: (&str, &str), client_id: &str) -> Raw {
+    let mut raw = Raw::connect(b.remoting_addrs()[0]);
+    let body = serde_json::json!({
+        "clientID": client_id,
+        "consumerDataSet": [],
+        "producerDataSet": [{"groupName": "pg"}]
+    });
+    let hb = RemotingCommand::request(request_code::HEART_BEAT).with_body(body.to_string().into_bytes());
+    raw.send(sign(hb, account.0, account.1), 1);
+    let r = raw.recv();
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    raw
+}
+
+/// The next CHECK_TRANSACTION_STATE pushed to `raw` within `timeout`.
+fn next_check(raw: &mut Raw, timeout: std::time::Duration) -> Option<RemotingCommand> {
+    let deadline = std::time::Instant::now() + timeout;
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match raw.try_recv(left) {
+            Some(f) if !f.is_response() && f.code == request_code::CHECK_TRANSACTION_STATE => return Some(f),
+            Some(_) => continue,
+            None => return None,
+        }
+    }
+    None
+}
+
+/// 4.9 pushes a check-back, which carries the half message and its body, to any connection
+/// whose heartbeat named the producer group: an account without any right to the topic could
+/// read its undecided transactions that way.
+#[test]
+fn check_backs_go_only_to_producers_that_may_publish_the_real_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path()).unwrap();
+    let file = dir.path().join("plain_acl.yml");
+    std::fs::write(&file, RULES).unwrap();
+    let b = Broker::start_master(common::broker_config(
+        &dir.path().join("store"),
+        "ASYNC_MASTER",
+        &[
+            ("aclEnable", "true"),
+            ("aclFilePath", file.to_str().unwrap()),
+            ("transactionCheckInterval", "200"),
+            ("transactionTimeOut", "0"),
+            ("transactionCheckMax", "1000"),
+            ("flushCommitLogLeastPages", "0"),
+        ],
+    ))
+    .unwrap();
+    b.create_topic("T", 1).unwrap();
+    // An account with no right to T names producer group pg.
+    let mut other = producer_conn(&b, OTHER, "other-client");
+    let c = client(b.remoting_addrs()[0]);
+    half_of(&call(&c, sign(send_tx("T", b"undecided-body", "U-CB"), PRODUCER.0, PRODUCER.1)));
+    assert!(
+        next_check(&mut other, std::time::Duration::from_millis(1500)).is_none(),
+        "a check-back, with the half message's body, pushed to an account without PUB on T"
+    );
+    // A producer of the group that may publish to T: checked back.
+    let mut own = producer_conn(&b, PRODUCER, "own-client");
+    let check = next_check(&mut own, TIMEOUT).expect("no check-back for the producer that may publish to T");
+    assert!(check.body.windows(14).any(|w| w == b"undecided-body"), "{check:?}");
+    assert!(next_check(&mut other, std::time::Duration::from_millis(600)).is_none());
+}

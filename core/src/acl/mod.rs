@@ -31,10 +31,12 @@
 //! retry topics) and a producer group is no resource, so there is no permission to require
 //! without inventing one. What registering a producer group gives: the broker may push the
 //! group's CHECK_TRANSACTION_STATE to that connection, and that carries the half message,
-//! body included. So a client that passes the gate can, by naming another producer group,
-//! be sent that group's undecided transactions' messages (and answering them still needs
-//! PUB on their real topic, see above). Consumer groups and subscribed topics need SUB, as
-//! in 4.9.
+//! body included; 4.9 pushes it to any connection of the group, so a client that passes the
+//! gate could, by naming another producer group, be sent that group's undecided messages.
+//! Here the heartbeat's verified account is kept with the connection, and a check-back goes
+//! only to a connection whose account may publish to the half message's real topic (see
+//! `ClientTable::producer_channel`). Consumer groups and subscribed topics need SUB, as in
+//! 4.9.
 //!
 //! A refusal answers SYSTEM_ERROR, as RocketMQ's remoting layer answers the hook's
 //! `AclException`, with the reason as the remark (`AclException: Check signature failed for

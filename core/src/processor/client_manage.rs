@@ -63,7 +63,12 @@ impl ClientManageProcessor {
         let Some(client_id) = data.get("clientID").and_then(Value::as_str).filter(|s| !s.is_empty()) else {
             return reply(req, response_code::SYSTEM_ERROR, "heartbeat without clientID");
         };
-        let channel = Channel { responder: ctx.responder(), peer: ctx.peer(), last_update: Instant::now() };
+        let channel = Channel {
+            responder: ctx.responder(),
+            peer: ctx.peer(),
+            last_update: Instant::now(),
+            acl: ctx.acl.clone(),
+        };
         let mut consumers = Vec::new();
         for c in data.get("consumerDataSet").and_then(Value::as_array).into_iter().flatten() {
             let Some(group) = c.get("groupName").and_then(Value::as_str).filter(|g| !g.is_empty()) else {

@@ -105,6 +105,8 @@ pub(crate) struct Channel {
     pub responder: Responder,
     pub peer: SocketAddr,
     pub last_update: Instant,
+    /// Who the ACL gate verified the heartbeat came from (`None` without `aclEnable`).
+    pub acl: Option<Arc<crate::acl::AclIdentity>>,
 }
 
 impl Channel {
@@ -255,11 +257,23 @@ impl ClientTable {
     }
 
     /// A live connection of producer group `group` (RocketMQ's `getAvailableChannel`), the
-    /// most recently heard from; `None` if the group has none.
-    pub(crate) fn producer_channel(&self, group: &str) -> Option<Responder> {
+    /// most recently heard from, among those whose account (under ACL) may publish to
+    /// `topic`; `None` if the group has none.
+    ///
+    /// 4.9 picks any connection of the group: a producer group is no ACL resource, so any
+    /// client that passes the gate could name another group in its heartbeat and be sent that
+    /// group's check-backs, half messages and bodies included. Here a check-back goes only to
+    /// a connection that could have sent the message and may decide it.
+    pub(crate) fn producer_channel(&self, group: &str, topic: &str) -> Option<Responder> {
         let mut inner = self.lock();
         inner.prune();
-        inner.producers.get(group)?.values().max_by_key(|c| c.last_update).map(|c| c.responder.clone())
+        inner
+            .producers
+            .get(group)?
+            .values()
+            .filter(|c| c.acl.as_ref().is_none_or(|id| id.check_publish(topic).is_ok()))
+            .max_by_key(|c| c.last_update)
+            .map(|c| c.responder.clone())
     }
 
     /// Removes a client from a producer group and/or a consumer group (UNREGISTER_CLIENT),

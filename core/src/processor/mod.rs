@@ -244,7 +244,7 @@ fn start_transaction_checker(broker: &Arc<Broker>, shared: &Arc<Shared>) -> Resu
     };
     let weak = Arc::downgrade(shared);
     let producers: crate::transaction::ProducerLookup =
-        Arc::new(move |group| weak.upgrade().and_then(|s| s.clients.producer_channel(group)));
+        Arc::new(move |group, topic| weak.upgrade().and_then(|s| s.clients.producer_channel(group, topic)));
     let checker = crate::transaction::Checker::new(
         broker.store().clone(),
         broker.tables().clone(),
