@@ -396,11 +396,8 @@ impl Broker {
 
     /// Delivers delayed messages when due (`crate::schedule`); masters only.
     fn start_scheduler(&self) -> Result<()> {
-        let acked = match (&self.ha_master, self.config.broker_role) {
-            (Some(m), BrokerRole::SyncMaster) => Some(m.ack_watermark()),
-            _ => None,
-        };
-        let scheduler = crate::schedule::Scheduler::new(self.store.clone(), self.tables.clone(), acked);
+        let scheduler =
+            crate::schedule::Scheduler::new(self.store.clone(), self.tables.clone(), self.sync_ack_watermark());
         let stop = self.stop.clone();
         let t = std::thread::Builder::new()
             .name("rmqha-schedule".into())
@@ -446,6 +443,16 @@ impl Broker {
     }
     pub fn ha_master(&self) -> Option<&HaMaster> {
         self.ha_master.as_ref()
+    }
+
+    /// On a SYNC_MASTER, how far a slave holds the log (its ack watermark), for the threads
+    /// that record progress only over records a failover cannot lose (the scheduler, the
+    /// transaction checker); `None` on other roles, where the flushed offset alone decides.
+    pub(crate) fn sync_ack_watermark(&self) -> Option<Arc<dyn Fn() -> i64 + Send + Sync>> {
+        match (&self.ha_master, self.config.broker_role) {
+            (Some(m), BrokerRole::SyncMaster) => Some(m.ack_watermark()),
+            _ => None,
+        }
     }
     pub fn ha_slave(&self) -> Option<&HaSlave> {
         self.ha_slave.as_ref()

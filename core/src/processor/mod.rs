@@ -238,10 +238,7 @@ fn start_transaction_checker(broker: &Arc<Broker>, shared: &Arc<Shared>) -> Resu
         check_max: config.transaction_check_max,
         file_reserved_ms: config.file_reserved_time.saturating_mul(3_600_000),
     };
-    let acked = match (broker.ha_master(), broker.role()) {
-        (Some(m), BrokerRole::SyncMaster) => Some(m.ack_watermark()),
-        _ => None,
-    };
+    let acked = broker.sync_ack_watermark();
     let weak = Arc::downgrade(shared);
     let producers: crate::transaction::ProducerLookup =
         Arc::new(move |group, topic| weak.upgrade().and_then(|s| s.clients.producer_channel(group, topic)));
