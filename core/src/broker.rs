@@ -396,8 +396,11 @@ impl Broker {
 
     /// Delivers delayed messages when due (`crate::schedule`); masters only.
     fn start_scheduler(&self) -> Result<()> {
-        let scheduler =
-            crate::schedule::Scheduler::new(self.store.clone(), self.tables.clone(), self.sync_ack_watermark());
+        let scheduler = crate::schedule::Scheduler::new(
+            self.store.clone(),
+            self.tables.clone(),
+            self.sync_ack_watermark(),
+        );
         let stop = self.stop.clone();
         let t = std::thread::Builder::new()
             .name("rmqha-schedule".into())

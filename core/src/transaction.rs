@@ -299,11 +299,15 @@ impl Decisions {
         outcome: Outcome,
     ) -> Verdict {
         let (q, o) = (half.queue_id, origin(half));
+        let mut caught_up = true;
         if !self.queues.lock().get(&q).is_some_and(|d| d.loaded) {
             // The op messages written before a restart must be in the op queue.
-            if !wait_dispatched_to(store, store.max_offset(), LOAD_WAIT) {
+            caught_up = wait_dispatched_to(store, store.max_offset(), LOAD_WAIT);
+            if !caught_up {
                 tracing::warn!(
-                    "the op queue is not dispatched yet: decisions recorded before the start may be missed"
+                    queue = q,
+                    "the op queue is not dispatched yet: decisions recorded before the start may be \
+                     missed by this END_TRANSACTION; the next one reads the op queue again"
                 );
             }
         }
@@ -311,8 +315,9 @@ impl Decisions {
             let mut queues = self.queues.lock();
             let d = queues.entry(q).or_default();
             if !d.loaded {
+                // Read again until it is read caught up (entries known stay as they are).
                 load(store, tables, q, &mut d.entries);
-                d.loaded = true;
+                d.loaded = caught_up;
             }
             d.entries.contains_key(&o)
         };
