@@ -31,6 +31,19 @@ pub fn run(args: TruncateArgs) -> Result<(), String> {
     crate::broker_cmd::apply_overrides(&mut config, &args.set)?;
     config.validate().map_err(|e| format!("{}: {e}", args.config.display()))?;
     let root = config.store_root().to_path_buf();
+    // Opening a store makes one where there is none: a mistyped path would have been made a
+    // store, and its "cut" reported as done, while the real store kept its diverged tail.
+    let cl_dir = config.commit_log_dir();
+    if !root.is_dir() || !cl_dir.is_dir() {
+        let missing = if root.is_dir() { &cl_dir } else { &root };
+        return Err(format!(
+            "{}: not a broker's store: {} is not a directory (check storePathRootDir and \
+             storePathCommitLog in {} and --set)",
+            root.display(),
+            missing.display(),
+            args.config.display()
+        ));
+    }
     let store = MessageStore::open(config).map_err(|e| e.to_string())?;
     store.start().map_err(|e| e.to_string())?;
     let before = store.max_offset();

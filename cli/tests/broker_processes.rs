@@ -510,3 +510,53 @@ fn metrics_are_served_over_http() {
     drop(slow);
     p.stop();
 }
+
+/// Runs `rmqha truncate -c CONF --offset 0 --set ...`; returns success, stdout and stderr.
+fn truncate_at_0(conf: &Path, sets: &[String]) -> (bool, String, String) {
+    let mut cmd = Command::new(RMQHA);
+    cmd.arg("truncate").arg("-c").arg(conf).args(["--offset", "0"]);
+    for s in sets {
+        cmd.arg("--set").arg(s);
+    }
+    let out = cmd.env("RMQHA_LOG", "error").stdin(Stdio::null()).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A properties file naming a store directory that does not exist (yet).
+fn conf_with_store(d: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let conf = d.join("broker.properties");
+    let file_store = d.join("file-store");
+    std::fs::write(&conf, format!("brokerRole=ASYNC_MASTER\nstorePathRootDir={}\n", file_store.display()))
+        .unwrap();
+    (conf, file_store)
+}
+
+/// `rmqha truncate` on a path that holds no store made one there (the store's directories,
+/// lock and checkpoint) and reported the "cut" as done, while the store meant kept its
+/// diverged tail. It is refused now, naming the path, and nothing is created.
+#[test]
+fn truncate_refuses_a_path_that_is_no_store() {
+    let d = tempfile::tempdir().unwrap();
+    let (conf, _) = conf_with_store(d.path());
+    // A path with nothing there.
+    let typo = d.path().join("no-such-store");
+    let (ok, out, err) = truncate_at_0(&conf, &[format!("storePathRootDir={}", typo.display())]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("not a broker's store") && err.contains(&typo.display().to_string()), "{err}");
+    assert!(!typo.exists(), "truncate made a store where there was none");
+    // A directory that is no store (no CommitLog directory in it).
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (ok, out, err) = truncate_at_0(&conf, &[format!("storePathRootDir={}", empty.display())]);
+    assert!(!ok, "{out}");
+    assert!(err.contains(&empty.join("commitlog").display().to_string()), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "truncate wrote into a directory that is no store"
+    );
+}
