@@ -26,6 +26,20 @@ pub struct BrokerArgs {
 pub fn apply_overrides(config: &mut BrokerConfig, sets: &[String]) -> Result<(), String> {
     for kv in sets {
         let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv:?}: expected KEY=VALUE"))?;
+        // A file may hold keys of other RocketMQ components, and RocketMQ ignores what it does
+        // not read; a key typed here is meant for this command, and a typo ignored would run
+        // it on the file's value (`truncate` on the file's store instead of the one named).
+        if k.trim().is_empty() {
+            return Err(format!("--set {kv:?}: expected KEY=VALUE, with a key"));
+        }
+        if let Some(like) = BrokerConfig::unknown_key(k) {
+            let hint = like.map(|k| format!(" (did you mean {k}?)")).unwrap_or_default();
+            return Err(format!(
+                "--set {}: unknown config key{hint}: rmqha reads no such key (a properties file may hold it; \
+                 there it is ignored with a warning)",
+                k.trim()
+            ));
+        }
         // The key only: the error names the value where it may (never a secret's).
         config.set(k, v).map_err(|e| format!("--set {}: {e}", k.trim()))?;
     }

@@ -580,6 +580,18 @@ fn default_broker_name() -> String {
 }
 
 impl BrokerConfig {
+    /// Whether `key` (trimmed) is neither a key rmqha reads (either spelling) nor a RocketMQ
+    /// key it accepts with a warning; then the known key it most likely misspells, if any.
+    /// For a command line, where a typo is not a key of another RocketMQ component.
+    pub fn unknown_key(key: &str) -> Option<Option<&'static str>> {
+        let key = key.trim();
+        if Self::canonical_key(key).is_some() || UNSUPPORTED_KEYS.contains(&key) {
+            None
+        } else {
+            Some(closest_key(key))
+        }
+    }
+
     /// Sets one key (either spelling of the renamed keys). An unknown key is not an error: it
     /// is recorded in [`BrokerConfig::warnings`] and logged, since RocketMQ configs carry many
     /// keys that do not concern storage or HA.
