@@ -225,3 +225,57 @@ fn remote_clients_produce_to_a_sync_master_process_and_consume_from_it_and_its_s
     slave.stop();
     master.stop();
 }
+
+/// Runs `rmqha` with `args`, killing it if it has not exited by `limit`; returns whether it
+/// succeeded, its stderr, and how long it ran.
+fn rmqha_within(args: &[&str], limit: Duration) -> (bool, String, Duration) {
+    let t0 = Instant::now();
+    let mut child = Command::new(RMQHA)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let exited = wait_until(limit, || child.try_wait().unwrap().is_some());
+    if !exited {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(exited, "rmqha {args:?} still running after {limit:?}");
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned(), t0.elapsed())
+}
+
+/// A peer that answers with a frame's first bytes and then one byte every 300 ms held
+/// `status`, `put` and `get` for as long as it kept sending: each read got the call's whole
+/// timeout afresh. The call's deadline now bounds the whole answer.
+#[test]
+fn a_peer_dripping_its_answer_does_not_hold_a_command_past_its_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = std::io::Read::read(&mut conn, &mut buf);
+                // A 64 KiB frame whose 4 KiB JSON header never ends.
+                if conn.write_all(&[0, 1, 0, 0, 0, 0, 16, 0]).is_err() {
+                    return;
+                }
+                while conn.write_all(b" ").is_ok() {
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            });
+        }
+    });
+    let (ok, err, took) = rmqha_within(&["status", &addr], Duration::from_secs(30));
+    assert!(!ok && err.contains("timed out after 3.0 s"), "{err}");
+    assert!(took < Duration::from_secs(10), "status took {took:?}");
+    let (ok, err, took) = rmqha_within(
+        &["get", &addr, "--topic", "T", "--queue", "0", "--offset", "0"],
+        Duration::from_secs(40),
+    );
+    assert!(!ok && err.contains("timed out after 10.0 s"), "{err}");
+    assert!(took < Duration::from_secs(16), "get took {took:?}");
+}

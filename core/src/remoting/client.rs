@@ -134,7 +134,7 @@ impl RemotingClient {
                 return Err(RemotingError::ConnectionClosed { peer: self.addr.clone(), code, opaque });
             };
             conn.stream.set_read_timeout(Some(left)).map_err(|e| self.io_error(e))?;
-            let mut reader = CountingReader { inner: &conn.stream, count: 0 };
+            let mut reader = CountingReader { inner: &conn.stream, count: 0, deadline };
             match read_frame(&mut reader, self.config.max_frame) {
                 Ok(Some(frame)) if frame.is_response() && frame.opaque == opaque => {
                     return Ok(frame);
@@ -253,11 +253,7 @@ impl RemotingClient {
     /// may have been sent.
     fn send(&self, guard: &mut Option<ClientConn>, bytes: &[u8], deadline: Instant) -> io::Result<()> {
         let result = match (guard.as_ref(), remaining(deadline)) {
-            (Some(conn), Some(left)) => conn
-                .stream
-                .set_write_timeout(Some(left))
-                .and_then(|()| (&conn.stream).write_all(bytes))
-                .and_then(|()| (&conn.stream).flush()),
+            (Some(conn), Some(_)) => write_all_by(&conn.stream, bytes, deadline),
             (None, _) => Err(io::Error::new(io::ErrorKind::NotConnected, "not connected")),
             (_, None) => Err(io::Error::new(io::ErrorKind::TimedOut, "deadline passed")),
         };
@@ -303,6 +299,26 @@ fn peer_has_closed(stream: &TcpStream) -> bool {
     stream.set_nonblocking(false).is_err() || closed
 }
 
+/// `write_all` within `deadline`: a write timeout alone restarts with every partial write, so
+/// a peer reading a byte at a time held the call for as long as it kept reading.
+fn write_all_by(stream: &TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let Some(left) = remaining(deadline) else {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "deadline passed"));
+        };
+        stream.set_write_timeout(Some(left))?;
+        match (&*stream).write(bytes) {
+            Ok(0) => {
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "failed to write the whole request"));
+            }
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn remaining(deadline: Instant) -> Option<Duration> {
     deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
 }
@@ -312,14 +328,21 @@ fn is_timeout(e: &io::Error) -> bool {
 }
 
 /// Counts bytes read, to tell a timeout between frames (stream still in step) from one in the
-/// middle of a frame.
+/// middle of a frame. Each read waits only until the call's deadline: a read timeout alone
+/// restarts with every read, so a peer sending a frame a byte at a time held the call for as
+/// long as it kept sending.
 struct CountingReader<'a> {
     inner: &'a TcpStream,
     count: usize,
+    deadline: Instant,
 }
 
 impl Read for CountingReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(left) = remaining(self.deadline) else {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "deadline passed"));
+        };
+        self.inner.set_read_timeout(Some(left))?;
         let n = self.inner.read(buf)?;
         self.count += n;
         Ok(n)
