@@ -58,10 +58,10 @@ pub struct GetArgs {
     #[arg(long)]
     topic: String,
     /// Queue id to read (a put with `--queue -1` prints the one the broker picked).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(0..))]
     queue: i32,
     /// Queue offset of the first message.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(0..))]
     offset: i64,
     /// Most messages to print (several pulls if needed); at least 1.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
@@ -278,10 +278,22 @@ pub fn run_get(a: GetArgs) -> Result<(), String> {
                 print_records(&mut out, &resp.body, a.body_only).map(|n| printed += n)?;
             }
             response_code::PULL_RETRY_IMMEDIATELY if next > offset => {}
-            response_code::PULL_NOT_FOUND
-            | response_code::PULL_OFFSET_MOVED
-            | response_code::PULL_RETRY_IMMEDIATELY => {
+            response_code::PULL_NOT_FOUND | response_code::PULL_RETRY_IMMEDIATELY => {
                 break summary;
+            }
+            response_code::PULL_OFFSET_MOVED => {
+                // No message at the offset asked for, and none will come there: below the
+                // queue's first (deleted) or past its end. Not an empty read.
+                out.flush().map_err(|e| e.to_string())?;
+                return Err(format!(
+                    "queue {} of {} at {} has no offset {offset}: its minOffset is {} and its maxOffset (where \
+                     the next message goes) {} (PULL_OFFSET_MOVED, nextBeginOffset {next})",
+                    a.queue,
+                    a.topic,
+                    a.addr,
+                    resp.ext("minOffset").unwrap_or("?"),
+                    resp.ext("maxOffset").unwrap_or("?"),
+                ));
             }
             code => {
                 return Err(format!(

@@ -279,3 +279,46 @@ fn a_peer_dripping_its_answer_does_not_hold_a_command_past_its_timeout() {
     assert!(!ok && err.contains("timed out after 10.0 s"), "{err}");
     assert!(took < Duration::from_secs(16), "get took {took:?}");
 }
+
+/// An ASYNC_MASTER process holding "a" and "b" at offsets 0 and 1 of queue 0 of topic Bad.
+fn master_with_two_messages(store: &Path) -> (Proc, String) {
+    let master = broker("broker-a.properties", store, &["brokerRole=ASYNC_MASTER".to_string()]);
+    let (port, _) = master.ports();
+    let addr = format!("127.0.0.1:{port}");
+    let (ok, out, err) = rmqha(&["put", &addr, "--topic", "Bad", "--queue", "0", "--lines"], b"a\nb\n");
+    assert!(ok, "{out} {err}");
+    (master, addr)
+}
+
+/// `rmqha get --topic Bad` at `addr` with more arguments.
+fn get_bad(addr: &str, args: &[&str]) -> (bool, String, String) {
+    let mut all = vec!["get", addr, "--topic", "Bad"];
+    all.extend_from_slice(args);
+    rmqha(&all, b"")
+}
+
+/// An offset outside the queue exited 0 with a summary line, as an empty read does; a
+/// negative queue or offset got clap's "unexpected argument '-1' found". Each is an error
+/// naming what was wrong now.
+#[test]
+fn get_refuses_an_offset_outside_the_queue_and_negative_arguments() {
+    let d = tempfile::tempdir().unwrap();
+    let (master, addr) = master_with_two_messages(d.path());
+    assert!(wait_until(Duration::from_secs(20), || get_bad(&addr, &["--queue", "0", "--offset", "0"])
+        .1
+        .lines()
+        .count()
+        == 2));
+    // Past the end: an error naming the queue's offsets.
+    let (ok, out, err) = get_bad(&addr, &["--queue", "0", "--offset", "100"]);
+    assert!(!ok && out.is_empty(), "{out} {err}");
+    assert!(err.contains("no offset 100") && err.contains("maxOffset") && err.contains(" 2 "), "{err}");
+    // At the end: an empty read, not an error.
+    let (ok, out, err) = get_bad(&addr, &["--queue", "0", "--offset", "2"]);
+    assert!(ok && out.is_empty() && err.contains("PULL_NOT_FOUND"), "{out} {err}");
+    let (ok, _, err) = get_bad(&addr, &["--queue", "-1", "--offset", "0"]);
+    assert!(!ok && err.contains("'--queue <QUEUE>'"), "{err}");
+    let (ok, _, err) = get_bad(&addr, &["--queue", "0", "--offset", "-1"]);
+    assert!(!ok && err.contains("'--offset <OFFSET>'"), "{err}");
+    master.stop();
+}
