@@ -34,7 +34,8 @@ pub struct PutArgs {
     #[arg(long)]
     keys: Option<String>,
     /// Queue id; -1 (the default) lets the broker pick one.
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1..))]
     queue: i32,
     /// One message per input line instead of one message of the whole input.
     #[arg(long)]
@@ -43,7 +44,7 @@ pub struct PutArgs {
     #[arg(long = "property", value_name = "KEY=VALUE")]
     properties: Vec<String>,
     /// Seconds to wait for each answer (a SYNC_MASTER answers after its slave's ack).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
     timeout: f64,
     /// The body: a file, or - (the default) for standard input.
     #[arg(default_value = "-")]
@@ -137,8 +138,17 @@ pub fn send_request(
 }
 
 fn secs(s: f64) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(s).map_err(|_| format!("--timeout {s}: not a duration"))
+    match Duration::try_from_secs_f64(s) {
+        // Zero timed every send out before it was made.
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("--timeout {s}: expected a number of seconds greater than 0")),
+    }
 }
+
+/// The largest body `put` sends: a request is one remoting frame, which brokers (rmqha's and
+/// RocketMQ's alike) take up to 16 MiB, headers included; a larger one was cut off by the broker
+/// and reported as a broken pipe.
+const MAX_BODY: usize = rmqha_core::remoting::DEFAULT_MAX_FRAME - 64 * 1024;
 
 pub fn run_put(a: PutArgs) -> Result<(), String> {
     let mut input = Vec::new();
@@ -147,16 +157,18 @@ pub fn run_put(a: PutArgs) -> Result<(), String> {
     } else {
         input = std::fs::read(&a.file).map_err(|e| format!("cannot read {}: {e}", a.file))?;
     }
-    let bodies: Vec<Vec<u8>> = if a.lines {
+    // Each body with what names it in an error: its line with --lines.
+    let bodies: Vec<(String, Vec<u8>)> = if a.lines {
         input
             .split(|&b| b == b'\n')
-            .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
-            .filter(|l| !l.is_empty())
+            .enumerate()
+            .map(|(i, l)| (format!(" (line {})", i + 1), l.strip_suffix(b"\r").unwrap_or(l).to_vec()))
+            .filter(|(_, l)| !l.is_empty())
             .collect()
     } else {
-        vec![input]
+        vec![(String::new(), input)]
     };
-    if bodies.iter().all(|b| b.is_empty()) {
+    if bodies.iter().all(|(_, b)| b.is_empty()) {
         // RocketMQ's producers refuse an empty body (Validators: "the message body length is zero").
         return Err(format!(
             "nothing to send: {} is empty{}",
@@ -185,20 +197,33 @@ pub fn run_put(a: PutArgs) -> Result<(), String> {
     }
     base.push(("WAIT".to_string(), "true".to_string()));
     let timeout = secs(a.timeout)?;
+    // Checked before anything is sent, so that no part of the input is.
+    if let Some((what, body)) = bodies.iter().find(|(_, b)| b.len() > MAX_BODY) {
+        return Err(format!(
+            "the body{what} is {} bytes, more than a request to a broker can carry ({MAX_BODY}); brokers refuse \
+             bodies over their maxMessageSize (4 MiB by default) anyway: nothing was sent",
+            body.len()
+        ));
+    }
     let client = RemotingClient::connect(&a.addr, ClientConfig::default()).map_err(|e| e.to_string())?;
     let mut not_ok = 0;
     let out = std::io::stdout();
     let mut out = out.lock();
-    for body in bodies {
+    for (sent, (what, body)) in bodies.into_iter().enumerate() {
+        let before = if sent > 0 {
+            format!("; the {sent} message(s) before it were stored (see above)")
+        } else {
+            String::new()
+        };
         let uniq = uniq_key();
         let mut props = base.clone();
         props.push(("UNIQ_KEY".to_string(), uniq.clone()));
         let resp = client
             .invoke_sync(send_request(&a.topic, a.queue, body, &props), timeout)
-            .map_err(|e| format!("send to {}: {e}", a.addr))?;
+            .map_err(|e| format!("send{what} to {}: {e}{before}", a.addr))?;
         let Some(status) = send_status(resp.code) else {
             return Err(format!(
-                "send to {} failed: code {} ({}): {}",
+                "send{what} to {} failed: code {} ({}): {}{before}",
                 a.addr,
                 resp.code,
                 response_code::name(resp.code).unwrap_or("?"),

@@ -322,3 +322,48 @@ fn get_refuses_an_offset_outside_the_queue_and_negative_arguments() {
     assert!(!ok && err.contains("'--offset <OFFSET>'"), "{err}");
     master.stop();
 }
+
+/// Bad input to `put` is refused naming what was wrong, and nothing of it is stored:
+/// --queue below -1 (stored to a queue the broker picked), --timeout 0 (a timeout "waiting
+/// for another call"), a body larger than a request can carry (partly sent, then "Broken
+/// pipe"), and a line the broker refuses (which one, and that the lines before it were stored).
+#[test]
+fn put_refuses_bad_input_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (master, addr) = master_with_two_messages(d.path());
+    let put = |args: &[&str], stdin: &[u8]| {
+        let mut all = vec!["put", addr.as_str(), "--topic", "Bad"];
+        all.extend_from_slice(args);
+        rmqha(&all, stdin)
+    };
+    let (ok, out, err) = put(&["--queue", "-5"], b"x");
+    assert!(!ok && out.is_empty() && err.contains("'--queue <QUEUE>'"), "{out} {err}");
+    let (ok, out, err) = put(&["--timeout", "0"], b"x");
+    assert!(!ok && out.is_empty() && err.contains("--timeout 0"), "{out} {err}");
+    let huge = vec![b'h'; 17 << 20];
+    let (ok, out, err) = put(&["--queue", "1"], &huge);
+    assert!(!ok && out.is_empty() && err.contains("nothing was sent"), "{out} {err}");
+    let mut lines = b"first\n".to_vec();
+    lines.extend(std::iter::repeat_n(b'l', 5 << 20));
+    lines.extend(b"\nthird\n");
+    let (ok, out, err) = put(&["--queue", "2", "--lines"], &lines);
+    assert!(!ok && out.lines().count() == 1, "{out} {err}");
+    assert!(
+        err.contains("(line 2)")
+            && err.contains("MESSAGE_ILLEGAL")
+            && err.contains("the 1 message(s) before"),
+        "{err}"
+    );
+    // Nothing of the refused puts was stored: queues 1 and 3 are empty, queue 2 holds the
+    // first line only.
+    assert!(wait_until(Duration::from_secs(20), || get_bad(
+        &addr,
+        &["--queue", "2", "--offset", "0", "--body-only"]
+    )
+    .1 == "first\n"));
+    for q in ["1", "3"] {
+        let (ok, out, err) = get_bad(&addr, &["--queue", q, "--offset", "0"]);
+        assert!(ok && out.is_empty(), "{out} {err}");
+    }
+    master.stop();
+}
