@@ -193,9 +193,24 @@ pub fn run_put(a: PutArgs) -> Result<(), String> {
                 "--property {p:?}: the key must be non-empty, and neither part may hold the bytes 0x01 or 0x02"
             ));
         }
+        // A key given twice was sent twice, and the broker kept one of them: `--property
+        // UNIQ_KEY=x` stored x while put printed the uniqId it had added itself.
+        let flag = match k {
+            "TAGS" if a.tags.is_some() => Some("--tags"),
+            "KEYS" if a.keys.is_some() => Some("--keys"),
+            "UNIQ_KEY" => Some("put, which makes one for each message and prints it"),
+            _ if base.iter().any(|(b, _)| b == k) => Some("an earlier --property"),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            return Err(format!("--property {p:?}: {k} is set by {flag}"));
+        }
         base.push((k.to_string(), v.to_string()));
     }
-    base.push(("WAIT".to_string(), "true".to_string()));
+    // Sent unless asked otherwise (WAIT=false: answered before the flush or the slave's ack).
+    if !base.iter().any(|(k, _)| k == "WAIT") {
+        base.push(("WAIT".to_string(), "true".to_string()));
+    }
     let timeout = secs(a.timeout)?;
     // Checked before anything is sent, so that no part of the input is.
     if let Some((what, body)) = bodies.iter().find(|(_, b)| b.len() > MAX_BODY) {

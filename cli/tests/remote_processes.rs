@@ -367,3 +367,35 @@ fn put_refuses_bad_input_naming_it() {
     }
     master.stop();
 }
+
+/// `--property UNIQ_KEY=x` was sent besides the UNIQ_KEY put adds: the broker stored x while
+/// put printed its own uniqId, which finds no message; a TAGS or KEYS property besides
+/// --tags or --keys, or a key given twice, was sent twice as well. Each is refused now.
+#[test]
+fn put_refuses_a_property_it_sets_itself() {
+    let d = tempfile::tempdir().unwrap();
+    let (master, addr) = master_with_two_messages(d.path());
+    let put = |args: &[&str]| {
+        let mut all = vec!["put", addr.as_str(), "--topic", "Bad", "--queue", "1"];
+        all.extend_from_slice(args);
+        rmqha(&all, b"x")
+    };
+    for (args, says) in [
+        (&["--property", "UNIQ_KEY=mine"][..], "UNIQ_KEY is set by put"),
+        (&["--tags", "a", "--property", "TAGS=b"][..], "TAGS is set by --tags"),
+        (&["--keys", "a", "--property", "KEYS=b"][..], "KEYS is set by --keys"),
+        (&["--property", "p=1", "--property", "p=2"][..], "p is set by an earlier --property"),
+    ] {
+        let (ok, out, err) = put(args);
+        assert!(!ok && out.is_empty() && err.contains(says), "{args:?}: {out} {err}");
+    }
+    // A TAGS property alone is the tag; WAIT=false replaces the WAIT put sends by default.
+    let (ok, out, err) = put(&["--property", "TAGS=t", "--property", "WAIT=false"]);
+    assert!(ok, "{out} {err}");
+    let uniq = common::field(&out, "uniqId");
+    assert!(wait_until(Duration::from_secs(20), || {
+        let out = get_bad(&addr, &["--queue", "1", "--offset", "0"]).1;
+        out.contains(&format!("uniqId={uniq} tags=t "))
+    }));
+    master.stop();
+}
