@@ -46,7 +46,21 @@ pub fn run(args: TruncateArgs) -> Result<(), String> {
     }
     let store = MessageStore::open(config).map_err(|e| e.to_string())?;
     store.start().map_err(|e| e.to_string())?;
-    let before = store.max_offset();
+    let (before, first) = (store.max_offset(), store.min_offset());
+    // Each queue's range of offsets before the cut (its first ones may be gone with files
+    // retention deleted).
+    let queues_before: Vec<(String, i32, i64, i64)> = store
+        .consume_queues()
+        .queue_offset_table()
+        .into_iter()
+        .flat_map(|(topic, queues)| {
+            let store = &store;
+            queues.into_iter().map(move |(queue, end)| {
+                let first = store.queue_min_offset(&topic, queue).max(0);
+                (topic.clone(), queue, first, end)
+            })
+        })
+        .collect();
     let cut = store.truncate(args.offset).and_then(|()| {
         // Consumer offsets past the cut name positions the next master fills with other
         // messages: they go back to their queue's end.
@@ -55,14 +69,39 @@ pub fn run(args: TruncateArgs) -> Result<(), String> {
         tables.consumer_offsets().persist().map_err(rmqha_core::Error::from)?;
         Ok(moved)
     });
+    // The messages cut, queue by queue: what consumers of each will never get from this store.
+    let mut dropped: Vec<(String, i32, i64, i64)> = Vec::new();
+    if cut.is_ok() {
+        for (topic, queue, first, end) in &queues_before {
+            let now = store.queue_max_offset(topic, *queue).max(*first);
+            if now < *end {
+                dropped.push((topic.clone(), *queue, *end, now));
+            }
+        }
+    }
+    dropped.sort();
     store.shutdown();
     let moved = cut.map_err(|e| format!("{}: {e}", root.display()))?;
+    let messages: i64 = dropped.iter().map(|(_, _, end, now)| end - now).sum();
+    // Bytes below the log's first offset (files retention deleted) were not there to drop.
+    let bytes = (before as u64).saturating_sub(args.offset.max(first.max(0) as u64));
     println!(
-        "{}: CommitLog cut at {} (it ended at {before}; {} bytes dropped); {moved} consumer offsets past \
-         the cut moved back to their queue's end",
+        "{}: CommitLog cut at {} (it ended at {before}; {bytes} bytes, {messages} messages dropped); {moved} \
+         consumer offsets past the cut moved back to their queue's end",
         root.display(),
         args.offset,
-        (before as u64).saturating_sub(args.offset)
     );
+    const LISTED: usize = 32;
+    for (topic, queue, end, now) in dropped.iter().take(LISTED) {
+        println!("  {topic} queue {queue}: {} messages, queue offsets {now} to {}", end - now, end - 1);
+    }
+    if dropped.len() > LISTED {
+        println!("  ... and {} more queues", dropped.len() - LISTED);
+    }
+    // The cut itself is on disk (its zeros are synced as it is made); a stop that could not
+    // flush or dispatch the rest leaves the store to a crash recovery at its next start.
+    if let Some(why) = store.unclean_stop() {
+        return Err(format!("{}: the store did not stop cleanly after the cut: {why}", root.display()));
+    }
     Ok(())
 }

@@ -408,7 +408,16 @@ fn truncate_cuts_a_stopped_store_at_a_record_start() {
     assert!(err.contains("not where a record starts") && err.contains(&ends[2].to_string()), "{err}");
     let cut = truncate(ends[2]);
     assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
-    assert!(String::from_utf8_lossy(&cut.stdout).contains(&format!("cut at {}", ends[2])));
+    // It says what it cut: bytes, and the messages of each queue.
+    let said = String::from_utf8_lossy(&cut.stdout);
+    let dropped = format!(
+        "cut at {} (it ended at {}; {} bytes, 2 messages dropped)",
+        ends[2],
+        ends[4],
+        ends[4] - ends[2]
+    );
+    assert!(said.contains(&dropped), "{said}");
+    assert!(said.contains("\n  T queue 0: 2 messages, queue offsets 3 to 4\n"), "{said}");
     let store = MessageStore::open(cfg).unwrap();
     store.start().unwrap();
     assert_eq!(store.max_offset(), ends[2]);
