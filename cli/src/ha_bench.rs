@@ -23,7 +23,7 @@ pub struct HaBenchArgs {
     #[arg(long, default_value_t = 1 << 30)]
     catchup_bytes: u64,
     /// Seconds per throughput case in (b) and (c).
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, allow_negative_numbers = true, value_parser = crate::bench::positive_seconds)]
     seconds: f64,
     /// Body size for (b) and (c).
     #[arg(long, default_value_t = 1024)]

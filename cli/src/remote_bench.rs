@@ -24,13 +24,13 @@ use crate::client_cmd::send_request;
 #[derive(Args)]
 pub struct RemoteBenchArgs {
     /// Producer threads (producer.sh: threadCount 64).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::bench::at_least_one)]
     threads: usize,
     /// Body size in bytes (producer.sh: messageSize 128).
     #[arg(long, default_value_t = 128)]
     body_size: usize,
     /// Seconds per measurement.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = crate::bench::positive_seconds)]
     seconds: f64,
     /// Roles to measure, comma-separated: ASYNC_MASTER, SYNC_MASTER (with one slave).
     #[arg(long, value_delimiter = ',', default_value = "ASYNC_MASTER,SYNC_MASTER")]

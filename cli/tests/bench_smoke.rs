@@ -83,3 +83,23 @@ fn bench_queues_prints_dispatch_and_reopen_times() {
     let out = run("bench queues --queues 40", dir.path());
     assert_prints(&out, &["40 new queues: dispatched in", "ms per queue); reopened after a crash in"]);
 }
+
+/// `bench remote --threads 0` panicked indexing an empty list of clients, and a `--seconds`
+/// of NaN, a negative or a huge value panicked converting it to a duration: each is refused
+/// by name now, before anything starts.
+#[test]
+fn bench_arguments_that_panicked_are_refused() {
+    for args in [
+        "bench remote --threads 0",
+        "bench remote --seconds nan",
+        "bench store --seconds nan",
+        "bench ha --seconds -1",
+        "bench store --seconds 1e300",
+    ] {
+        let out = Command::new(RMQHA).args(args.split_whitespace()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args}: {err}");
+        let flag = if args.contains("--threads") { "'--threads <THREADS>'" } else { "'--seconds <SECONDS>'" };
+        assert!(err.contains(flag) && !err.contains("panicked"), "{args}: {err}");
+    }
+}

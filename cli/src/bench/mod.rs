@@ -76,6 +76,25 @@ pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     true
 }
 
+/// Parses a `--seconds` value: a number of seconds above 0 that a `Duration` holds (NaN, a
+/// huge value or a negative one panicked when the case was timed).
+pub fn positive_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|e| format!("{e}"))?;
+    match Duration::try_from_secs_f64(v) {
+        Ok(d) if !d.is_zero() => Ok(v),
+        _ => Err("expected a number of seconds greater than 0".to_string()),
+    }
+}
+
+/// Parses a count that must be at least 1 (`--threads 0` indexed an empty list of clients).
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("expected at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

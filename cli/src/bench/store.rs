@@ -41,7 +41,7 @@ pub struct StoreBenchArgs {
     #[arg(long, default_value_t = 1 << 30)]
     pub file_size: u64,
     /// Seconds each put case runs.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true, value_parser = crate::bench::positive_seconds)]
     pub seconds: f64,
     /// Body sizes in bytes, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = vec![128usize, 1024, 4096])]
