@@ -92,6 +92,10 @@ fn check_after_deletion(f: &Fixture) {
     let cl_min = store.min_offset();
     assert_eq!(cl_min % FILE, 0);
     assert!(cl_min > 0);
+    // A cut below what is left would drop every message: refused, naming the first offset.
+    let e = store.truncate(0).unwrap_err().to_string();
+    assert!(e.contains(&format!("below the CommitLog's first offset {cl_min}")), "{e}");
+    assert_eq!(store.min_offset(), cl_min);
     for q in 0..2 {
         let ours: Vec<&(PutResult, Vec<u8>)> = f.puts.iter().filter(|(r, _)| r.queue_id == q).collect();
         let first_alive = ours.iter().position(|(r, _)| r.phy_offset >= cl_min).unwrap() as i64;

@@ -1294,9 +1294,19 @@ impl MessageStore {
     ///
     /// `offset` must be where a record starts (or a file's start, or the end): a cut inside a
     /// record leaves a partial one that no master serves from (an operator cutting where a
-    /// divergence message points, say); the error names the record start below it.
+    /// divergence message points, say); the error names the record start below it. Nor may it
+    /// lie below the log's first offset when retention deleted the files before it: that cut
+    /// empties the store, and no divergence message names such an offset.
     pub fn truncate(&self, offset: u64) -> Result<()> {
         self.writable()?;
+        let min = self.commit_log.min_offset();
+        if offset < min {
+            return Err(Error::Store(format!(
+                "cannot truncate to {offset}: below the CommitLog's first offset {min} (older files were \
+                 deleted): that would drop every message it holds; to start the store afresh, give it an \
+                 empty directory"
+            )));
+        }
         let max = self.commit_log.max_offset();
         if offset < max {
             let fs = self.commit_log.file_size() as u64;
