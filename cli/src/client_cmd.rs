@@ -13,12 +13,51 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
+use rmqha_core::acl::Credentials;
+use rmqha_core::config::Secret;
 use rmqha_core::message::{decode_record, offset_msg_id, properties};
 use rmqha_core::processor::pull_sys_flag;
 use rmqha_core::remoting::{ClientConfig, RemotingClient, RemotingCommand, request_code, response_code};
 
 /// Producer group the commands send as.
 const PRODUCER_GROUP: &str = "rmqha_cli_producer";
+
+/// Credentials for a broker with `aclEnable=true`: each request is signed as RocketMQ's
+/// `AclClientRPCHook` signs it (`AccessKey`, `Signature`).
+#[derive(Args)]
+pub struct AclArgs {
+    /// Access key of an account in the broker's plain_acl.yml (or RMQHA_ACCESS_KEY).
+    #[arg(long, env = "RMQHA_ACCESS_KEY")]
+    access_key: Option<String>,
+    /// Its secret key; better given as RMQHA_SECRET_KEY, which a process list does not show.
+    #[arg(long, env = "RMQHA_SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
+}
+
+impl AclArgs {
+    /// The credentials to sign with, if given.
+    pub fn credentials(&self) -> Result<Option<Credentials>, String> {
+        match (self.access_key.as_deref().map(str::trim), self.secret_key.as_deref()) {
+            (None, None) => Ok(None),
+            (Some(a), Some(s)) if !a.is_empty() && !s.is_empty() => {
+                Ok(Some(Credentials::new(a, Secret::new(s))))
+            }
+            _ => {
+                Err("--access-key and --secret-key (or RMQHA_ACCESS_KEY and RMQHA_SECRET_KEY) go together: \
+                      give both, or neither"
+                    .into())
+            }
+        }
+    }
+}
+
+/// `req`, signed when there are credentials.
+pub fn signed(mut req: RemotingCommand, credentials: Option<&Credentials>) -> RemotingCommand {
+    if let Some(c) = credentials {
+        c.sign(&mut req);
+    }
+    req
+}
 
 #[derive(Args)]
 pub struct PutArgs {
@@ -49,6 +88,8 @@ pub struct PutArgs {
     /// The body: a file, or - (the default) for standard input.
     #[arg(default_value = "-")]
     file: String,
+    #[command(flatten)]
+    acl: AclArgs,
 }
 
 #[derive(Args)]
@@ -80,6 +121,8 @@ pub struct GetArgs {
     /// Print only the bodies, each followed by a newline.
     #[arg(long)]
     body_only: bool,
+    #[command(flatten)]
+    acl: AclArgs,
 }
 
 /// Java `SendStatus`'s name for a send response code, or `None` if the message was not stored.
@@ -220,6 +263,7 @@ pub fn run_put(a: PutArgs) -> Result<(), String> {
             body.len()
         ));
     }
+    let credentials = a.acl.credentials()?;
     let client = RemotingClient::connect(&a.addr, ClientConfig::default()).map_err(|e| e.to_string())?;
     let mut not_ok = 0;
     let out = std::io::stdout();
@@ -234,7 +278,7 @@ pub fn run_put(a: PutArgs) -> Result<(), String> {
         let mut props = base.clone();
         props.push(("UNIQ_KEY".to_string(), uniq.clone()));
         let resp = client
-            .invoke_sync(send_request(&a.topic, a.queue, body, &props), timeout)
+            .invoke_sync(signed(send_request(&a.topic, a.queue, body, &props), credentials.as_ref()), timeout)
             .map_err(|e| format!("send{what} to {}: {e}{before}", a.addr))?;
         let Some(status) = send_status(resp.code) else {
             return Err(format!(
@@ -292,6 +336,7 @@ pub fn pull_request(
 }
 
 pub fn run_get(a: GetArgs) -> Result<(), String> {
+    let credentials = a.acl.credentials()?;
     let client = RemotingClient::connect(&a.addr, ClientConfig::default()).map_err(|e| e.to_string())?;
     let out = std::io::stdout();
     let mut out = out.lock();
@@ -300,7 +345,10 @@ pub fn run_get(a: GetArgs) -> Result<(), String> {
     let mut wait_ms = a.wait_ms;
     let summary = loop {
         let max = (a.max as usize - printed).min(32) as i32;
-        let req = pull_request(&a.group, &a.topic, a.queue, offset, max, &a.tags, wait_ms);
+        let req = signed(
+            pull_request(&a.group, &a.topic, a.queue, offset, max, &a.tags, wait_ms),
+            credentials.as_ref(),
+        );
         let resp = client
             .invoke_sync(req, Duration::from_millis(wait_ms) + Duration::from_secs(10))
             .map_err(|e| format!("pull from {}: {e}", a.addr))?;

@@ -12,10 +12,12 @@ pub struct StatusArgs {
     /// Print the raw table as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    acl: crate::client_cmd::AclArgs,
 }
 
 pub fn run(args: StatusArgs) -> Result<(), String> {
-    let table = fetch(&args.addr)?;
+    let table = fetch(&args.addr, args.acl.credentials()?.as_ref())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&table).map_err(|e| e.to_string())?);
         return Ok(());
@@ -80,11 +82,16 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
 }
 
 /// The broker's runtime info table.
-pub fn fetch(addr: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+pub fn fetch(
+    addr: &str,
+    credentials: Option<&rmqha_core::acl::Credentials>,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
     let client = RemotingClient::connect(addr, ClientConfig::default()).map_err(|e| e.to_string())?;
-    let resp = client
-        .invoke_sync(RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO), Duration::from_secs(3))
-        .map_err(|e| e.to_string())?;
+    let req = crate::client_cmd::signed(
+        RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO),
+        credentials,
+    );
+    let resp = client.invoke_sync(req, Duration::from_secs(3)).map_err(|e| e.to_string())?;
     if resp.code != response_code::SUCCESS {
         return Err(format!("{addr} answered code {}: {}", resp.code, resp.remark.unwrap_or_default()));
     }
