@@ -676,7 +676,13 @@ fn a_commit_by_the_first_offsets_and_one_by_a_copy_put_back_are_one_transaction(
 #[test]
 fn a_commit_holds_its_transaction_until_its_op_message_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let m = master(&dir.path().join("m"), "SYNC_MASTER", &[("transactionCheckInterval", "600000")]);
+    // A slave timeout far beyond the test's steps: the first commit must still be waiting
+    // when the others ask, however loaded the machine.
+    let m = master(
+        &dir.path().join("m"),
+        "SYNC_MASTER",
+        &[("transactionCheckInterval", "600000"), ("slaveTimeout", "60000")],
+    );
     let proxy = common::Proxy::start(format!("127.0.0.1:{}", m.ha_port()).parse().unwrap());
     let via = proxy.addr.to_string();
     let _s = Broker::start_slave(common::broker_config(
