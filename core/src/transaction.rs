@@ -427,19 +427,27 @@ fn wait_dispatched_to(store: &MessageStore, to: i64, timeout: Duration) -> bool 
 /// Whether a message committed from transaction `o` (of `half`'s queue) is in its real topic:
 /// found through the index by the producer's unique key (`UNIQ_KEY`, which a commit keeps);
 /// the committed message must be of the COMMIT type, name a half message of the transaction
-/// as the one it came from (`preparedTransactionOffset`), and carry its body. Without the
-/// index (`messageIndexEnable=false`) or a unique key, nothing is found.
+/// as the one it came from (`preparedTransactionOffset`), and carry its body. A delayed
+/// transaction's committed message is in SCHEDULE_TOPIC_XXXX until its level is due, so it is
+/// looked for there too. Without the index (`messageIndexEnable=false`) or a unique key,
+/// nothing is found.
 fn committed_in_real_topic(store: &MessageStore, half: &StoredMessage, o: i64) -> bool {
     let (Some(topic), Some(uniq)) = (half.property(REAL_TOPIC), half.property(keys::UNIQ_KEY)) else {
         return false;
     };
-    store.query_by_key(topic, uniq, 32, 0, i64::MAX).iter().any(|m| {
+    let of_this = |m: &StoredMessage| {
         sysflag::transaction_type(m.sys_flag) == sysflag::TRANSACTION_COMMIT_TYPE
             && m.body == half.body
             && store
                 .message_at(m.prepared_transaction_offset)
                 .is_some_and(|h| h.topic == HALF_TOPIC && h.queue_id == half.queue_id && origin(&h) == o)
-    })
+    };
+    store.query_by_key(topic, uniq, 32, 0, i64::MAX).iter().any(of_this)
+        || (half.property(keys::DELAY).is_some()
+            && store
+                .query_by_key(crate::message::SCHEDULE_TOPIC, uniq, 32, 0, i64::MAX)
+                .iter()
+                .any(|m| m.property(REAL_TOPIC) == Some(topic) && of_this(m)))
 }
 
 /// Whether the half queue `q` holds a copy of transaction `origin` from `from` on.

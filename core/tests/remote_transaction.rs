@@ -754,3 +754,40 @@ fn a_commit_whose_op_message_was_lost_is_not_stored_again() {
     settled(&b);
     assert_eq!(messages(&b, OP, 0).len(), 1, "a second op message");
 }
+
+/// A delayed transaction's committed message waits in SCHEDULE_TOPIC_XXXX until its level is
+/// due: a stop between its put and its op message's must not let the answer to the check-back
+/// store it a second time (it would be delivered twice).
+#[test]
+fn a_delayed_commit_whose_op_message_was_lost_is_not_stored_again() {
+    const SCHEDULE: &str = "SCHEDULE_TOPIC_XXXX";
+    let dir = tempfile::tempdir().unwrap();
+    let extra = [("transactionCheckInterval", "600000")];
+    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let c = client(b.remoting_addrs()[0]);
+    // Level 6: two minutes, longer than the test.
+    let r = call(&c, send_tx("pg", 1, b"delayed-op-lost", "U-DOL", &[("DELAY", "6")]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let (qo, phy) = (ext_i64(&r, "queueOffset"), msg_id_offset(r.ext("msgId").unwrap()));
+    // What a commit does before it writes its op message; then the broker stops.
+    let half = b.store().message_at(phy).unwrap();
+    let msg = rmqha_core::transaction::committed(&half).unwrap();
+    assert!(b.put_message(&msg).unwrap().wait().status.is_stored());
+    settled(&b);
+    assert_eq!(messages(&b, SCHEDULE, 5).len(), 1, "the committed message waits for its level");
+    b.shutdown();
+    drop(c);
+    drop(b);
+
+    let b = master(dir.path(), "ASYNC_MASTER", &extra);
+    let c = client(b.remoting_addrs()[0]);
+    let rollback = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
+    assert_eq!(rollback.code, code::SYSTEM_ERROR, "{rollback:?}");
+    assert!(remark(&rollback).contains("already committed"), "{rollback:?}");
+    let commit = call(&c, end_tx("pg", qo, phy, COMMIT, true));
+    assert_eq!(commit.code, code::SUCCESS, "{commit:?}");
+    settled(&b);
+    assert_eq!(messages(&b, SCHEDULE, 5).len(), 1, "committed twice");
+    assert!(messages(&b, "T", 1).is_empty());
+    assert_eq!(messages(&b, OP, 0).len(), 1, "the missing op message");
+}

@@ -31,10 +31,11 @@
 //! A transaction not known here (nothing in memory, no op message from the Checker's cursor
 //! on) may still have been committed: a crash or a full disk between the committed message's
 //! put and its op message's (4.9 stores it again when the check-back's answer commits). So its
-//! committed message is looked for in the real topic through the index (the `UNIQ_KEY` a
-//! commit keeps; COMMIT type, `preparedTransactionOffset` naming a half message of the same
-//! transaction, the same body): found, a COMMIT writes only the op message, a ROLLBACK is
-//! refused. Without the index (`messageIndexEnable=false`) nothing is found.
+//! committed message is looked for in the real topic (a delayed one in SCHEDULE_TOPIC_XXXX
+//! until due) through the index (the `UNIQ_KEY` a commit keeps; COMMIT type,
+//! `preparedTransactionOffset` naming a half message of the same transaction, the same body):
+//! found, a COMMIT writes only the op message, a ROLLBACK is refused. Without the index
+//! (`messageIndexEnable=false`) nothing is found.
 //!
 //! The decisions survive a restart through the op queue: each op message records which way
 //! (`TRAN_DECISION`), and the first claim after a start reads the op queue from the Checker's
