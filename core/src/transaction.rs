@@ -332,6 +332,13 @@ impl Decisions {
         let passed = !known && half.queue_offset < cursor && !has_copy_from(store, q, o, cursor);
         let mut queues = self.queues.lock();
         let d = queues.entry(q).or_default();
+        if known && !d.entries.contains_key(&o) {
+            // Pruned (or released) while the lock was not held: `committed` and `passed` were
+            // not looked at, and without them an entry pruned as decided would be claimed
+            // anew (committed again, or committed after its rollback). Look again.
+            drop(queues);
+            return self.claim(store, tables, half, outcome);
+        }
         if committed && !d.entries.contains_key(&o) {
             if outcome == Outcome::Rollback || passed {
                 // Nothing to remember: a later COMMIT finds the message again. And once the
