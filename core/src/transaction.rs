@@ -488,11 +488,10 @@ fn load(
         let outcome = op.property(OP_DECISION).and_then(Outcome::parse);
         let decided =
             half_q.as_ref().and_then(|h| h.get(target)).and_then(|u| store.message_at(u.phy_offset));
-        // A half message removed by retention: nothing can name it any more.
-        let Some(decided) = decided else { continue };
-        entries
-            .entry(origin(&decided))
-            .or_insert(Entry { state: State::Decided { outcome, op: Some(i) }, last_copy: -1 });
+        // A half message removed by retention: a copy put back in a later file may still name
+        // it as its origin (no other transaction has a copy's offset for origin).
+        let o = decided.map_or(target, |m| origin(&m));
+        entries.entry(o).or_insert(Entry { state: State::Decided { outcome, op: Some(i) }, last_copy: -1 });
     }
     if !entries.is_empty() {
         tracing::info!(queue = q, known = entries.len(), "transaction decisions read from the op queue");
@@ -685,9 +684,10 @@ impl Checker {
         };
         let half_from = half_from.max(half_q.min_offset_in_queue());
         let log_end = self.store.max_offset();
+        // A half message removed by retention is taken for an origin: a copy put back in a
+        // later file may name it as one (no other transaction has a copy's offset for origin).
         let origin_at = |t: i64| -> Option<i64> {
-            let m = half_q.get(t).and_then(|u| self.store.message_at(u.phy_offset))?;
-            Some(origin(&m))
+            Some(half_q.get(t).and_then(|u| self.store.message_at(u.phy_offset)).map_or(t, |m| origin(&m)))
         };
         // Every op message from the op cursor: where it is in the log and the transaction
         // (origin) it decides, in op order.
