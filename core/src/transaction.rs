@@ -121,6 +121,8 @@ pub fn op_message(half: &StoredMessage, outcome: Outcome) -> Message {
         .with_tags(OP_TAG)
         .with_property(keys::WAIT, "false")
         .with_property(OP_DECISION, outcome.as_str())
+        // The transaction it decides, for when retention has deleted the half message named.
+        .with_property(PREPARED_QUEUE_OFFSET, origin(half).to_string())
 }
 
 /// END_TRANSACTION's reference to a half message.
@@ -488,9 +490,10 @@ fn load(
         let outcome = op.property(OP_DECISION).and_then(Outcome::parse);
         let decided =
             half_q.as_ref().and_then(|h| h.get(target)).and_then(|u| store.message_at(u.phy_offset));
-        // A half message removed by retention: a copy put back in a later file may still name
-        // it as its origin (no other transaction has a copy's offset for origin).
-        let o = decided.map_or(target, |m| origin(&m));
+        // A half message removed by retention: a copy put back in a later file may still be
+        // of its transaction, which the op message records (else the offset is taken for the
+        // origin: a copy's offset is nobody's origin).
+        let o = decided.map_or_else(|| op_origin(&op).unwrap_or(target), |m| origin(&m));
         entries.entry(o).or_insert(Entry { state: State::Decided { outcome, op: Some(i) }, last_copy: -1 });
     }
     if !entries.is_empty() {
@@ -684,10 +687,9 @@ impl Checker {
         };
         let half_from = half_from.max(half_q.min_offset_in_queue());
         let log_end = self.store.max_offset();
-        // A half message removed by retention is taken for an origin: a copy put back in a
-        // later file may name it as one (no other transaction has a copy's offset for origin).
         let origin_at = |t: i64| -> Option<i64> {
-            Some(half_q.get(t).and_then(|u| self.store.message_at(u.phy_offset)).map_or(t, |m| origin(&m)))
+            let m = half_q.get(t).and_then(|u| self.store.message_at(u.phy_offset))?;
+            Some(origin(&m))
         };
         // Every op message from the op cursor: where it is in the log and the transaction
         // (origin) it decides, in op order.
@@ -696,10 +698,14 @@ impl Checker {
             let op_max = op_q.max_offset_in_queue();
             for i in op_from.max(op_q.min_offset_in_queue())..op_max {
                 let Some(u) = op_q.get(i) else { break };
-                let target = self.store.message_at(u.phy_offset).and_then(|m| {
+                let op = self.store.message_at(u.phy_offset);
+                let target = op.as_ref().and_then(|m| {
                     std::str::from_utf8(&m.body).ok().and_then(|b| b.trim().parse::<i64>().ok())
                 });
-                ops.push((u.phy_offset, target, target.and_then(origin_at)));
+                // A half message removed by retention: the origin the op message records, else
+                // the offset itself (a copy's offset is nobody's origin).
+                let o = target.map(|t| origin_at(t).or_else(|| op.as_ref().and_then(op_origin)).unwrap_or(t));
+                ops.push((u.phy_offset, target, o));
             }
         }
         let op_from = op_from.max(self.store.queue_min_offset(OP_TOPIC, q));
@@ -868,6 +874,11 @@ impl Checker {
 /// The half-queue offset of a transaction's first half message, which its copies carry.
 fn origin(m: &StoredMessage) -> i64 {
     m.property(PREPARED_QUEUE_OFFSET).and_then(|v| v.trim().parse().ok()).unwrap_or(m.queue_offset)
+}
+
+/// The origin an op message records (rmqha's: RocketMQ's record none).
+fn op_origin(op: &StoredMessage) -> Option<i64> {
+    op.property(PREPARED_QUEUE_OFFSET).and_then(|v| v.trim().parse().ok())
 }
 
 /// A stored half message as a message to put again (4.9 `renewHalfMessageInner`).

@@ -792,30 +792,44 @@ fn a_delayed_commit_whose_op_message_was_lost_is_not_stored_again() {
     assert_eq!(messages(&b, OP, 0).len(), 1, "the missing op message");
 }
 
-/// Retention deletes the file of a transaction's first half message while a copy the check put
-/// back, and the op message of its rollback (naming the first offsets), are in later files.
-/// After a restart the rollback must still hold for the copy: a commit naming the copy is
-/// refused, and the copy is not checked back again.
+/// Retention deletes the file of a transaction's first half message (and of a copy a check
+/// put back soon after) while a later copy, and the op message of its rollback, are in later
+/// files. After a restart the rollback must still hold for the copy left: a commit naming it
+/// is refused, and it is not checked back again. The rollback names the first half message
+/// (the producer's own end) or the deleted copy (its answer to that copy's check).
 #[test]
 fn a_decision_naming_a_half_message_retention_deleted_still_holds_for_its_copies() {
+    for name_first in [true, false] {
+        decision_after_retention(name_first);
+    }
+}
+
+fn decision_after_retention(name_first: bool) {
     let dir = tempfile::tempdir().unwrap();
     let small = [("mappedFileSizeCommitLog", "4096"), ("transactionCheckInterval", "600000")];
     let b = master(dir.path(), "ASYNC_MASTER", &small);
     let c = client(b.remoting_addrs()[0]);
     let (qo, phy) = prepare(&c, 1, b"first-file", "U-RET");
     assert_eq!((qo, phy), (0, 0), "the first half message opens the first file");
-    // Later files: what follows the first half message, then a copy put back as a check puts
-    // it, then the rollback naming the first offsets.
+    let half = b.store().message_at(phy).unwrap();
+    // A copy put back as a check puts it.
+    let put_copy = |times: &str| {
+        let mut copy = half.to_message();
+        copy.set_property("TRAN_PREPARED_QUEUE_OFFSET", "0");
+        copy.set_property("TRANSACTION_CHECK_TIMES", times);
+        let r = b.put_message_sync(&copy).unwrap();
+        assert!(r.status.is_stored(), "{r:?}");
+        r
+    };
+    let early = put_copy("1");
+    assert!(early.phy_offset < 4096);
     while b.max_offset() < 4096 {
         b.put_message_sync(&rmqha_core::Message::new("T", vec![b'f'; 500]).with_queue(0)).unwrap();
     }
-    let half = b.store().message_at(phy).unwrap();
-    let mut copy = half.to_message();
-    copy.set_property("TRAN_PREPARED_QUEUE_OFFSET", "0");
-    copy.set_property("TRANSACTION_CHECK_TIMES", "1");
-    let copy = b.put_message_sync(&copy).unwrap();
-    assert!(copy.status.is_stored() && copy.phy_offset >= 4096, "{copy:?}");
-    let rollback = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
+    let copy = put_copy("2");
+    assert!(copy.phy_offset >= 4096, "{copy:?}");
+    let named = if name_first { (qo, phy) } else { (early.queue_offset, early.phy_offset) };
+    let rollback = call(&c, end_tx("pg", named.0, named.1, ROLLBACK, !name_first));
     assert_eq!(rollback.code, code::SUCCESS, "{rollback:?}");
     settled(&b);
     b.shutdown();
@@ -825,10 +839,10 @@ fn a_decision_naming_a_half_message_retention_deleted_still_holds_for_its_copies
     std::fs::remove_file(dir.path().join("commitlog").join(format!("{:020}", 0))).unwrap();
 
     let b = master(dir.path(), "ASYNC_MASTER", &small);
-    assert!(b.store().message_at(phy).is_none(), "the first half message is gone");
+    assert!(b.store().message_at(named.1).is_none(), "the half message named is gone");
     let c = client(b.remoting_addrs()[0]);
     let commit = call(&c, end_tx("pg", copy.queue_offset, copy.phy_offset, COMMIT, true));
-    assert_eq!(commit.code, code::SYSTEM_ERROR, "{commit:?}");
+    assert_eq!(commit.code, code::SYSTEM_ERROR, "name_first={name_first}: {commit:?}");
     assert!(remark(&commit).contains("already rolled back"), "{commit:?}");
     settled(&b);
     assert!(messages(&b, "T", 1).is_empty(), "a rolled-back transaction committed");
@@ -837,11 +851,12 @@ fn a_decision_naming_a_half_message_retention_deleted_still_holds_for_its_copies
     drop(b);
 
     // The Checker knows it decided too: its copy is not checked back.
-    let b = master(
-        dir.path(),
-        "ASYNC_MASTER",
-        &[("mappedFileSizeCommitLog", "4096"), CHECK_SOON[0], CHECK_SOON[1], CHECK_SOON[2]],
-    );
+    let mut soon = vec![("mappedFileSizeCommitLog", "4096")];
+    soon.extend_from_slice(CHECK_SOON);
+    let b = master(dir.path(), "ASYNC_MASTER", &soon);
     let mut p = Producer::connect(&b, "pg");
-    assert!(p.next_check(Duration::from_millis(1500)).is_none(), "a rolled-back transaction checked back");
+    assert!(
+        p.next_check(Duration::from_millis(1500)).is_none(),
+        "name_first={name_first}: a rolled-back transaction checked back"
+    );
 }

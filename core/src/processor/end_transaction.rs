@@ -38,11 +38,13 @@
 //! (`messageIndexEnable=false`) nothing is found.
 //!
 //! The decisions survive a restart through the op queue: each op message records which way
-//! (`TRAN_DECISION`), and the first claim after a start reads the op queue from the Checker's
-//! recorded cursor, as the Checker does. They are kept in memory until the Checker's recorded
-//! cursors pass their op message and every copy of their half message. A commit whose message
-//! is stored but whose op message fails to be written stays known as committed (the next
-//! agreeing END_TRANSACTION writes the op message).
+//! (`TRAN_DECISION`) and of which transaction (its origin, `TRAN_PREPARED_QUEUE_OFFSET`: the
+//! half message it names may be deleted by retention before a copy is), and the first claim
+//! after a start reads the op queue from the Checker's recorded cursor, as the Checker does.
+//! They are kept in memory until the Checker's recorded cursors pass their op message and
+//! every copy of their half message. A commit whose message is stored but whose op message
+//! fails to be written stays known as committed (the next agreeing END_TRANSACTION writes the
+//! op message).
 //!
 //! **ACL** (with `aclEnable=true`; 4.9 does not check END_TRANSACTION at all): the request
 //! must come from an account with PUB on the transaction's real topic (the half message's
