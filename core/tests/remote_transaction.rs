@@ -353,8 +353,7 @@ fn a_transaction_checked_transaction_check_max_times_is_discarded() {
         "the half cursor recorded past every copy"
     );
     let late = p.call(end_tx("pg", qo, phy, COMMIT, false));
-    assert_eq!(late.code, code::SYSTEM_ERROR, "{late:?}");
-    assert!(remark(&late).contains("no longer pending"), "{late:?}");
+    answered(&late, code::SYSTEM_ERROR, "no longer pending");
     settled(&b);
     assert!(messages(&b, "T", 1).is_empty(), "a discarded transaction committed");
 }
@@ -500,6 +499,12 @@ fn remark(r: &RemotingCommand) -> &str {
     r.remark.as_deref().unwrap_or("")
 }
 
+/// `r` has response code `code` and a remark that says `says`.
+fn answered(r: &RemotingCommand, code: i32, says: &str) {
+    assert_eq!(r.code, code, "{r:?}");
+    assert!(remark(r).contains(says), "remark should say {says:?}: {r:?}");
+}
+
 #[test]
 fn a_transaction_is_committed_once_whatever_asks_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -511,13 +516,11 @@ fn a_transaction_is_committed_once_whatever_asks_again() {
     let first = call(&c, end_tx("pg", qo, phy, COMMIT, false));
     assert_eq!(first.code, code::SUCCESS, "{first:?}");
     let again = call(&c, end_tx("pg", qo, phy, COMMIT, true));
-    assert_eq!(again.code, code::SUCCESS, "{again:?}");
-    assert!(remark(&again).contains("already committed"), "{again:?}");
+    answered(&again, code::SUCCESS, "already committed");
     oneway(&c, end_tx("pg", qo, phy, COMMIT, false));
     // The oneway one is handled before a later request on the same connection is answered.
     let rollback = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
-    assert_eq!(rollback.code, code::SYSTEM_ERROR, "{rollback:?}");
-    assert!(remark(&rollback).contains("already committed: a ROLLBACK is refused"), "{rollback:?}");
+    answered(&rollback, code::SYSTEM_ERROR, "already committed: a ROLLBACK is refused");
     settled(&b);
     let committed = messages(&b, "T", 1);
     assert_eq!(committed.len(), 1, "committed more than once");
@@ -529,8 +532,7 @@ fn a_transaction_is_committed_once_whatever_asks_again() {
     let (qo, phy) = prepare(&c, 0, b"rolled-back", "U-RB");
     assert_eq!(call(&c, end_tx("pg", qo, phy, ROLLBACK, false)).code, code::SUCCESS);
     let commit = call(&c, end_tx("pg", qo, phy, COMMIT, false));
-    assert_eq!(commit.code, code::SYSTEM_ERROR, "{commit:?}");
-    assert!(remark(&commit).contains("already rolled back: a COMMIT is refused"), "{commit:?}");
+    answered(&commit, code::SYSTEM_ERROR, "already rolled back: a COMMIT is refused");
     let again = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
     assert_eq!(again.code, code::SUCCESS, "{again:?}");
     settled(&b);
@@ -595,11 +597,9 @@ fn a_decision_survives_a_restart() {
     let b = master(dir.path(), "ASYNC_MASTER", &extra);
     let c = client(b.remoting_addrs()[0]);
     let again = call(&c, end_tx("pg", qo, phy, COMMIT, false));
-    assert_eq!(again.code, code::SUCCESS, "{again:?}");
-    assert!(remark(&again).contains("already committed"), "{again:?}");
+    answered(&again, code::SUCCESS, "already committed");
     let refused = call(&c, end_tx("pg", qo2, phy2, COMMIT, false));
-    assert_eq!(refused.code, code::SYSTEM_ERROR, "{refused:?}");
-    assert!(remark(&refused).contains("already rolled back"), "{refused:?}");
+    answered(&refused, code::SYSTEM_ERROR, "already rolled back");
     settled(&b);
     assert_eq!(messages(&b, "T", 1).len(), 1, "committed again after the restart");
     assert!(messages(&b, "T", 0).is_empty(), "a rolled-back transaction committed after the restart");
@@ -628,8 +628,7 @@ fn a_commit_by_the_first_offsets_and_one_by_a_copy_put_back_are_one_transaction(
     let own = call(&c, end_tx("pg", first_qo, first_phy, COMMIT, false));
     assert_eq!(own.code, code::SUCCESS, "{own:?}");
     let answer = call(&c, end_tx("pg", copy_qo, copy_phy, COMMIT, true));
-    assert_eq!(answer.code, code::SUCCESS, "{answer:?}");
-    assert!(remark(&answer).contains("already committed"), "{answer:?}");
+    answered(&answer, code::SUCCESS, "already committed");
     let rollback = call(&c, end_tx("pg", copy_qo, copy_phy, ROLLBACK, true));
     assert_eq!(rollback.code, code::SYSTEM_ERROR, "{rollback:?}");
     settled(&b);
@@ -660,11 +659,9 @@ fn a_commit_by_the_first_offsets_and_one_by_a_copy_put_back_are_one_transaction(
     // Its committed message is found (by the index), so it is answered as committed.
     for (qo, phy) in [(first_qo, first_phy), (copy_qo, copy_phy)] {
         let r = call(&c, end_tx("pg", qo, phy, COMMIT, false));
-        assert_eq!(r.code, code::SUCCESS, "{r:?}");
-        assert!(remark(&r).contains("already committed"), "{r:?}");
+        answered(&r, code::SUCCESS, "already committed");
         let r = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
-        assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
-        assert!(remark(&r).contains("already committed"), "{r:?}");
+        answered(&r, code::SYSTEM_ERROR, "already committed");
     }
     settled(&b);
     assert_eq!(messages(&b, "T", 1).len(), 1, "committed again once the Checker passed it");
@@ -705,8 +702,7 @@ fn a_commit_holds_its_transaction_until_its_op_message_is_written() {
     assert!(wait_until(TIMEOUT, || m.max_offset() > written), "the committed message never written");
     for decision in [COMMIT, ROLLBACK] {
         let r = call(&c, end_tx("pg", qo, phy, decision, false));
-        assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
-        assert!(remark(&r).contains("being decided (COMMIT)"), "{r:?}");
+        answered(&r, code::SYSTEM_ERROR, "being decided (COMMIT)");
     }
     assert!(!first.is_finished(), "the commit did not wait for the slave");
     proxy.stall_up(false);
@@ -714,8 +710,7 @@ fn a_commit_holds_its_transaction_until_its_op_message_is_written() {
     assert_eq!(first.code, code::SUCCESS, "{first:?}");
     assert!(remark(&first).is_empty(), "{first:?}");
     let again = call(&c, end_tx("pg", qo, phy, COMMIT, false));
-    assert_eq!(again.code, code::SUCCESS, "{again:?}");
-    assert!(remark(&again).contains("already committed"), "{again:?}");
+    answered(&again, code::SUCCESS, "already committed");
     settled(&m);
     assert_eq!(messages(&m, "T", 0).len(), 1, "committed more than once");
     assert_eq!(messages(&m, OP, 0).len(), 1, "one op message");
@@ -741,8 +736,7 @@ fn a_commit_whose_op_message_was_lost_is_not_stored_again() {
     let b = master(dir.path(), "ASYNC_MASTER", &extra);
     let c = client(b.remoting_addrs()[0]);
     let rollback = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
-    assert_eq!(rollback.code, code::SYSTEM_ERROR, "{rollback:?}");
-    assert!(remark(&rollback).contains("already committed"), "{rollback:?}");
+    answered(&rollback, code::SYSTEM_ERROR, "already committed");
     // The producer's answer to a check-back: the op message is written, the message not again.
     let commit = call(&c, end_tx("pg", qo, phy, COMMIT, true));
     assert_eq!(commit.code, code::SUCCESS, "{commit:?}");
@@ -782,8 +776,7 @@ fn a_delayed_commit_whose_op_message_was_lost_is_not_stored_again() {
     let b = master(dir.path(), "ASYNC_MASTER", &extra);
     let c = client(b.remoting_addrs()[0]);
     let rollback = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
-    assert_eq!(rollback.code, code::SYSTEM_ERROR, "{rollback:?}");
-    assert!(remark(&rollback).contains("already committed"), "{rollback:?}");
+    answered(&rollback, code::SYSTEM_ERROR, "already committed");
     let commit = call(&c, end_tx("pg", qo, phy, COMMIT, true));
     assert_eq!(commit.code, code::SUCCESS, "{commit:?}");
     settled(&b);
@@ -842,8 +835,7 @@ fn decision_after_retention(name_first: bool) {
     assert!(b.store().message_at(named.1).is_none(), "the half message named is gone");
     let c = client(b.remoting_addrs()[0]);
     let commit = call(&c, end_tx("pg", copy.queue_offset, copy.phy_offset, COMMIT, true));
-    assert_eq!(commit.code, code::SYSTEM_ERROR, "name_first={name_first}: {commit:?}");
-    assert!(remark(&commit).contains("already rolled back"), "{commit:?}");
+    answered(&commit, code::SYSTEM_ERROR, "already rolled back");
     settled(&b);
     assert!(messages(&b, "T", 1).is_empty(), "a rolled-back transaction committed");
     b.shutdown();
