@@ -199,7 +199,8 @@ class Broker:
         host:port. The new master must hold the same log, or it refuses the slave.
         """
     def config(self) -> dict[str, str]:
-        """Every config key with its effective value, as strings."""
+        """Every config key with its effective value, as strings. Secrets (haAuthSecret,
+        aclSecretKey) read "<hidden>" when set; passing that back as a config is refused."""
     @property
     def closed(self) -> bool: ...
     def close(self) -> None:

@@ -257,7 +257,8 @@ impl PyBroker {
         self.with(py, |b| b.set_master_address(ha_address))?.map_err(|e| errors::to_py(py, e))
     }
 
-    /// Every config key with its effective value (ports as bound), as strings.
+    /// Every config key with its effective value (ports as bound), as strings. Secrets
+    /// (haAuthSecret, aclSecretKey) read "<hidden>" when set.
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let b = self.broker()?;
         crate::config::to_dict(py, b.config())

@@ -46,10 +46,10 @@ pub fn load_file(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
     Ok(dict)
 }
 
-/// Every key with its effective value, as strings.
+/// Every key with its effective value, as strings; secrets that are set read `<hidden>`.
 pub fn to_dict<'py>(py: Python<'py>, cfg: &BrokerConfig) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    for (k, v) in cfg.to_map() {
+    for (k, v) in cfg.to_map_redacted() {
         dict.set_item(k, v)?;
     }
     Ok(dict)

@@ -261,6 +261,12 @@ def test_ha_auth_secret_keeps_out_a_slave_without_it(tmp_path: Path) -> None:
     secret = "a secret of some length"
     m_cfg = broker_config(tmp_path / "m", "SYNC_MASTER", haAuthSecret=secret, slaveTimeout=5000)
     with rmqha.start_master(m_cfg) as m:
+        # A running broker's config never shows the secret, and the placeholder it shows
+        # cannot be passed back as one.
+        shown = m.config()
+        assert shown["haAuthSecret"] == "<hidden>" and secret not in repr(shown)
+        with pytest.raises(rmqha.ConfigError, match="placeholder"):
+            rmqha.start_slave({**shown, "brokerRole": "SLAVE", "storePathRootDir": str(tmp_path / "x")})
         ha = f"127.0.0.1:{m.ha_port()}"
         with rmqha.start_slave(broker_config(tmp_path / "s", "SLAVE", haMasterAddress=ha, haAuthSecret=secret)) as s:
             assert wait_until(lambda: slave_streaming(m)), m.offsets()

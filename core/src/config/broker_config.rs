@@ -137,6 +137,9 @@ impl ConfigValue for bool {
     }
 }
 
+/// What [`BrokerConfig::to_map_redacted`] shows for a secret that is set; refused as a value.
+pub const REDACTED: &str = "<hidden>";
+
 /// A setting that is never printed: `Debug` says whether it is set, not what it is, and an
 /// error about it does not repeat it.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -164,7 +167,16 @@ impl fmt::Debug for Secret {
 impl ConfigValue for Secret {
     fn parse_value(s: &str) -> Result<Self, String> {
         // Trimmed as every value is (RocketMQ's `properties2Object`).
-        Ok(Secret(s.trim().to_string()))
+        let s = s.trim();
+        if s == REDACTED {
+            // A config read back from a running broker (`to_map_redacted`) and passed on:
+            // without this the placeholder would become the secret.
+            return Err(format!(
+                "{REDACTED} is the placeholder a running broker's config shows in place of a secret; \
+                 set the secret itself"
+            ));
+        }
+        Ok(Secret(s.to_string()))
     }
     fn format_value(&self) -> String {
         self.0.clone()
@@ -824,9 +836,27 @@ impl BrokerConfig {
         out
     }
 
-    /// Every key with its value, explicit or default.
+    /// Every key with its value, explicit or default, secrets included (to build the same
+    /// config again).
     pub fn to_map(&self) -> BTreeMap<String, String> {
         Self::KEYS.iter().map(|k| (k.to_string(), self.get(k).unwrap_or_default())).collect()
+    }
+
+    /// The keys whose values are secrets (`haAuthSecret`, `aclSecretKey`).
+    pub const SECRET_KEYS: &'static [&'static str] = &["haAuthSecret", "aclSecretKey"];
+
+    /// Like [`to_map`](Self::to_map), for showing a running broker's config: a secret that is
+    /// set reads [`REDACTED`], one that is not reads empty.
+    pub fn to_map_redacted(&self) -> BTreeMap<String, String> {
+        let mut map = self.to_map();
+        for key in Self::SECRET_KEYS {
+            if let Some(v) = map.get_mut(*key) {
+                if !v.is_empty() {
+                    *v = REDACTED.to_string();
+                }
+            }
+        }
+        map
     }
 
     /// Whether a key was set explicitly (not left at its default).
@@ -1367,6 +1397,43 @@ mod tests {
         c.set("aclAccessKey", "slaveAK01").unwrap();
         c.validate().unwrap();
         assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn secrets_redacted_for_showing() {
+        // Every key whose value Debug hides (a `Secret`) is one of SECRET_KEYS.
+        const PROBE: &str = "probe-secret-value-0123";
+        for key in BrokerConfig::KEYS {
+            let mut c = BrokerConfig::default();
+            if c.set(key, PROBE).is_ok() && !format!("{c:?}").contains(PROBE) {
+                assert!(BrokerConfig::SECRET_KEYS.contains(key), "{key} is a secret not in SECRET_KEYS");
+            }
+        }
+        let mut c = BrokerConfig::default();
+        assert_eq!(
+            c.to_map_redacted().get("haAuthSecret").map(String::as_str),
+            Some(""),
+            "unset shows empty"
+        );
+        c.set("haAuthSecret", "ha-secret-of-16-chars").unwrap();
+        c.set("aclAccessKey", "slaveAK01").unwrap();
+        c.set("aclSecretKey", "slave-secret-1").unwrap();
+        let shown = c.to_map_redacted();
+        assert_eq!(shown["haAuthSecret"], REDACTED);
+        assert_eq!(shown["aclSecretKey"], REDACTED);
+        assert_eq!(shown["aclAccessKey"], "slaveAK01", "only secrets are hidden");
+        assert!(
+            !format!("{shown:?}").contains("ha-secret-of-16")
+                && !format!("{shown:?}").contains("slave-secret")
+        );
+        assert_eq!(
+            c.to_map()["aclSecretKey"],
+            "slave-secret-1",
+            "to_map keeps them, to build the config again"
+        );
+        // The placeholder passed back as a config is refused, not taken as the secret.
+        let e = BrokerConfig::from_map(shown.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap_err();
+        assert!(e.to_string().contains("placeholder"), "{e}");
     }
 
     #[test]
