@@ -688,6 +688,9 @@ impl Broker {
         let mut put = |k: &str, v: String| {
             t.insert(k.to_string(), v);
         };
+        // The protocol version a 4.9.4 broker reports (its MQVersion ordinal), as on every
+        // command; the description names what actually runs.
+        put("brokerVersion", crate::remoting::ROCKETMQ_VERSION.to_string());
         put("brokerVersionDesc", format!("rmqha {}", env!("CARGO_PKG_VERSION")));
         put("brokerName", self.config.broker_name.clone());
         put("brokerId", self.config.effective_broker_id().to_string());

@@ -226,6 +226,7 @@ fn a_promoted_slave_continues_and_the_old_master_follows_it() {
     let info = slave.runtime_info();
     assert_eq!(info["masterAddress"], remoting);
     assert_eq!(info["haMasterAddress"], format!("127.0.0.1:{}", master.ha_port()));
+    assert_eq!(info["brokerVersion"], "401", "MQVersion V4_9_4, as a 4.9.4 broker reports");
     assert!(master.store().wait_dispatched(Duration::from_secs(10)));
     master.commit_consumer_offset("group-a", "Fail", 1, 150).unwrap();
     slave.sync_config_now().unwrap();

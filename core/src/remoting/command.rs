@@ -11,6 +11,13 @@ pub const FLAG_RESPONSE: i32 = 1;
 /// Flag bit 1 (`RPC_ONEWAY`): the sender expects no response.
 pub const FLAG_ONEWAY: i32 = 2;
 
+/// The version rmqha puts on every command it sends: `MQVersion.Version.V4_9_4.ordinal()`,
+/// what a RocketMQ 4.9.4 broker sends (its `BrokerStartup` sets `rocketmq.remoting.version`
+/// to `MQVersion.CURRENT_VERSION`, and every command it builds carries it). Clients read it
+/// from a broker's answers (the heartbeat's becomes the broker's version in the Java
+/// client's `brokerVersionTable`, which gates features by version); 0 reads as 3.0.0-SNAPSHOT.
+pub const ROCKETMQ_VERSION: i32 = 401;
+
 /// One RocketMQ remoting command: a request or a response.
 ///
 /// Fields are public because a command is plain data that handlers read and build. The struct
@@ -47,13 +54,14 @@ pub struct RemotingCommand {
 }
 
 impl RemotingCommand {
-    /// A request with `code`, language OTHER (see [`LanguageCode::OTHER`]), version 0, opaque 0 (the client assigns one),
-    /// JSON header, no ext fields and no body.
+    /// A request with `code`, language OTHER (see [`LanguageCode::OTHER`]), version
+    /// [`ROCKETMQ_VERSION`], opaque 0 (the client assigns one), JSON header, no ext fields and
+    /// no body.
     pub fn request(code: i32) -> Self {
         RemotingCommand {
             code,
             language: LanguageCode::OTHER,
-            version: 0,
+            version: ROCKETMQ_VERSION,
             opaque: 0,
             flag: 0,
             remark: None,

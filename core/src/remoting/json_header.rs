@@ -158,7 +158,7 @@ mod tests {
         let text = String::from_utf8(encode(&cmd)).unwrap();
         assert_eq!(
             text,
-            r#"{"code":21,"extFields":{"a":"1","b":"2"},"flag":0,"language":"OTHER","opaque":0,"serializeTypeCurrentRPC":"JSON","version":0}"#
+            r#"{"code":21,"extFields":{"a":"1","b":"2"},"flag":0,"language":"OTHER","opaque":0,"serializeTypeCurrentRPC":"JSON","version":401}"#
         );
     }
 

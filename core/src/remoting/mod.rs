@@ -76,7 +76,7 @@ mod server;
 
 pub use client::{ClientConfig, RemotingClient};
 pub use codes::{LanguageCode, SerializeType, request_code, response_code};
-pub use command::{FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand};
+pub use command::{FLAG_ONEWAY, FLAG_RESPONSE, ROCKETMQ_VERSION, RemotingCommand};
 pub use connection::Responder;
 pub use dispatch::Dispatch;
 pub use error::{FrameError, RemotingError};
