@@ -244,6 +244,35 @@ fn white_listed_addresses_pass_unsigned() {
 }
 
 #[test]
+fn ipv6_ranges_white_list_ipv6_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = |name: &str, global: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        let file = d.join("plain_acl.yml");
+        std::fs::write(&file, format!("globalWhiteRemoteAddresses:\n  - {global}\n{RULES}")).unwrap();
+        let path = file.to_str().unwrap().to_string();
+        let b = Broker::start_master(common::broker_config(
+            &d.join("store"),
+            "ASYNC_MASTER",
+            &[("bindAddress", "::1"), ("aclEnable", "true"), ("aclFilePath", &path)],
+        ))
+        .unwrap();
+        b.create_topic("T", 1).unwrap();
+        b
+    };
+    // ::1 is 0:0:0:0:0:0:0:1, within the last group's range 0-1.
+    let b = start("in", "\"::0-1\"");
+    assert!(b.remoting_addrs()[0].is_ipv6(), "{:?}", b.remoting_addrs());
+    let c = client(b.remoting_addrs()[0]);
+    assert_eq!(call(&c, send_v2(&Msg::new("T", b"x"))).code, code::SUCCESS);
+    // fe80::* is fe80:0:0:0:0:0:0:*, which ::1 is not.
+    let b = start("out", "\"fe80::*\"");
+    let c = client(b.remoting_addrs()[0]);
+    refused(&call(&c, send_v2(&Msg::new("T", b"x"))), "No accessKey");
+}
+
+#[test]
 fn a_changed_file_is_reloaded_and_a_broken_one_keeps_the_rules() {
     let dir = tempfile::tempdir().unwrap();
     let (b, file) = acl_master(dir.path(), &RULES.replace("Denied=DENY", "Denied=SUB"));

@@ -15,6 +15,11 @@ pub(crate) enum AddrPattern {
     /// `a.*.*.*`, `a.b.*.*`, `a.b.c.*`, or `x-y` in place of the first `*`: the octets before
     /// `index` equal `head`, octet `index` is within `start..=end`.
     Range { head: Vec<u8>, index: usize, start: u8, end: u8 },
+    /// The IPv6 form: `1050::5:600:300c:1-200` (hexadecimal), `1050::5:600:300c:*`,
+    /// `1050:5:600:300c:3261:*` (fewer than eight groups without `::`: the groups after the
+    /// last one written match anything): the groups before `index` equal `head`, group `index`
+    /// is within `start..=end`.
+    Range6 { head: Vec<u16>, index: usize, start: u16, end: u16 },
 }
 
 impl AddrPattern {
@@ -75,6 +80,13 @@ impl AddrPattern {
                 }
                 IpAddr::V6(_) => false,
             },
+            AddrPattern::Range6 { head, index, start, end } => match ip {
+                IpAddr::V6(v6) => {
+                    let g = v6.segments();
+                    g[..*index] == head[..] && (*start..=*end).contains(&g[*index])
+                }
+                IpAddr::V4(_) => false,
+            },
         }
     }
 }
@@ -93,7 +105,7 @@ fn parse_ip(addr: &str, whole: &str) -> Result<IpAddr, String> {
 
 fn parse_range(t: &str) -> Result<AddrPattern, String> {
     if t.contains(':') {
-        return Err(format!("{t:?}: IPv6 ranges are not supported by rmqha (list the addresses instead)"));
+        return parse_range6(t);
     }
     let parts: Vec<&str> = t.split('.').map(str::trim).collect();
     if parts.len() != 4 {
@@ -123,6 +135,64 @@ fn parse_range(t: &str) -> Result<AddrPattern, String> {
         return Err(format!("{t:?}: the parts after a '*' or a range must be '*', not {p:?}"));
     }
     Ok(AddrPattern::Range { head, index, start, end })
+}
+
+/// An IPv6 range, as RocketMQ 4.9's `RangeRemoteAddressStrategy` reads one: groups in
+/// hexadecimal, one of them (not the first) `*` or `from-to`, every group after it `*`; a
+/// `::` stands for the zero groups that make eight, and without one, fewer than eight groups
+/// leave the groups not written free. Stricter than RocketMQ: a group that is not
+/// hexadecimal, a second range, or a fixed group after the range is refused, not ignored.
+fn parse_range6(t: &str) -> Result<AddrPattern, String> {
+    let group = |p: &str| -> Result<u16, String> {
+        if p.is_empty() || p.len() > 4 {
+            return Err(format!("{t:?}: {p:?} is not a group of 1 to 4 hexadecimal digits"));
+        }
+        u16::from_str_radix(p, 16)
+            .map_err(|_| format!("{t:?}: {p:?} is not a group of 1 to 4 hexadecimal digits"))
+    };
+    let split = |s: &str| -> Vec<String> {
+        if s.is_empty() { Vec::new() } else { s.split(':').map(|p| p.trim().to_string()).collect() }
+    };
+    let parts: Vec<String> = match t.split_once("::") {
+        Some((before, after)) => {
+            if after.contains("::") {
+                return Err(format!("{t:?}: '::' may appear only once"));
+            }
+            let (before, after) = (split(before), split(after));
+            let Some(zeros) = 8usize.checked_sub(before.len() + after.len()).filter(|&z| z > 0) else {
+                return Err(format!("{t:?}: more than eight groups around '::'"));
+            };
+            before.into_iter().chain(std::iter::repeat_n("0".to_string(), zeros)).chain(after).collect()
+        }
+        None => split(t),
+    };
+    if parts.len() > 8 {
+        return Err(format!("{t:?}: more than eight groups"));
+    }
+    let Some(index) = parts.iter().position(|p| p == "*" || p.contains('-')) else {
+        return Err(format!("{t:?}: expected a group that is '*' or a range"));
+    };
+    if index == 0 {
+        return Err(format!("{t:?}: the first group may not be '*' or a range"));
+    }
+    let head = parts[..index].iter().map(|p| group(p)).collect::<Result<Vec<u16>, _>>()?;
+    let (start, end) = if parts[index] == "*" {
+        (0, 0xffff)
+    } else {
+        let (a, b) = parts[index].split_once('-').unwrap_or(("", ""));
+        if a.trim().is_empty() || b.trim().is_empty() {
+            return Err(format!("{t:?}: a range is written from-to in hexadecimal, such as 1-200"));
+        }
+        let (a, b) = (group(a.trim())?, group(b.trim())?);
+        if a > b {
+            return Err(format!("{t:?}: the range {a:x}-{b:x} is empty"));
+        }
+        (a, b)
+    };
+    if let Some(p) = parts[index + 1..].iter().find(|p| *p != "*") {
+        return Err(format!("{t:?}: the groups after a '*' or a range must be '*', not {p:?}"));
+    }
+    Ok(AddrPattern::Range6 { head, index, start, end })
 }
 
 #[cfg(test)]
@@ -160,10 +230,55 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_ranges_as_rocketmq_4_9_reads_them() {
+        let p = |s: &str| AddrPattern::parse(s).unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // The forms of RocketMQ's RemoteAddressStrategyTest; the range is hexadecimal.
+        let r = p("1050::0005:0600:300c:1-200");
+        assert!(r.matches(ip("1050:0000:0000:0000:0005:0600:300c:0001")));
+        assert!(r.matches(ip("1050::5:600:300c:200")) && r.matches(ip("1050::5:600:300c:1ff")));
+        assert!(!r.matches(ip("1050::5:600:300c:201")) && !r.matches(ip("1050::5:600:300c:0")));
+        assert!(!r.matches(ip("1050::5:600:300d:100")), "a group of the head differs");
+        let r = p("1050::0005:0600:300c:*");
+        assert!(r.matches(ip("1050::5:600:300c:0")) && r.matches(ip("1050::5:600:300c:ffff")));
+        assert!(!r.matches(ip("1050::5:600:3001:1")));
+        // Fewer than eight groups without '::': the groups not written are free.
+        let r = p("1050:0005:0600:300c:3261:*");
+        assert!(r.matches(ip("1050:5:600:300c:3261:1:2:3")) && !r.matches(ip("1050:5:600:300c:3262::1")));
+        let r = p("1050::0005:0600:300c:3261:1-20:*");
+        assert!(
+            r.matches(ip("1050:0:5:600:300c:3261:20:9")) && !r.matches(ip("1050:0:5:600:300c:3261:21:9"))
+        );
+        let r = p("fe80::*");
+        assert!(r.matches(ip("fe80::7")) && !r.matches(ip("fe80::1:7")), "'::' stands for zeros");
+        let r = p("fe80:*:*:*:*:*:*:*");
+        assert!(r.matches(ip("fe80::1:7")) && !r.matches(ip("fe81::1")));
+        // An IPv4 client never matches an IPv6 range, nor an IPv6 client an IPv4 one.
+        assert!(!p("0:*").matches(ip("10.0.0.1")));
+        assert!(!p("10.*.*.*").matches(ip("::a00:1")));
+        let set = p("1050::0005:0600:300c:{1,2,3}");
+        assert!(set.matches(ip("1050::5:600:300c:3")) && !set.matches(ip("1050::5:600:300c:4")));
+    }
+
+    #[test]
     fn bad_forms_are_refused_naming_the_pattern() {
-        for bad in
-            ["192.168.0.300", "192.168.1.200-100", "192.168.1.-5", "192.*.1.2", "1.2.3", "a.b.c.d", "fe80::*"]
-        {
+        for bad in [
+            "192.168.0.300",
+            "192.168.1.200-100",
+            "192.168.1.-5",
+            "192.*.1.2",
+            "1.2.3",
+            "a.b.c.d",
+            "*::1",
+            "fe80::1:200-100",
+            "fe80::1:*:5",
+            "fe80::1::*",
+            "fe80:1:2:3:4:5:6:7:*",
+            "1:2:3:4::5:6:7:*",
+            "fe80::12345:*",
+            "fe80::g:*",
+            "fe80::1:-5",
+        ] {
             let e = AddrPattern::parse(bad).unwrap_err();
             assert!(e.contains(bad), "{e}");
         }
