@@ -19,6 +19,7 @@
 //! | `query` | QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 |
 //! | `topic` | UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215 (and the auto-creation rules used by send and pull) |
 //! | `route` (+ `registrar` on a slave) | GET_ROUTEINFO_BY_TOPIC 105, GET_BROKER_CLUSTER_INFO 106, REGISTER_BROKER 103, UNREGISTER_BROKER 104 |
+//! | `stats` | GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208, GET_BROKER_CONFIG 26 (operators' tools) |
 //!
 //! GET_BROKER_RUNTIME_INFO (28) and the config-sync codes stay with the
 //! [`AdminProcessor`](crate::broker_admin::AdminProcessor).
@@ -61,6 +62,7 @@ mod registrar;
 mod route;
 mod send;
 mod send_back;
+mod stats;
 mod topic;
 
 use std::net::SocketAddr;
@@ -83,6 +85,7 @@ pub use query::QueryProcessor;
 pub use route::RouteProcessor;
 pub use send::SendProcessor;
 pub use send_back::SendBackProcessor;
+pub use stats::StatsProcessor;
 pub use topic::TopicProcessor;
 pub(crate) use topic::{MAX_QUEUE_NUMS, topic_name_error};
 
@@ -202,6 +205,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
     dispatch.register_all(QueryProcessor::CODES, Arc::new(QueryProcessor::new(shared.clone())));
     dispatch.register_all(TopicProcessor::CODES, Arc::new(TopicProcessor::new(shared.clone())));
     dispatch.register_all(RouteProcessor::CODES, Arc::new(RouteProcessor::new(shared.clone())));
+    dispatch.register_all(StatsProcessor::CODES, Arc::new(StatsProcessor::new(shared.clone())));
     dispatch
         .register_all(EndTransactionProcessor::CODES, Arc::new(EndTransactionProcessor::new(shared.clone())));
 

@@ -919,6 +919,13 @@ impl MessageStore {
         }
     }
 
+    /// The store time of the message at `offset` of a queue (RocketMQ's
+    /// `getMessageStoreTimeStamp`); `None` where the queue or its record cannot be read.
+    pub fn queue_store_time(&self, topic: &str, queue_id: i32, offset: i64) -> Option<i64> {
+        let u = self.cqs.find(topic, queue_id)?.get(offset)?;
+        self.store_time_at(u.phy_offset, u.size)
+    }
+
     fn store_time_at(&self, phy: i64, size: i32) -> Option<i64> {
         let (f, pos) = self.commit_log.read(phy as u64, size as usize)?;
         decode_record(f.read(pos, size as usize)?).ok().map(|v| v.store_timestamp)

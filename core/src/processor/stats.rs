@@ -1,0 +1,175 @@
+//! What operators' tools ask a broker (`mqadmin topicStatus`, `consumerProgress`,
+//! `getBrokerConfig`, RocketMQ Dashboard): GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS
+//! (208) and GET_BROKER_CONFIG (26), as RocketMQ 4.9's `AdminBrokerProcessor` answers them.
+//!
+//! The two stats bodies are maps keyed by `MessageQueue`, which RocketMQ's fastjson writes
+//! with each key an object inline (`{"offsetTable":{{"brokerName":"b","queueId":0,
+//! "topic":"T"}:{…}}}`): not JSON, but what every RocketMQ admin client parses, so written
+//! the same way here ([`queue_table`]).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::broker::Broker;
+use crate::metadata::DataVersion;
+use crate::remoting::{
+    Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
+};
+
+use super::clients::SubscriptionLookup;
+use super::{Shared, bad_header, broker_gone, reply};
+
+/// GET_TOPIC_STATS_INFO, GET_CONSUME_STATS and GET_BROKER_CONFIG.
+pub struct StatsProcessor {
+    shared: Arc<Shared>,
+    /// The config's version (GET_BROKER_CONFIG's `version` header field, RocketMQ's
+    /// `Configuration.getDataVersionJson`): the broker's start, as its config does not change
+    /// while it runs.
+    config_version: DataVersion,
+}
+
+type Answer = Result<RemotingCommand, RemotingCommand>;
+
+impl StatsProcessor {
+    /// The request codes this processor answers.
+    pub const CODES: &'static [i32] = &[
+        request_code::GET_TOPIC_STATS_INFO,
+        request_code::GET_CONSUME_STATS,
+        request_code::GET_BROKER_CONFIG,
+    ];
+
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        StatsProcessor { shared, config_version: DataVersion::new() }
+    }
+
+    /// 4.9 `getTopicStatsInfo`: each write queue's min and max offset and the store time of
+    /// its last message (0 for an empty queue); TOPIC_NOT_EXIST for a topic not configured.
+    fn topic_stats(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let topic = req.ext_str("topic").map_err(|e| bad_header(req, e))?;
+        let Some(tc) = b.topic_config(topic) else {
+            return Err(reply(req, response_code::TOPIC_NOT_EXIST, format!("topic[{topic}] not exist")));
+        };
+        let store = b.store();
+        let rows = (0..tc.write_queue_nums).map(|q| {
+            let min = store.queue_min_offset(topic, q).max(0);
+            let max = store.queue_max_offset(topic, q).max(0);
+            let last = if max > 0 { store.queue_store_time(topic, q, max - 1).unwrap_or(-1) } else { 0 };
+            (q, format!("{{\"lastUpdateTimestamp\":{last},\"maxOffset\":{max},\"minOffset\":{min}}}"))
+        });
+        let body = format!("{{\"offsetTable\":{}}}", queue_table(&b.config().broker_name, topic, rows));
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
+    }
+
+    /// 4.9 `getConsumeStats`: for the topic asked, or every topic the group has committed
+    /// offsets on, each read queue's max offset, the group's committed offset (0 for none)
+    /// and the store time of the last message consumed. A topic no longer configured is
+    /// skipped, and so is one the group's live consumers do not subscribe to while they
+    /// subscribe to others. `consumeTps` is 0.0: rmqha keeps no per-group rates.
+    fn consume_stats(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let h = |e| bad_header(req, e);
+        let group = req.ext_str("consumerGroup").map_err(h)?;
+        let topics: Vec<String> = match req.ext("topic").map(str::trim).filter(|t| !t.is_empty()) {
+            Some(t) => vec![t.to_string()],
+            None => b
+                .tables()
+                .consumer_offsets()
+                .all()
+                .keys()
+                .filter_map(|k| k.split_once('@').filter(|(_, g)| *g == group).map(|(t, _)| t.to_string()))
+                .collect(),
+        };
+        let store = b.store();
+        let mut tables = Vec::new();
+        for topic in &topics {
+            let Some(tc) = b.topic_config(topic) else {
+                tracing::debug!(group, topic = topic.as_str(), "consume stats: the topic is not configured");
+                continue;
+            };
+            if matches!(self.shared.clients.subscription(group, topic), SubscriptionLookup::NoTopic) {
+                continue;
+            }
+            let rows = (0..tc.read_queue_nums).map(|q| {
+                let broker_offset = store.queue_max_offset(topic, q).max(0);
+                let consumer_offset = b.consumer_offset(group, topic, q).max(0);
+                let last = if consumer_offset > 0 {
+                    store.queue_store_time(topic, q, consumer_offset - 1).filter(|&t| t > 0).unwrap_or(0)
+                } else {
+                    0
+                };
+                (
+                    q,
+                    format!(
+                        "{{\"brokerOffset\":{broker_offset},\"consumerOffset\":{consumer_offset},\"lastTimestamp\":{last}}}"
+                    ),
+                )
+            });
+            tables.push(queue_table(&b.config().broker_name, topic, rows));
+        }
+        // One offsetTable for every topic: the tables' braces dropped and their entries joined.
+        let entries: Vec<&str> =
+            tables.iter().map(|t| &t[1..t.len() - 1]).filter(|e| !e.is_empty()).collect();
+        let body = format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{}}}}}", entries.join(","));
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
+    }
+
+    /// 4.9 `getBrokerConfig`: every key as `key=value` lines, secrets shown as
+    /// [`REDACTED`](crate::config::REDACTED); the config's version in the `version` header field.
+    fn broker_config(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let mut body = String::new();
+        for (k, v) in b.config().to_map_redacted() {
+            let _ = writeln!(body, "{k}={v}");
+        }
+        let version = serde_json::to_string(&self.config_version)
+            .map_err(|e| reply(req, response_code::SYSTEM_ERROR, e.to_string()))?;
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
+            .with_ext("version", version)
+            .with_body(body.into_bytes()))
+    }
+}
+
+/// A `Map<MessageQueue, _>` as fastjson writes it: `{` then, per queue, the queue as an
+/// object (fields in fastjson's alphabetical order) as the key, `:`, the value's JSON.
+fn queue_table(broker_name: &str, topic: &str, rows: impl Iterator<Item = (i32, String)>) -> String {
+    let (name, topic) = (json_string(broker_name), json_string(topic));
+    let entries: Vec<String> = rows
+        .map(|(q, value)| format!("{{\"brokerName\":{name},\"queueId\":{q},\"topic\":{topic}}}:{value}"))
+        .collect();
+    format!("{{{}}}", entries.join(","))
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+impl RequestHandler for StatsProcessor {
+    fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
+        let Some(b) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
+        let answer = match request.code {
+            request_code::GET_TOPIC_STATS_INFO => self.topic_stats(&b, &request),
+            request_code::GET_CONSUME_STATS => self.consume_stats(&b, &request),
+            request_code::GET_BROKER_CONFIG => self.broker_config(&b, &request),
+            _ => Ok(RemotingCommand::not_supported(&request)),
+        };
+        Handled::Respond(answer.unwrap_or_else(|e| e))
+    }
+}
+
+impl std::fmt::Debug for StatsProcessor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatsProcessor").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_keys_inline_as_fastjson_writes_them() {
+        // The shape of a Java `JSON.toJSONString(topicStatsTable)` (fields sorted, object keys).
+        let t = queue_table("broker-a", "MyTopic", [(3, "{\"maxOffset\":500}".to_string())].into_iter());
+        assert_eq!(t, r#"{{"brokerName":"broker-a","queueId":3,"topic":"MyTopic"}:{"maxOffset":500}}"#);
+        assert_eq!(queue_table("b", "T", std::iter::empty()), "{}");
+        assert_eq!(json_string("a\"b"), r#""a\"b""#);
+    }
+}

@@ -1,0 +1,130 @@
+//! What operators' tools ask a broker over the remoting port: GET_TOPIC_STATS_INFO (202,
+//! `mqadmin topicStatus`), GET_CONSUME_STATS (208, `mqadmin consumerProgress`) and
+//! GET_BROKER_CONFIG (26, `mqadmin getBrokerConfig`), with RocketMQ 4.9's bodies: the stats
+//! keyed by MessageQueue objects written inline as fastjson writes them.
+
+mod common;
+mod remote_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmqha_core::remoting::{RemotingCommand, request_code};
+use rmqha_core::{Broker, Message};
+
+use remote_common::*;
+
+fn master(dir: &std::path::Path, extra: &[(&str, &str)]) -> Arc<Broker> {
+    Broker::start_master(common::broker_config(dir, "ASYNC_MASTER", extra)).unwrap()
+}
+
+/// The store time of each message put, by (queue, queue offset).
+fn put(b: &Broker, topic: &str, queue: i32, n: usize) -> Vec<i64> {
+    (0..n)
+        .map(|i| {
+            let r = b
+                .put_message_sync(&Message::new(topic, format!("m{i}").into_bytes()).with_queue(queue))
+                .unwrap();
+            assert_eq!(r.status, rmqha_core::PutStatus::PutOk, "{r:?}");
+            r.store_timestamp
+        })
+        .collect()
+}
+
+#[test]
+fn topic_stats_list_each_write_queue_with_its_offsets_and_last_store_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("Stats", 3).unwrap();
+    let times = put(&b, "Stats", 0, 3);
+    put(&b, "Stats", 1, 1);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    let c = client(b.remoting_addrs()[0]);
+
+    let r = call(&c, RemotingCommand::request(request_code::GET_TOPIC_STATS_INFO).with_ext("topic", "Stats"));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let body = String::from_utf8(r.body.clone()).unwrap();
+    let q1_time = b.store().queue_store_time("Stats", 1, 0).unwrap();
+    let expected = format!(
+        "{{\"offsetTable\":{{\
+         {{\"brokerName\":\"broker-a\",\"queueId\":0,\"topic\":\"Stats\"}}:{{\"lastUpdateTimestamp\":{},\"maxOffset\":3,\"minOffset\":0}},\
+         {{\"brokerName\":\"broker-a\",\"queueId\":1,\"topic\":\"Stats\"}}:{{\"lastUpdateTimestamp\":{q1_time},\"maxOffset\":1,\"minOffset\":0}},\
+         {{\"brokerName\":\"broker-a\",\"queueId\":2,\"topic\":\"Stats\"}}:{{\"lastUpdateTimestamp\":0,\"maxOffset\":0,\"minOffset\":0}}}}}}",
+        times[2]
+    );
+    assert_eq!(body, expected);
+
+    let r = call(&c, RemotingCommand::request(request_code::GET_TOPIC_STATS_INFO).with_ext("topic", "Nope"));
+    assert_eq!(r.code, code::TOPIC_NOT_EXIST, "{r:?}");
+    assert_eq!(r.remark.as_deref(), Some("topic[Nope] not exist"));
+    let r = call(&c, RemotingCommand::request(request_code::GET_TOPIC_STATS_INFO));
+    assert_eq!(r.code, code::SYSTEM_ERROR, "a request without its topic: {r:?}");
+    b.shutdown();
+}
+
+#[test]
+fn consume_stats_show_the_groups_progress_on_every_topic_it_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("A", 2).unwrap();
+    b.create_topic("B", 1).unwrap();
+    let times = put(&b, "A", 0, 4);
+    put(&b, "B", 0, 2);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    b.commit_consumer_offset("progress", "A", 0, 2).unwrap();
+    b.commit_consumer_offset("progress", "B", 0, 2).unwrap();
+    b.commit_consumer_offset("other", "A", 0, 4).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let stats = |topic: Option<&str>| {
+        let mut req =
+            RemotingCommand::request(request_code::GET_CONSUME_STATS).with_ext("consumerGroup", "progress");
+        if let Some(t) = topic {
+            req = req.with_ext("topic", t);
+        }
+        let r = call(&c, req);
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        String::from_utf8(r.body).unwrap()
+    };
+    let b_last = b.store().queue_store_time("B", 0, 1).unwrap();
+    let a = format!(
+        "{{\"brokerName\":\"broker-a\",\"queueId\":0,\"topic\":\"A\"}}:{{\"brokerOffset\":4,\"consumerOffset\":2,\"lastTimestamp\":{}}},\
+         {{\"brokerName\":\"broker-a\",\"queueId\":1,\"topic\":\"A\"}}:{{\"brokerOffset\":0,\"consumerOffset\":0,\"lastTimestamp\":0}}",
+        times[1]
+    );
+    let bq = format!(
+        "{{\"brokerName\":\"broker-a\",\"queueId\":0,\"topic\":\"B\"}}:{{\"brokerOffset\":2,\"consumerOffset\":2,\"lastTimestamp\":{b_last}}}"
+    );
+    // Every topic the group committed on (4.9's `whichTopicByConsumer`), another group's not.
+    assert_eq!(stats(None), format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{a},{bq}}}}}"));
+    assert_eq!(stats(Some("B")), format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{bq}}}}}"));
+
+    // A live consumer of the group subscribing to A only: B is left out, as 4.9 does.
+    assert_eq!(call(&c, heartbeat("10.0.0.1@1", "progress", &[("A", "*", 1)])).code, code::SUCCESS);
+    assert_eq!(stats(None), format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{a}}}}}"));
+    // A group with no offsets: an empty table.
+    let r =
+        call(&c, RemotingCommand::request(request_code::GET_CONSUME_STATS).with_ext("consumerGroup", "idle"));
+    assert_eq!(String::from_utf8(r.body).unwrap(), "{\"consumeTps\":0.0,\"offsetTable\":{}}");
+    b.shutdown();
+}
+
+#[test]
+fn broker_config_lists_every_key_with_secrets_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "the-ha-secret-of-the-group";
+    let b = master(dir.path(), &[("haAuthSecret", secret), ("slaveTimeout", "4321")]);
+    let c = client(b.remoting_addrs()[0]);
+    let r = call(&c, RemotingCommand::request(request_code::GET_BROKER_CONFIG));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let text = String::from_utf8(r.body.clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.contains(&"brokerName=broker-a"), "{text}");
+    assert!(lines.contains(&"slaveTimeout=4321"), "{text}");
+    assert!(lines.contains(&"brokerRole=ASYNC_MASTER"), "{text}");
+    assert!(lines.contains(&"haAuthSecret=<hidden>"), "{text}");
+    assert!(!text.contains(secret));
+    assert_eq!(lines.len(), rmqha_core::BrokerConfig::KEYS.len(), "one line per key");
+    let version: serde_json::Value = serde_json::from_str(r.ext("version").unwrap()).unwrap();
+    assert!(version["counter"].is_i64() && version["timestamp"].as_i64().unwrap() > 0, "{version}");
+    b.shutdown();
+}
