@@ -7,6 +7,7 @@ mod client_cmd;
 mod demo;
 mod ha_bench;
 mod metrics_http;
+mod progress;
 mod remote_bench;
 mod status;
 mod truncate_cmd;
@@ -30,6 +31,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Print a running broker's role, offsets and slaves.
     Status(status::StatusArgs),
+    /// Print a consumer group's offsets and lag on a running broker, queue by queue.
+    Progress(progress::ProgressArgs),
     /// Send a message (or one per line) to a running broker over RocketMQ's protocol.
     Put(client_cmd::PutArgs),
     /// Pull messages of one queue from a running broker over RocketMQ's protocol.
@@ -70,7 +73,10 @@ fn die_on_closed_stdout() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Status(_) | Command::Get(_) | Command::Put(_) | Command::Truncate(_)) {
+    if matches!(
+        cli.command,
+        Command::Status(_) | Command::Progress(_) | Command::Get(_) | Command::Put(_) | Command::Truncate(_)
+    ) {
         die_on_closed_stdout();
     }
     let result = match cli.command {
@@ -85,6 +91,10 @@ fn main() -> ExitCode {
         Command::Status(a) => {
             init_logging("warn");
             status::run(a)
+        }
+        Command::Progress(a) => {
+            init_logging("warn");
+            progress::run(a)
         }
         Command::Bench(BenchCommand::Store(a)) => {
             init_logging("warn");

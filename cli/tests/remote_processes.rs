@@ -464,3 +464,37 @@ fn commands_sign_their_requests_for_a_broker_with_acl() {
     assert!(ok && out.contains("ASYNC_MASTER"), "{out} {err}");
     master.stop();
 }
+
+/// `rmqha progress`: a group's committed offsets against the queues' max offsets, as
+/// GET_CONSUME_STATS answers them.
+#[test]
+fn progress_prints_a_groups_lag_per_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_master, addr) = master_with_two_messages(dir.path());
+    let (ok, out, err) = rmqha(&["put", &addr, "--topic", "Bad", "--queue", "0"], b"c");
+    assert!(ok, "{out} {err}");
+    let c = RemotingClient::new(&addr, ClientConfig::default());
+    let commit = RemotingCommand::request(15)
+        .with_ext("consumerGroup", "lagging")
+        .with_ext("topic", "Bad")
+        .with_ext("queueId", 0)
+        .with_ext("commitOffset", 1);
+    assert_eq!(c.invoke_sync(commit, Duration::from_secs(5)).unwrap().code, 0);
+
+    let (ok, out, err) = rmqha(&["progress", &addr, "--group", "lagging"], b"");
+    assert!(ok, "{out} {err}");
+    let row: Vec<&str> =
+        out.lines().find(|l| l.starts_with("Bad ")).unwrap_or_default().split_whitespace().collect();
+    // topic, queue, broker offset, consumer offset, lag, last consumed ("N s ago").
+    assert_eq!(row[..5], ["Bad", "0", "3", "1", "2"], "{out}");
+    assert_eq!(row[6..], ["s", "ago"], "the store time of the message at offset 0 is known: {out}");
+    assert!(out.contains("total lag 2 over "), "{out}");
+
+    let (ok, out, _) = rmqha(&["progress", &addr, "--group", "lagging", "--topic", "Bad", "--json"], b"");
+    assert!(ok);
+    let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!((first["queueId"].as_i64(), first["lag"].as_i64()), (Some(0), Some(2)), "{out}");
+
+    let (ok, out, _) = rmqha(&["progress", &addr, "--group", "nobody"], b"");
+    assert!(ok && out.contains("group nobody has no committed offsets"), "{out}");
+}

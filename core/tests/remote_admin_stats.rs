@@ -9,6 +9,7 @@ mod remote_common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmqha_core::broker_admin::{ConsumeStats, TopicStats};
 use rmqha_core::remoting::{RemotingCommand, request_code};
 use rmqha_core::{Broker, Message};
 
@@ -53,6 +54,9 @@ fn topic_stats_list_each_write_queue_with_its_offsets_and_last_store_time() {
         times[2]
     );
     assert_eq!(body, expected);
+    let maxes: Vec<i64> =
+        TopicStats::decode(body.as_bytes()).unwrap().offsets.iter().map(|(_, o)| o.max_offset).collect();
+    assert_eq!(maxes, [3, 1, 0]);
 
     let r = call(&c, RemotingCommand::request(request_code::GET_TOPIC_STATS_INFO).with_ext("topic", "Nope"));
     assert_eq!(r.code, code::TOPIC_NOT_EXIST, "{r:?}");
@@ -97,6 +101,10 @@ fn consume_stats_show_the_groups_progress_on_every_topic_it_committed() {
     // Every topic the group committed on (4.9's `whichTopicByConsumer`), another group's not.
     assert_eq!(stats(None), format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{a},{bq}}}}}"));
     assert_eq!(stats(Some("B")), format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{bq}}}}}"));
+    let decoded = ConsumeStats::decode(stats(None).as_bytes()).unwrap();
+    let lags: Vec<(String, i32, i64)> =
+        decoded.offsets.iter().map(|(q, o)| (q.topic.clone(), q.queue_id, o.lag())).collect();
+    assert_eq!(lags, [("A".to_string(), 0, 2), ("A".to_string(), 1, 0), ("B".to_string(), 0, 0)]);
 
     // A live consumer of the group subscribing to A only: B is left out, as 4.9 does.
     assert_eq!(call(&c, heartbeat("10.0.0.1@1", "progress", &[("A", "*", 1)])).code, code::SUCCESS);

@@ -14,6 +14,8 @@
 
 mod kv_table;
 mod processor;
+mod queue_stats;
 
 pub use kv_table::KvTable;
 pub use processor::{AdminProcessor, DeletedTopicsProvider, RuntimeInfoProvider};
+pub use queue_stats::{ConsumeStats, OffsetWrapper, QueueKey, TopicOffset, TopicStats};
