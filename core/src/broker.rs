@@ -851,6 +851,18 @@ impl Broker {
         Ok(())
     }
 
+    /// Master: forgets every consumer offset of `group` (persisted; slaves follow at their
+    /// next config sync); returns how many topics it had offsets on.
+    pub fn delete_consumer_offsets(&self, group: &str) -> Result<usize> {
+        self.require_master("delete_consumer_offsets")?;
+        let offsets = self.tables.consumer_offsets();
+        let removed = offsets.remove_group(group);
+        if removed > 0 {
+            offsets.persist()?;
+        }
+        Ok(removed)
+    }
+
     /// A subscription group, if it exists.
     pub fn subscription_group(&self, group: &str) -> Option<SubscriptionGroupConfig> {
         self.tables.subscription_groups().get(group)

@@ -67,6 +67,14 @@ impl SubscriptionGroupConfig {
     }
 }
 
+impl SubscriptionGroupConfig {
+    /// Decodes one group's config as fastjson writes it (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's
+    /// body); missing fields take Java's defaults. `origin` names the source in errors.
+    pub fn decode(bytes: &[u8], origin: &str) -> Result<Self, MetadataError> {
+        object_from_slice_lenient(bytes, origin)
+    }
+}
+
 impl Default for SubscriptionGroupConfig {
     fn default() -> Self {
         SubscriptionGroupConfig::new("")

@@ -299,8 +299,12 @@ pub struct TopicProcessor {
 
 impl TopicProcessor {
     /// The request codes this processor answers.
-    pub const CODES: &'static [i32] =
-        &[request_code::UPDATE_AND_CREATE_TOPIC, request_code::DELETE_TOPIC_IN_BROKER];
+    pub const CODES: &'static [i32] = &[
+        request_code::UPDATE_AND_CREATE_TOPIC,
+        request_code::DELETE_TOPIC_IN_BROKER,
+        request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        request_code::DELETE_SUBSCRIPTIONGROUP,
+    ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         TopicProcessor { shared }
@@ -386,12 +390,66 @@ impl TopicProcessor {
     }
 }
 
+impl TopicProcessor {
+    /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), as `mqadmin updateSubGroup` sends it: the
+    /// body is the group's SubscriptionGroupConfig (fields it lacks take Java's defaults),
+    /// which creates or replaces the group (4.9 `updateAndCreateSubscriptionGroup`). Refused,
+    /// where 4.9 stores whatever it is sent: a body that does not decode, and a group name no
+    /// RocketMQ client could use (it would be persisted and synced to slaves for good).
+    fn update_group(
+        &self,
+        broker: &Broker,
+        req: &RemotingCommand,
+    ) -> Result<RemotingCommand, RemotingCommand> {
+        let config = SubscriptionGroupConfig::decode(&req.body, "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body")
+            .map_err(|e| reply(req, response_code::SYSTEM_ERROR, e.to_string()))?;
+        let group = config.group_name.clone();
+        if !crate::message::codec::group_is_valid(&group) {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "the group name {:?} is not 1 to 255 characters from a-z A-Z 0-9 % | _ -",
+                    crate::clip(&group, 64)
+                ),
+            ));
+        }
+        match broker.put_subscription_group(config) {
+            Ok(()) => {
+                tracing::info!(group = group.as_str(), "subscription group updated by request");
+                Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
+            }
+            Err(e) => Err(reply(req, response_code::SYSTEM_ERROR, e.to_string())),
+        }
+    }
+
+    /// DELETE_SUBSCRIPTIONGROUP (207), as `mqadmin deleteSubGroup` sends it: the group's
+    /// config goes, and with `removeOffset=true` (4.9; 5.x says `cleanOffset`) its consumer
+    /// offsets too. An unknown group is not an error.
+    fn delete_group(
+        &self,
+        broker: &Broker,
+        req: &RemotingCommand,
+    ) -> Result<RemotingCommand, RemotingCommand> {
+        let group = req.ext_str("groupName").map_err(|e| bad_header(req, e))?;
+        let offsets_too =
+            java_bool(req, "removeOffset").unwrap_or(false) || java_bool(req, "cleanOffset").unwrap_or(false);
+        let failed = |e: crate::error::Error| reply(req, response_code::SYSTEM_ERROR, e.to_string());
+        broker.delete_subscription_group(group).map_err(failed)?;
+        let removed = if offsets_too { broker.delete_consumer_offsets(group).map_err(failed)? } else { 0 };
+        tracing::info!(group, offsets_removed = removed, "subscription group deleted by request");
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
+    }
+}
+
 impl RequestHandler for TopicProcessor {
     fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
         let Some(broker) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
         let resp = match request.code {
             request_code::UPDATE_AND_CREATE_TOPIC => self.update_and_create(&broker, &request),
             request_code::DELETE_TOPIC_IN_BROKER => self.delete(&broker, &request),
+            request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => self.update_group(&broker, &request),
+            request_code::DELETE_SUBSCRIPTIONGROUP => self.delete_group(&broker, &request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(resp.unwrap_or_else(|e| e))
