@@ -1,7 +1,8 @@
 //! What operators' tools ask a broker over the remoting port: GET_TOPIC_STATS_INFO (202,
 //! `mqadmin topicStatus`), GET_CONSUME_STATS (208, `mqadmin consumerProgress`) and
 //! GET_BROKER_CONFIG (26, `mqadmin getBrokerConfig`), with RocketMQ 4.9's bodies: the stats
-//! keyed by MessageQueue objects written inline as fastjson writes them.
+//! keyed by MessageQueue objects written inline as fastjson writes them; and the name-server
+//! request GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206, `mqadmin topicList`).
 
 mod common;
 mod remote_common;
@@ -134,5 +135,22 @@ fn broker_config_lists_every_key_with_secrets_hidden() {
     assert_eq!(lines.len(), rmqha_core::BrokerConfig::KEYS.len(), "one line per key");
     let version: serde_json::Value = serde_json::from_str(r.ext("version").unwrap()).unwrap();
     assert!(version["counter"].is_i64() && version["timestamp"].as_i64().unwrap() > 0, "{version}");
+    b.shutdown();
+}
+
+#[test]
+fn the_topic_list_names_every_topic_of_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("Listed", 1).unwrap();
+    b.create_topic("AlsoListed", 2).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let r = call(&c, RemotingCommand::request(request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let names: Vec<&str> = v["topicList"].as_array().unwrap().iter().filter_map(|t| t.as_str()).collect();
+    let table = b.tables().topics().all();
+    assert_eq!(names, table.keys().map(String::as_str).collect::<Vec<_>>());
+    assert!(names.contains(&"Listed") && names.contains(&"AlsoListed"), "{names:?}");
     b.shutdown();
 }

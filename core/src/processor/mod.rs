@@ -17,8 +17,8 @@
 //! | `client_manage` (+ `clients`) | HEART_BEAT 34, UNREGISTER_CLIENT 35 |
 //! | `lock` | LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42 (orderly consumers) |
 //! | `query` | QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 |
-//! | `topic` | UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215 (and the auto-creation rules used by send and pull) |
-//! | `route` (+ `registrar` on a slave) | GET_ROUTEINFO_BY_TOPIC 105, GET_BROKER_CLUSTER_INFO 106, REGISTER_BROKER 103, UNREGISTER_BROKER 104 |
+//! | `topic` | UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, DELETE_SUBSCRIPTIONGROUP 207 (and the auto-creation rules used by send and pull) |
+//! | `route` (+ `registrar` on a slave) | GET_ROUTEINFO_BY_TOPIC 105, GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206, REGISTER_BROKER 103, UNREGISTER_BROKER 104 |
 //! | `stats` | GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208, GET_BROKER_CONFIG 26 (operators' tools) |
 //!
 //! GET_BROKER_RUNTIME_INFO (28) and the config-sync codes stay with the

@@ -124,6 +124,7 @@ impl RouteProcessor {
         request_code::GET_BROKER_CLUSTER_INFO,
         request_code::REGISTER_BROKER,
         request_code::UNREGISTER_BROKER,
+        request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
@@ -247,12 +248,21 @@ impl RouteProcessor {
     }
 }
 
+/// GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic of this broker group's table, as a name
+/// server lists the topics its brokers registered (`TopicList`: `{"topicList":[...]}`).
+fn topic_list(b: &Broker, req: &RemotingCommand) -> RemotingCommand {
+    let names: Vec<String> = b.tables().topics().all().into_keys().collect();
+    let body = json!({ "topicList": names });
+    RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.to_string().into_bytes())
+}
+
 impl RequestHandler for RouteProcessor {
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
         let Some(b) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
         let answer = match request.code {
             request_code::GET_ROUTEINFO_BY_TOPIC => self.route_info(&b, &request),
             request_code::GET_BROKER_CLUSTER_INFO => Ok(self.cluster_info(&b, &request)),
+            request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => Ok(topic_list(&b, &request)),
             request_code::REGISTER_BROKER => self.register(&b, &request, ctx.peer()),
             request_code::UNREGISTER_BROKER => self.unregister(&request),
             _ => Ok(RemotingCommand::not_supported(&request)),
