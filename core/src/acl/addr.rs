@@ -117,23 +117,7 @@ fn parse_range(t: &str) -> Result<AddrPattern, String> {
     let Some(index) = (1..4).find(|&i| parts[i] == "*" || parts[i].contains('-')) else {
         return Err(format!("{t:?}: only the second, third or fourth part may be '*' or a range"));
     };
-    let head = parts[..index].iter().map(|p| octet(p)).collect::<Result<Vec<u8>, _>>()?;
-    let (start, end) = if parts[index] == "*" {
-        (0, 255)
-    } else {
-        let (a, b) = parts[index].split_once('-').unwrap_or(("", ""));
-        if a.trim().is_empty() || b.trim().is_empty() {
-            return Err(format!("{t:?}: a range is written from-to, such as 100-200"));
-        }
-        let (a, b) = (octet(a.trim())?, octet(b.trim())?);
-        if a > b {
-            return Err(format!("{t:?}: the range {a}-{b} is empty"));
-        }
-        (a, b)
-    };
-    if let Some(p) = parts[index + 1..].iter().find(|p| **p != "*") {
-        return Err(format!("{t:?}: the parts after a '*' or a range must be '*', not {p:?}"));
-    }
+    let (head, start, end) = head_and_span(t, &parts, index, octet, (0, 255), "100-200")?;
     Ok(AddrPattern::Range { head, index, start, end })
 }
 
@@ -175,24 +159,39 @@ fn parse_range6(t: &str) -> Result<AddrPattern, String> {
     if index == 0 {
         return Err(format!("{t:?}: the first group may not be '*' or a range"));
     }
-    let head = parts[..index].iter().map(|p| group(p)).collect::<Result<Vec<u16>, _>>()?;
-    let (start, end) = if parts[index] == "*" {
-        (0, 0xffff)
-    } else {
-        let (a, b) = parts[index].split_once('-').unwrap_or(("", ""));
-        if a.trim().is_empty() || b.trim().is_empty() {
-            return Err(format!("{t:?}: a range is written from-to in hexadecimal, such as 1-200"));
-        }
-        let (a, b) = (group(a.trim())?, group(b.trim())?);
-        if a > b {
-            return Err(format!("{t:?}: the range {a:x}-{b:x} is empty"));
-        }
-        (a, b)
-    };
-    if let Some(p) = parts[index + 1..].iter().find(|p| *p != "*") {
-        return Err(format!("{t:?}: the groups after a '*' or a range must be '*', not {p:?}"));
-    }
+    let (head, start, end) = head_and_span(t, &parts, index, group, (0, 0xffff), "1-200 (hexadecimal)")?;
     Ok(AddrPattern::Range6 { head, index, start, end })
+}
+
+/// Of a range pattern `t` split into `parts` whose part `index` is `*` or `from-to`: the parts
+/// before it (read by `unit`), and the span (`*` is `all`); every part after it must be `*`.
+fn head_and_span<T: Copy + PartialOrd>(
+    t: &str,
+    parts: &[impl AsRef<str>],
+    index: usize,
+    unit: impl Fn(&str) -> Result<T, String>,
+    all: (T, T),
+    example: &str,
+) -> Result<(Vec<T>, T, T), String> {
+    let head = parts[..index].iter().map(|p| unit(p.as_ref())).collect::<Result<Vec<T>, _>>()?;
+    let part = parts[index].as_ref();
+    let (start, end) = if part == "*" {
+        all
+    } else {
+        let (a, b) = part.split_once('-').unwrap_or(("", ""));
+        if a.trim().is_empty() || b.trim().is_empty() {
+            return Err(format!("{t:?}: a range is written from-to, such as {example}"));
+        }
+        let (start, end) = (unit(a.trim())?, unit(b.trim())?);
+        if start > end {
+            return Err(format!("{t:?}: the range {part} is empty"));
+        }
+        (start, end)
+    };
+    if let Some(p) = parts[index + 1..].iter().map(AsRef::as_ref).find(|p| *p != "*") {
+        return Err(format!("{t:?}: the parts after a '*' or a range must be '*', not {p:?}"));
+    }
+    Ok((head, start, end))
 }
 
 #[cfg(test)]
