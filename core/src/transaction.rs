@@ -261,6 +261,123 @@ struct QueueDecisions {
     loaded: bool,
     /// By origin (the half-queue offset of the transaction's first half message).
     entries: std::collections::HashMap<i64, Entry>,
+    /// One past the highest origin spilled (0: none spilled); see [`QueueDecisions::spill`].
+    spilled_below: i64,
+    /// Where the spilled decisions are: no origin outside a run's `origins` was spilled in
+    /// it, and the op message of each one that was lies in its `ops`.
+    spills: Vec<Spill>,
+    /// Bumped at each spill, so a claim sees that one happened between its two lock holds.
+    generation: u64,
+    /// The highest copy the Checker put back of a transaction not known here whose origin
+    /// lies in a spill's range (perhaps spilled: its `last_copy`, kept as a spilled entry's
+    /// would be; perhaps never decided, then it is kept for nothing until the cursor passes).
+    spilled_copies: std::collections::HashMap<i64, i64>,
+}
+
+/// A run of decisions a spill dropped from memory (inclusive ranges).
+#[derive(Debug, Clone, Copy)]
+struct Spill {
+    origins: (i64, i64),
+    ops: (i64, i64),
+}
+
+/// Transactions known per queue above which the oldest decisions are spilled.
+const MAX_ENTRIES: usize = 1_000_000;
+/// Spilled transactions one [`Spill`] covers at most.
+const SPILL_RUN: usize = 1024;
+/// [`Spill`]s kept per queue at most (2 MiB); past it, neighbours are merged.
+const MAX_SPILLS: usize = 1 << 16;
+
+impl QueueDecisions {
+    /// Over `cap` entries, drops the decided ones with the lowest origins, down to 3/4 of
+    /// `cap`: only those whose op message is written and dispatched (below `op_end`, one past
+    /// the last op-queue offset a reader finds), so the op queue answers for them (see
+    /// [`spilled_decision`]), and of which the Checker put back no copy while they were
+    /// known (their `last_copy` must outlive the half cursor). Being decided, or decided
+    /// without an op message: kept. Whether it spilled.
+    fn spill(&mut self, queue: i32, cap: usize, op_end: i64) -> bool {
+        if self.entries.len() <= cap {
+            return false;
+        }
+        let excess = self.entries.len() - cap / 4 * 3;
+        let mut spillable: Vec<(i64, i64)> = self
+            .entries
+            .iter()
+            .filter_map(|(&o, e)| match e.state {
+                State::Decided { op: Some(op), .. } if e.last_copy < 0 && op < op_end => Some((o, op)),
+                _ => None,
+            })
+            .collect();
+        if spillable.is_empty() {
+            return false;
+        }
+        if excess < spillable.len() {
+            spillable.select_nth_unstable(excess);
+            spillable.truncate(excess);
+        }
+        // In runs of consecutive origins, so a lookup reads the op messages of one run (per
+        // spill), not of the whole spill.
+        spillable.sort_unstable();
+        for run in spillable.chunks(SPILL_RUN) {
+            let mut spill = Spill { origins: (run[0].0, run[run.len() - 1].0), ops: (i64::MAX, i64::MIN) };
+            for &(o, op) in run {
+                self.entries.remove(&o);
+                spill.ops = (spill.ops.0.min(op), spill.ops.1.max(op));
+            }
+            self.spills.push(spill);
+        }
+        if self.spills.len() > MAX_SPILLS {
+            // Coarser: two neighbours as one (a lookup reads more).
+            self.spills = self
+                .spills
+                .chunks(2)
+                .map(|p| {
+                    p.iter().skip(1).fold(p[0], |a, b| Spill {
+                        origins: (a.origins.0.min(b.origins.0), a.origins.1.max(b.origins.1)),
+                        ops: (a.ops.0.min(b.ops.0), a.ops.1.max(b.ops.1)),
+                    })
+                })
+                .collect();
+        }
+        self.spilled_below = self.spilled_below.max(spillable[spillable.len() - 1].0 + 1);
+        self.generation += 1;
+        tracing::warn!(
+            queue,
+            spilled = spillable.len(),
+            kept = self.entries.len(),
+            cap,
+            spilled_below = self.spilled_below,
+            "over {cap} transaction decisions known (the check cursors are not recorded: a SYNC_MASTER \
+             without its slave, or a long transactionCheckInterval): the oldest are dropped from memory \
+             and read back from the op queue when asked again"
+        );
+        true
+    }
+
+    /// The op-queue ranges to read for transaction `o` if it may have been spilled (empty:
+    /// it was not).
+    fn spilled_ranges(&self, o: i64) -> Vec<(i64, i64)> {
+        if o >= self.spilled_below {
+            return Vec::new();
+        }
+        let mut ranges: Vec<(i64, i64)> =
+            self.spills.iter().filter(|s| (s.origins.0..=s.origins.1).contains(&o)).map(|s| s.ops).collect();
+        // Each op message read once.
+        ranges.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(ranges.len());
+        for (lo, hi) in ranges {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1 + 1 => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        merged
+    }
+
+    /// Whether `o` lies in the origins of a spill.
+    fn maybe_spilled(&self, o: i64) -> bool {
+        o < self.spilled_below && self.spills.iter().any(|s| (s.origins.0..=s.origins.1).contains(&o))
+    }
 }
 
 /// What [`Decisions::claim`] found.
@@ -283,9 +400,17 @@ pub(crate) enum Verdict {
 /// holds from the Checker's recorded cursor on (read once, at the first claim of a queue).
 /// An entry is dropped once the Checker's recorded cursors have passed its op message and
 /// every copy of its half message known here.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Decisions {
     queues: parking_lot::Mutex<std::collections::HashMap<i32, QueueDecisions>>,
+    /// Entries per queue above which the oldest decisions are spilled ([`MAX_ENTRIES`]).
+    cap: usize,
+}
+
+impl Default for Decisions {
+    fn default() -> Self {
+        Decisions { queues: Default::default(), cap: MAX_ENTRIES }
+    }
 }
 
 /// How long the first claim after a start waits for the op queue to be dispatched.
@@ -313,16 +438,24 @@ impl Decisions {
                 );
             }
         }
-        let known = {
+        let (known, generation, spilled) = {
             let mut queues = self.queues.lock();
             let d = queues.entry(q).or_default();
             if !d.loaded {
                 // Read again until it is read caught up (entries known stay as they are).
-                load(store, tables, q, &mut d.entries);
+                load(store, tables, q, d, self.cap);
                 d.loaded = caught_up;
             }
-            d.entries.contains_key(&o)
+            let known = d.entries.contains_key(&o);
+            (known, d.generation, if known { Vec::new() } else { d.spilled_ranges(o) })
         };
+        // Not known here, of an origin a spill dropped from memory: its op message says how it
+        // was decided, if it was. Read without the lock.
+        if !spilled.is_empty() {
+            if let Some(outcome) = spilled_decision(store, q, o, &spilled) {
+                return Verdict::Decided(outcome);
+            }
+        }
         // Not known here, but committed: a commit stored its message and the broker stopped
         // (a crash, a full disk) before its op message was written. Looked for without the
         // lock, in the index.
@@ -334,10 +467,11 @@ impl Decisions {
         let passed = !known && half.queue_offset < cursor && !has_copy_from(store, q, o, cursor);
         let mut queues = self.queues.lock();
         let d = queues.entry(q).or_default();
-        if known && !d.entries.contains_key(&o) {
-            // Pruned (or released) while the lock was not held: `committed` and `passed` were
-            // not looked at, and without them an entry pruned as decided would be claimed
-            // anew (committed again, or committed after its rollback). Look again.
+        if (known || d.generation != generation) && !d.entries.contains_key(&o) {
+            // Pruned, spilled (or released) while the lock was not held: `committed`, `passed`
+            // and the op queue were not looked at, and without them an entry pruned or
+            // spilled as decided would be claimed anew (committed again, or committed after
+            // its rollback). Look again.
             drop(queues);
             return self.claim(store, tables, half, outcome);
         }
@@ -387,28 +521,60 @@ impl Decisions {
     /// The Checker put back `copy` (a half-queue offset) of transaction `origin`: an entry
     /// made meanwhile must outlive the half cursor passing the copy.
     pub(crate) fn note_copy(&self, queue: i32, origin: i64, copy: i64) {
-        if let Some(e) = self.queues.lock().get_mut(&queue).and_then(|d| d.entries.get_mut(&origin)) {
+        let mut queues = self.queues.lock();
+        let Some(d) = queues.get_mut(&queue) else { return };
+        if let Some(e) = d.entries.get_mut(&origin) {
             e.last_copy = e.last_copy.max(copy);
+        } else if d.maybe_spilled(origin) {
+            // Perhaps decided and spilled (a round that read the op queue before the decision
+            // reached its half message after the spill): kept as its entry would keep it.
+            let c = d.spilled_copies.entry(origin).or_insert(copy);
+            *c = (*c).max(copy);
         }
     }
 
     /// Whether the Checker put back a copy of transaction `origin` at `from` or later while
     /// it was known here.
     pub(crate) fn has_copy_from(&self, queue: i32, origin: i64, from: i64) -> bool {
-        self.queues
-            .lock()
-            .get(&queue)
-            .and_then(|d| d.entries.get(&origin))
-            .is_some_and(|e| e.last_copy >= from)
+        self.queues.lock().get(&queue).is_some_and(|d| {
+            d.entries.get(&origin).is_some_and(|e| e.last_copy >= from)
+                || d.spilled_copies.get(&origin).is_some_and(|&c| c >= from)
+        })
     }
 
-    /// Drops the entries of `queue` the Checker's recorded cursors have passed.
+    /// Drops the entries of `queue` the Checker's recorded cursors have passed, and forgets
+    /// the spills whose op messages they have all passed (their entries would be dropped).
     pub(crate) fn prune(&self, queue: i32, half_cursor: i64, op_cursor: i64) {
         if let Some(d) = self.queues.lock().get_mut(&queue) {
             d.entries.retain(|_, e| match e.state {
                 State::Decided { op: Some(op), .. } => op >= op_cursor || e.last_copy >= half_cursor,
                 _ => true,
             });
+            if d.spills.is_empty() {
+                return;
+            }
+            d.spilled_copies.retain(|_, c| *c >= half_cursor);
+            let copies = &d.spilled_copies;
+            d.spills.retain(|s| {
+                s.ops.1 >= op_cursor || copies.keys().any(|o| (s.origins.0..=s.origins.1).contains(o))
+            });
+            d.spilled_below = d.spills.iter().map(|s| s.origins.1 + 1).max().unwrap_or(0);
+            if d.spills.is_empty() {
+                d.spilled_copies.clear();
+            }
+        }
+    }
+
+    /// Spills the oldest decisions of each queue over the cap (see [`QueueDecisions::spill`]).
+    /// Called by the Checker at each tick: the op queue's end is read without the lock.
+    pub(crate) fn spill(&self, store: &MessageStore) {
+        let over: Vec<i32> =
+            self.queues.lock().iter().filter(|(_, d)| d.entries.len() > self.cap).map(|(&q, _)| q).collect();
+        for q in over {
+            let op_end = store.consume_queues().find(OP_TOPIC, q).map_or(0, |c| c.max_offset_in_queue());
+            if let Some(d) = self.queues.lock().get_mut(&q) {
+                d.spill(q, self.cap, op_end);
+            }
         }
     }
 
@@ -470,35 +636,53 @@ fn has_copy_from(store: &MessageStore, q: i32, origin_offset: i64, from: i64) ->
     })
 }
 
-/// Reads the op queue `q` from the Checker's recorded cursor into `entries`.
-fn load(
-    store: &MessageStore,
-    tables: &ConfigTables,
-    q: i32,
-    entries: &mut std::collections::HashMap<i64, Entry>,
-) {
+/// Reads the op queue `q` from the Checker's recorded cursor into `d`, spilling over `cap`.
+fn load(store: &MessageStore, tables: &ConfigTables, q: i32, d: &mut QueueDecisions, cap: usize) {
     let Some(op_q) = store.consume_queues().find(OP_TOPIC, q) else { return };
     let half_q = store.consume_queues().find(HALF_TOPIC, q);
     let min = op_q.min_offset_in_queue();
     let from = tables.consumer_offsets().query(SYS_GROUP, OP_TOPIC, q).unwrap_or(min).max(min);
-    for i in from..op_q.max_offset_in_queue() {
-        let Some(op) = op_q.get(i).and_then(|u| store.message_at(u.phy_offset)) else { continue };
-        let Some(target) = std::str::from_utf8(&op.body).ok().and_then(|b| b.trim().parse::<i64>().ok())
-        else {
-            continue;
-        };
-        let outcome = op.property(OP_DECISION).and_then(Outcome::parse);
-        let decided =
-            half_q.as_ref().and_then(|h| h.get(target)).and_then(|u| store.message_at(u.phy_offset));
-        // A half message removed by retention: a copy put back in a later file may still be
-        // of its transaction, which the op message records (else the offset is taken for the
-        // origin: a copy's offset is nobody's origin).
-        let o = decided.map_or_else(|| op_origin(&op).unwrap_or(target), |m| origin(&m));
-        entries.entry(o).or_insert(Entry { state: State::Decided { outcome, op: Some(i) }, last_copy: -1 });
+    let end = op_q.max_offset_in_queue();
+    for i in from..end {
+        let Some((o, outcome)) = read_op(store, &op_q, half_q.as_deref(), i) else { continue };
+        d.entries.entry(o).or_insert(Entry { state: State::Decided { outcome, op: Some(i) }, last_copy: -1 });
+        d.spill(q, cap, end);
     }
-    if !entries.is_empty() {
-        tracing::info!(queue = q, known = entries.len(), "transaction decisions read from the op queue");
+    if !d.entries.is_empty() {
+        tracing::info!(queue = q, known = d.entries.len(), "transaction decisions read from the op queue");
     }
+}
+
+/// The transaction (origin) the op message at `i` decides, and how.
+fn read_op(
+    store: &MessageStore,
+    op_q: &crate::store::consume_queue::ConsumeQueue,
+    half_q: Option<&crate::store::consume_queue::ConsumeQueue>,
+    i: i64,
+) -> Option<(i64, Option<Outcome>)> {
+    let op = op_q.get(i).and_then(|u| store.message_at(u.phy_offset))?;
+    let target = std::str::from_utf8(&op.body).ok().and_then(|b| b.trim().parse::<i64>().ok())?;
+    let outcome = op.property(OP_DECISION).and_then(Outcome::parse);
+    let decided = half_q.and_then(|h| h.get(target)).and_then(|u| store.message_at(u.phy_offset));
+    // A half message removed by retention: a copy put back in a later file may still be
+    // of its transaction, which the op message records (else the offset is taken for the
+    // origin: a copy's offset is nobody's origin).
+    let o = decided.map_or_else(|| op_origin(&op).unwrap_or(target), |m| origin(&m));
+    Some((o, outcome))
+}
+
+/// How transaction `o` of queue `q` was decided, if an op message in `ranges` (op-queue
+/// offsets, inclusive) decides it: the decision of a spilled entry.
+fn spilled_decision(store: &MessageStore, q: i32, o: i64, ranges: &[(i64, i64)]) -> Option<Option<Outcome>> {
+    let op_q = store.consume_queues().find(OP_TOPIC, q)?;
+    let half_q = store.consume_queues().find(HALF_TOPIC, q);
+    let (min, end) = (op_q.min_offset_in_queue(), op_q.max_offset_in_queue());
+    ranges
+        .iter()
+        .flat_map(|&(lo, hi)| lo.max(min)..(hi + 1).min(end))
+        .filter_map(|i| read_op(store, &op_q, half_q.as_deref(), i))
+        .find(|&(origin, _)| origin == o)
+        .map(|(_, outcome)| outcome)
 }
 
 /// The right to decide one transaction, from [`Decisions::claim`]. Dropped unsettled (the
@@ -661,6 +845,8 @@ impl Checker {
             self.decisions.prune(p.queue, p.half, p.op);
             false
         });
+        // Cursors not recorded for long (no slave, a long interval): memory stays bounded.
+        self.decisions.spill(&self.store);
     }
 
     /// The recorded (else the queue's first) offset of `topic` queue `q`.
@@ -963,5 +1149,191 @@ mod tests {
         assert!(
             d.queues.lock()[&0].entries.contains_key(&9) && d.queues.lock()[&0].entries.contains_key(&11)
         );
+    }
+
+    /// A store and its tables on a temporary directory, with no Checker: the cursors are
+    /// never recorded, as on a SYNC_MASTER whose slave is down.
+    fn open_store() -> (tempfile::TempDir, Arc<MessageStore>, Arc<ConfigTables>) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::BrokerConfig::default();
+        for (k, v) in [
+            ("storePathRootDir", dir.path().to_str().unwrap()),
+            ("mappedFileSizeCommitLog", "1048576"),
+            ("listenPort", "0"),
+            ("brokerIP1", "127.0.0.1"),
+        ] {
+            cfg.set(k, v).unwrap();
+        }
+        let store = MessageStore::open(cfg).unwrap();
+        store.start().unwrap();
+        let tables = Arc::new(ConfigTables::open(dir.path()).unwrap());
+        seed_topics(&tables);
+        (dir, store, tables)
+    }
+
+    /// Stores a half message of topic T (no UNIQ_KEY: nothing is found in the index) and
+    /// returns it as END_TRANSACTION finds it.
+    fn put_half(store: &MessageStore, body: &str) -> StoredMessage {
+        let m = Message::new("T", body.as_bytes().to_vec()).with_property(PGROUP, "pg");
+        let r = store.put_message_sync(&to_half(&m)).unwrap();
+        assert!(r.status.is_stored());
+        assert!(wait_dispatched_to(store, store.max_offset(), Duration::from_secs(5)));
+        let end = EndRef {
+            producer_group: "pg",
+            tran_state_table_offset: r.queue_offset,
+            commit_log_offset: r.phy_offset,
+        };
+        find_half(store, &end).unwrap()
+    }
+
+    /// END_TRANSACTION as its processor does it: claim, then for a commit put the message
+    /// and its op message, for a rollback the op message. `None` if it decided; else what the
+    /// claim answered.
+    fn end(
+        d: &Arc<Decisions>,
+        store: &MessageStore,
+        tables: &ConfigTables,
+        half: &StoredMessage,
+        outcome: Outcome,
+    ) -> Option<Verdict> {
+        let claim = match d.claim(store, tables, half, outcome) {
+            Verdict::Claimed(c) => c,
+            other => return Some(other),
+        };
+        if outcome == Outcome::Commit && !claim.op_only() {
+            assert!(store.put_message_sync(&committed(half).unwrap()).unwrap().status.is_stored());
+        }
+        let op = op_offset(&store.put_message(&op_message(half, outcome)).unwrap());
+        assert!(op.is_some());
+        claim.settle(op);
+        None
+    }
+
+    fn outcome_of(i: usize) -> Outcome {
+        if i % 2 == 0 { Outcome::Commit } else { Outcome::Rollback }
+    }
+
+    fn other(o: Outcome) -> Outcome {
+        match o {
+            Outcome::Commit => Outcome::Rollback,
+            Outcome::Rollback => Outcome::Commit,
+        }
+    }
+
+    /// Over the cap, the oldest decisions leave memory; an END_TRANSACTION of one of them is
+    /// answered from its op message (agreed, or refused), and decides nothing again.
+    #[test]
+    fn decisions_over_the_cap_are_spilled_and_still_decided_once() {
+        let (_dir, store, tables) = open_store();
+        let d = Arc::new(Decisions { cap: 8, ..Decisions::default() });
+        // 0 stays undecided (a slow local transaction), 1 is being decided during the spill.
+        let halves: Vec<StoredMessage> = (0..14).map(|i| put_half(&store, &format!("m{i}"))).collect();
+        let being_decided = match d.claim(&store, &tables, &halves[1], Outcome::Commit) {
+            Verdict::Claimed(c) => c,
+            other => panic!("{other:?}"),
+        };
+        for (i, h) in halves.iter().enumerate().skip(2) {
+            assert!(end(&d, &store, &tables, h, outcome_of(i)).is_none());
+        }
+        // Messages in the real topic and op messages, once all that is stored is dispatched.
+        let counts = || {
+            assert!(wait_dispatched_to(&store, store.max_offset(), Duration::from_secs(5)));
+            (store.queue_max_offset("T", 0), store.queue_max_offset(OP_TOPIC, 0))
+        };
+        assert_eq!(counts(), (6, 12));
+        assert_eq!(d.len(0), 13);
+        d.spill(&store);
+        // Down to 3/4 of the cap: 2..=8 left memory, the one being decided did not.
+        assert_eq!(d.len(0), 6);
+        assert!(matches!(d.queues.lock()[&0].entries[&1].state, State::Deciding(Outcome::Commit)));
+        for (i, h) in halves.iter().enumerate().skip(2) {
+            let done = outcome_of(i);
+            for asked in [done, other(done)] {
+                match end(&d, &store, &tables, h, asked) {
+                    Some(Verdict::Decided(Some(x))) => assert_eq!(x, done, "{i}"),
+                    v => panic!("transaction {i} ({done:?}), asked {asked:?}: {v:?}"),
+                }
+            }
+        }
+        assert_eq!(counts(), (6, 12), "a spilled transaction was decided again");
+        // Below the watermark but never decided: decided now, once.
+        assert!(end(&d, &store, &tables, &halves[0], Outcome::Rollback).is_none());
+        assert!(matches!(
+            end(&d, &store, &tables, &halves[0], Outcome::Commit),
+            Some(Verdict::Decided(Some(Outcome::Rollback)))
+        ));
+        being_decided.settle(None);
+        assert_eq!(counts(), (6, 13));
+        // Once the recorded cursors pass every spilled op message, the spills are forgotten
+        // (their entries would have been pruned).
+        d.prune(0, store.queue_max_offset(HALF_TOPIC, 0), counts().1);
+        let q = &d.queues.lock()[&0];
+        assert!(q.spills.is_empty() && q.spilled_below == 0);
+        store.shutdown();
+    }
+
+    /// A restart reads the op queue from the recorded cursor: over the cap, it spills as it
+    /// reads, and the spilled decisions still hold.
+    #[test]
+    fn the_op_queue_read_after_a_restart_is_spilled_over_the_cap() {
+        let (_dir, store, tables) = open_store();
+        let before = Arc::new(Decisions::default());
+        let halves: Vec<StoredMessage> = (0..12).map(|i| put_half(&store, &format!("m{i}"))).collect();
+        for (i, h) in halves.iter().enumerate() {
+            assert!(end(&before, &store, &tables, h, outcome_of(i)).is_none());
+        }
+        assert!(wait_dispatched_to(&store, store.max_offset(), Duration::from_secs(5)));
+        let d = Arc::new(Decisions { cap: 8, ..Decisions::default() });
+        for (i, h) in halves.iter().enumerate() {
+            let done = outcome_of(i);
+            assert!(
+                matches!(end(&d, &store, &tables, h, other(done)), Some(Verdict::Decided(Some(x))) if x == done),
+                "{i}"
+            );
+            assert!(d.len(0) <= 8);
+        }
+        assert_eq!(store.queue_max_offset("T", 0), 6);
+        assert_eq!(store.queue_max_offset(OP_TOPIC, 0), 12);
+        store.shutdown();
+    }
+
+    /// A copy the Checker puts back of a transaction that may be spilled keeps the op cursor
+    /// from passing its op message, as its entry's `last_copy` would.
+    #[test]
+    fn a_copy_of_a_spilled_transaction_is_noted() {
+        let d = Decisions { cap: 4, ..Decisions::default() };
+        {
+            let mut queues = d.queues.lock();
+            let q = queues.entry(0).or_default();
+            for o in 0..6 {
+                q.entries.insert(
+                    o * 2,
+                    Entry {
+                        state: State::Decided { outcome: Some(Outcome::Commit), op: Some(o) },
+                        last_copy: -1,
+                    },
+                );
+            }
+            assert!(q.spill(0, 4, 6));
+            assert_eq!((q.entries.len(), q.spilled_below), (3, 5));
+            // Decided but its op message not dispatched yet, or being decided: not spilled,
+            // whatever their origin.
+            q.entries
+                .insert(1, Entry { state: State::Decided { outcome: None, op: Some(9) }, last_copy: -1 });
+            q.entries.insert(3, Entry { state: State::Deciding(Outcome::Commit), last_copy: -1 });
+            assert!(q.spill(0, 4, 6));
+            let mut left: Vec<i64> = q.entries.keys().copied().collect();
+            left.sort_unstable();
+            assert_eq!((left, q.spilled_below), (vec![1, 3, 10], 9));
+        }
+        d.note_copy(0, 2, 40);
+        d.note_copy(0, 30, 41); // above every spill: not noted
+        assert!(d.has_copy_from(0, 2, 40) && !d.has_copy_from(0, 2, 41) && !d.has_copy_from(0, 30, 0));
+        // The op cursor passed every spilled op message, the half cursor not the copy: kept.
+        d.prune(0, 40, 6);
+        assert_eq!(d.queues.lock()[&0].spilled_below, 5);
+        d.prune(0, 41, 6);
+        assert_eq!(d.queues.lock()[&0].spilled_below, 0);
+        assert!(!d.has_copy_from(0, 2, 0));
     }
 }
