@@ -34,7 +34,10 @@
 //!   naming it (a retry, or the producer's own commit racing its answer to a check-back), and
 //!   lets a COMMIT follow a ROLLBACK. The copies a check puts back are the same transaction as
 //!   the first half message (their origin), and each op message records its decision
-//!   ([`OP_DECISION`]) so that a restart knows it.
+//!   ([`OP_DECISION`]) so that a restart knows it. The decisions kept in memory are bounded
+//!   (1,000,000 per queue) even when the cursors are not recorded for long (a SYNC_MASTER
+//!   without its slave): past it, the oldest whose op message is written are read back from
+//!   the op queue when asked again.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -268,6 +271,8 @@ struct QueueDecisions {
     spills: Vec<Spill>,
     /// Bumped at each spill, so a claim sees that one happened between its two lock holds.
     generation: u64,
+    /// Entries below which no spill is tried (after one that could not get under the cap).
+    retry_at: usize,
     /// The highest copy the Checker put back of a transaction not known here whose origin
     /// lies in a spill's range (perhaps spilled: its `last_copy`, kept as a spilled entry's
     /// would be; perhaps never decided, then it is kept for nothing until the cursor passes).
@@ -296,7 +301,7 @@ impl QueueDecisions {
     /// known (their `last_copy` must outlive the half cursor). Being decided, or decided
     /// without an op message: kept. Whether it spilled.
     fn spill(&mut self, queue: i32, cap: usize, op_end: i64) -> bool {
-        if self.entries.len() <= cap {
+        if self.entries.len() <= cap.max(self.retry_at) {
             return false;
         }
         let excess = self.entries.len() - cap / 4 * 3;
@@ -308,6 +313,20 @@ impl QueueDecisions {
                 _ => None,
             })
             .collect();
+        if spillable.len() < excess {
+            // Not tried again before a quarter of the cap more (each try reads every entry).
+            self.retry_at = self.entries.len() - spillable.len() + cap / 4;
+            tracing::warn!(
+                queue,
+                known = self.entries.len(),
+                spillable = spillable.len(),
+                cap,
+                "over {cap} transaction decisions known, and too few may leave memory (being decided, \
+                 an op message not written or not dispatched yet, a copy put back meanwhile)"
+            );
+        } else {
+            self.retry_at = 0;
+        }
         if spillable.is_empty() {
             return false;
         }
@@ -399,7 +418,12 @@ pub(crate) enum Verdict {
 /// `crate::processor::end_transaction`): those made by this process, and those the op queue
 /// holds from the Checker's recorded cursor on (read once, at the first claim of a queue).
 /// An entry is dropped once the Checker's recorded cursors have passed its op message and
-/// every copy of its half message known here.
+/// every copy of its half message known here. Over [`MAX_ENTRIES`] entries in a queue (the
+/// cursors not recorded for long), the decided ones with the lowest origins whose op message
+/// is written and dispatched are spilled ([`QueueDecisions::spill`]): a claim of a
+/// transaction not known here whose origin a spill covers reads the op messages of that
+/// spill (without the lock) before anything else, and a transaction found there is decided.
+/// The first claim of a fresh transaction (an origin above every spilled one) reads nothing.
 #[derive(Debug)]
 pub(crate) struct Decisions {
     queues: parking_lot::Mutex<std::collections::HashMap<i32, QueueDecisions>>,

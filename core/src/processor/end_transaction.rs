@@ -44,7 +44,10 @@
 //! They are kept in memory until the Checker's recorded cursors pass their op message and
 //! every copy of their half message. A commit whose message is stored but whose op message
 //! fails to be written stays known as committed (the next agreeing END_TRANSACTION writes the
-//! op message).
+//! op message). Over 1,000,000 in a queue (the cursors are recorded only once durable: a
+//! SYNC_MASTER without its slave records none), the oldest decided ones whose op message is
+//! written and dispatched leave memory, with a warning; an END_TRANSACTION of one of them
+//! finds its op message in the op queue and is answered as above.
 //!
 //! **ACL** (with `aclEnable=true`; 4.9 does not check END_TRANSACTION at all): the request
 //! must come from an account with PUB on the transaction's real topic (the half message's
