@@ -462,7 +462,7 @@ impl Decisions {
                 );
             }
         }
-        let (known, generation, spilled) = {
+        let (known, generation, spilled, over) = {
             let mut queues = self.queues.lock();
             let d = queues.entry(q).or_default();
             if !d.loaded {
@@ -471,8 +471,13 @@ impl Decisions {
                 d.loaded = caught_up;
             }
             let known = d.entries.contains_key(&o);
-            (known, d.generation, if known { Vec::new() } else { d.spilled_ranges(o) })
+            let over = d.entries.len() > self.cap + self.cap / 4 && d.entries.len() > d.retry_at;
+            (known, d.generation, if known { Vec::new() } else { d.spilled_ranges(o) }, over)
         };
+        if over {
+            // The Checker spills at each tick, but not during a long round.
+            self.spill_queue(store, q);
+        }
         // Not known here, of an origin a spill dropped from memory: its op message says how it
         // was decided, if it was. Read without the lock.
         if !spilled.is_empty() {
@@ -595,10 +600,14 @@ impl Decisions {
         let over: Vec<i32> =
             self.queues.lock().iter().filter(|(_, d)| d.entries.len() > self.cap).map(|(&q, _)| q).collect();
         for q in over {
-            let op_end = store.consume_queues().find(OP_TOPIC, q).map_or(0, |c| c.max_offset_in_queue());
-            if let Some(d) = self.queues.lock().get_mut(&q) {
-                d.spill(q, self.cap, op_end);
-            }
+            self.spill_queue(store, q);
+        }
+    }
+
+    fn spill_queue(&self, store: &MessageStore, q: i32) {
+        let op_end = store.consume_queues().find(OP_TOPIC, q).map_or(0, |c| c.max_offset_in_queue());
+        if let Some(d) = self.queues.lock().get_mut(&q) {
+            d.spill(q, self.cap, op_end);
         }
     }
 
@@ -1230,6 +1239,8 @@ mod tests {
         let op = op_offset(&store.put_message(&op_message(half, outcome)).unwrap());
         assert!(op.is_some());
         claim.settle(op);
+        // Dispatched soon after, as on a running broker.
+        assert!(wait_dispatched_to(store, store.max_offset(), Duration::from_secs(5)));
         None
     }
 
@@ -1250,26 +1261,35 @@ mod tests {
     fn decisions_over_the_cap_are_spilled_and_still_decided_once() {
         let (_dir, store, tables) = open_store();
         let d = Arc::new(Decisions { cap: 8, ..Decisions::default() });
-        // 0 stays undecided (a slow local transaction), 1 is being decided during the spill.
-        let halves: Vec<StoredMessage> = (0..14).map(|i| put_half(&store, &format!("m{i}"))).collect();
+        // 0 stays undecided (a slow local transaction), 1 is being decided during the spills.
+        let halves: Vec<StoredMessage> = (0..17).map(|i| put_half(&store, &format!("m{i}"))).collect();
         let being_decided = match d.claim(&store, &tables, &halves[1], Outcome::Commit) {
             Verdict::Claimed(c) => c,
             other => panic!("{other:?}"),
         };
-        for (i, h) in halves.iter().enumerate().skip(2) {
+        for (i, h) in halves.iter().enumerate().take(14).skip(2) {
             assert!(end(&d, &store, &tables, h, outcome_of(i)).is_none());
         }
-        // Messages in the real topic and op messages, once all that is stored is dispatched.
+        // The claim of 12 found 11 known, over 8 + 8/4: it spilled 2..=6, down to 3/4 of the
+        // cap (the one being decided stays).
+        let known = |o: i64| d.queues.lock()[&0].entries.contains_key(&o);
+        assert_eq!(d.len(0), 8);
+        assert!((2..=6).all(|o| !known(o)) && (7..=13).all(known) && known(1));
+        for (i, h) in halves.iter().enumerate().skip(14) {
+            assert!(end(&d, &store, &tables, h, outcome_of(i)).is_none());
+        }
+        assert_eq!(d.len(0), 11);
+        // The Checker's tick spills down to 3/4 of the cap: 7..=11.
+        d.spill(&store);
+        assert_eq!(d.len(0), 6);
+        assert!((7..=11).all(|o| !known(o)) && (12..=16).all(known));
+        assert!(matches!(d.queues.lock()[&0].entries[&1].state, State::Deciding(Outcome::Commit)));
+        // Messages in the real topic and op messages.
         let counts = || {
             assert!(wait_dispatched_to(&store, store.max_offset(), Duration::from_secs(5)));
             (store.queue_max_offset("T", 0), store.queue_max_offset(OP_TOPIC, 0))
         };
-        assert_eq!(counts(), (6, 12));
-        assert_eq!(d.len(0), 13);
-        d.spill(&store);
-        // Down to 3/4 of the cap: 2..=8 left memory, the one being decided did not.
-        assert_eq!(d.len(0), 6);
-        assert!(matches!(d.queues.lock()[&0].entries[&1].state, State::Deciding(Outcome::Commit)));
+        assert_eq!(counts(), (8, 15));
         for (i, h) in halves.iter().enumerate().skip(2) {
             let done = outcome_of(i);
             for asked in [done, other(done)] {
@@ -1279,7 +1299,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(counts(), (6, 12), "a spilled transaction was decided again");
+        assert_eq!(counts(), (8, 15), "a spilled transaction was decided again");
         // Below the watermark but never decided: decided now, once.
         assert!(end(&d, &store, &tables, &halves[0], Outcome::Rollback).is_none());
         assert!(matches!(
@@ -1287,7 +1307,7 @@ mod tests {
             Some(Verdict::Decided(Some(Outcome::Rollback)))
         ));
         being_decided.settle(None);
-        assert_eq!(counts(), (6, 13));
+        assert_eq!(counts(), (8, 16));
         // Once the recorded cursors pass every spilled op message, the spills are forgotten
         // (their entries would have been pruned).
         d.prune(0, store.queue_max_offset(HALF_TOPIC, 0), counts().1);
