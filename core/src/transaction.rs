@@ -1380,4 +1380,27 @@ mod tests {
         assert_eq!(d.queues.lock()[&0].spilled_below, 0);
         assert!(!d.has_copy_from(0, 2, 0));
     }
+
+    /// A spill is kept as runs of origins, each with the op-queue range of its op messages:
+    /// a lookup reads one run's, not the whole spill's.
+    #[test]
+    fn a_lookup_reads_the_op_messages_of_one_run() {
+        let mut q = QueueDecisions::default();
+        for o in 0..3000 {
+            // 5 was decided late: its op message is far from its neighbours'.
+            let op = if o == 5 { 2500 } else { o };
+            q.entries.insert(
+                o,
+                Entry {
+                    state: State::Decided { outcome: Some(Outcome::Commit), op: Some(op) },
+                    last_copy: -1,
+                },
+            );
+        }
+        assert!(q.spill(0, 2000, 3000));
+        assert_eq!((q.entries.len(), q.spilled_below), (1500, 1500));
+        assert_eq!(q.spilled_ranges(10), vec![(0, 2500)]);
+        assert_eq!(q.spilled_ranges(1200), vec![(1024, 1499)]);
+        assert!(q.spilled_ranges(1500).is_empty() && q.spilled_ranges(2999).is_empty());
+    }
 }
