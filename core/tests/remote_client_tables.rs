@@ -255,3 +255,45 @@ fn ok_heartbeat(c: &RemotingClient, groups: &[&str]) {
     // MQVersion V4_9_4: the Java client keeps a heartbeat answer's version as the broker's.
     assert_eq!(r.version, 401, "{r:?}");
 }
+
+/// GET_CONSUMER_CONNECTION_LIST (`mqadmin consumerConnection`): the group's members as their
+/// heartbeats named them, its subscriptions with their tags and tag codes, how it consumes.
+#[test]
+fn the_consumer_connection_lists_members_and_subscriptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("T", 1).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let mut hb = heartbeat("10.0.0.1@1", "conn_g", &[("T", "TagB || TagA", 5)]).with_version(399);
+    hb.language = rmqha_core::remoting::LanguageCode::JAVA;
+    assert_eq!(call(&c, hb).code, code::SUCCESS);
+    let ask = |g: &str| {
+        call(
+            &c,
+            RemotingCommand::request(request_code::GET_CONSUMER_CONNECTION_LIST).with_ext("consumerGroup", g),
+        )
+    };
+    let r = ask("conn_g");
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    let conn = &v["connectionSet"][0];
+    assert_eq!(
+        (conn["clientId"].as_str(), conn["language"].as_str(), conn["version"].as_i64()),
+        (Some("10.0.0.1@1"), Some("JAVA"), Some(399))
+    );
+    assert!(conn["clientAddr"].as_str().unwrap().starts_with("127.0.0.1:"), "{v}");
+    assert_eq!(
+        (v["consumeType"].as_str(), v["messageModel"].as_str()),
+        (Some("CONSUME_PASSIVELY"), Some("CLUSTERING"))
+    );
+    assert_eq!(v["consumeFromWhere"], "CONSUME_FROM_LAST_OFFSET");
+    let sub = &v["subscriptionTable"]["T"];
+    assert_eq!(sub["tagsSet"], json!(["TagA", "TagB"]));
+    // Java's "TagA".hashCode() and "TagB".hashCode().
+    assert_eq!(sub["codeSet"], json!([2598919, 2598920]));
+    assert_eq!((sub["subString"].as_str(), sub["subVersion"].as_i64()), (Some("TagB || TagA"), Some(5)));
+    // No member connected: CONSUMER_NOT_ONLINE (206), as 4.9 answers.
+    let r = ask("nobody");
+    assert_eq!((r.code, r.remark.as_deref()), (206, Some("the consumer group[nobody] not online")));
+    b.shutdown();
+}

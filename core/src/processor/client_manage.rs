@@ -23,7 +23,7 @@ use crate::remoting::{
     Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
 };
 
-use super::clients::{Channel, Subscription, TagFilter};
+use super::clients::{Channel, ConsumerKind, Subscription, TagFilter};
 use super::topic::{create_retry_topics, find_subscription_groups};
 use super::{RETRY_GROUP_TOPIC_PREFIX, Shared, bad_header, broker_gone, reply};
 
@@ -66,6 +66,8 @@ impl ClientManageProcessor {
         let channel = Channel {
             responder: ctx.responder(),
             peer: ctx.peer(),
+            language: req.language,
+            version: req.version,
             last_update: Instant::now(),
             acl: ctx.acl.clone(),
         };
@@ -126,8 +128,14 @@ impl ClientManageProcessor {
                     })
                 })
                 .collect();
-            let model = c.get("messageModel").and_then(Value::as_str).unwrap_or("CLUSTERING");
-            self.shared.clients.register_consumer(group, client_id, channel.clone(), model, subs);
+            let field =
+                |k: &str, default: &str| c.get(k).and_then(Value::as_str).unwrap_or(default).to_owned();
+            let kind = ConsumerKind {
+                message_model: field("messageModel", "CLUSTERING"),
+                consume_type: field("consumeType", "CONSUME_PASSIVELY"),
+                consume_from_where: field("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
+            };
+            self.shared.clients.register_consumer(group, client_id, channel.clone(), &kind, subs);
         }
         for p in data.get("producerDataSet").and_then(Value::as_array).into_iter().flatten() {
             if let Some(group) = p.get("groupName").and_then(Value::as_str).filter(|g| !g.is_empty()) {

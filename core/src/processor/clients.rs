@@ -104,6 +104,9 @@ pub(crate) struct Subscription {
 pub(crate) struct Channel {
     pub responder: Responder,
     pub peer: SocketAddr,
+    /// The language and version the heartbeat's header named (GET_CONSUMER_CONNECTION_LIST).
+    pub language: crate::remoting::LanguageCode,
+    pub version: i32,
     pub last_update: Instant,
     /// Who the ACL gate verified the heartbeat came from (`None` without `aclEnable`).
     pub acl: Option<Arc<crate::acl::AclIdentity>>,
@@ -124,6 +127,8 @@ struct ConsumerGroup {
     channels: HashMap<String, Channel>,
     subscriptions: HashMap<String, Subscription>,
     message_model: String,
+    consume_type: String,
+    consume_from_where: String,
     /// Whether a heartbeat's subscriptions were cut to the limit since the last that fitted
     /// (to warn once, not on every heartbeat).
     warned_too_many: bool,
@@ -206,6 +211,17 @@ impl Inner {
     }
 }
 
+/// How a consumer group's heartbeat says it consumes (Java `ConsumerData`'s enums, as sent).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ConsumerKind {
+    /// CLUSTERING or BROADCASTING.
+    pub message_model: String,
+    /// CONSUME_ACTIVELY (pull) or CONSUME_PASSIVELY (push).
+    pub consume_type: String,
+    /// CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET, CONSUME_FROM_TIMESTAMP, ...
+    pub consume_from_where: String,
+}
+
 /// What a pull without a subscription in its header finds for its group and topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SubscriptionLookup {
@@ -232,14 +248,16 @@ impl ClientTable {
         group: &str,
         client_id: &str,
         channel: Channel,
-        message_model: &str,
+        kind: &ConsumerKind,
         subscriptions: Vec<Subscription>,
     ) -> bool {
         let mut inner = self.lock();
         inner.prune();
         let g = inner.consumers.entry(group.to_owned()).or_default();
         let added = g.channels.insert(client_id.to_owned(), channel).is_none();
-        g.message_model = message_model.to_owned();
+        g.message_model.clone_from(&kind.message_model);
+        g.consume_type.clone_from(&kind.consume_type);
+        g.consume_from_where.clone_from(&kind.consume_from_where);
         g.update_subscriptions(group, subscriptions, MAX_SUBSCRIPTIONS_PER_GROUP);
         if added {
             tracing::info!(group, client = client_id, "new consumer connected");
@@ -312,6 +330,57 @@ impl ClientTable {
         let ids: BTreeSet<&String> =
             inner.consumers.get(group).map(|g| g.channels.keys().collect()).unwrap_or_default();
         ids.into_iter().cloned().collect()
+    }
+
+    /// A consumer group's live members and subscriptions as Java's `ConsumerConnection`
+    /// (GET_CONSUMER_CONNECTION_LIST's body, `mqadmin consumerConnection`); `None` if no
+    /// member is connected.
+    pub(crate) fn consumer_connection(&self, group: &str) -> Option<serde_json::Value> {
+        use serde_json::{Value, json};
+        let mut inner = self.lock();
+        inner.prune();
+        let g = inner.consumers.get(group)?;
+        let mut ids: Vec<&String> = g.channels.keys().collect();
+        ids.sort();
+        let connections: Vec<Value> = ids
+            .into_iter()
+            .map(|id| {
+                let c = &g.channels[id];
+                json!({
+                    "clientAddr": c.peer.to_string(), "clientId": id,
+                    "language": c.language.to_string(), "version": c.version,
+                })
+            })
+            .collect();
+        let mut topics: Vec<&Subscription> = g.subscriptions.values().collect();
+        topics.sort_by(|a, b| a.topic.cmp(&b.topic));
+        let table: serde_json::Map<String, Value> = topics
+            .into_iter()
+            .map(|s| {
+                // As Java's `FilterAPI.buildSubscriptionData` fills them: `*` has no tags.
+                let expr = s.sub_string.trim();
+                let tags: Vec<&str> = if expr.is_empty() || expr == "*" {
+                    Vec::new()
+                } else {
+                    let set: BTreeSet<&str> =
+                        expr.split("||").map(str::trim).filter(|t| !t.is_empty()).collect();
+                    set.into_iter().collect()
+                };
+                let codes: Vec<i32> = tags.iter().map(|t| java_string_hash(t)).collect();
+                let data = json!({
+                    "classFilterMode": false, "codeSet": codes, "expressionType": s.expression_type,
+                    "subString": s.sub_string, "subVersion": s.sub_version, "tagsSet": tags, "topic": s.topic,
+                });
+                (s.topic.clone(), data)
+            })
+            .collect();
+        Some(json!({
+            "connectionSet": connections,
+            "consumeFromWhere": g.consume_from_where,
+            "consumeType": g.consume_type,
+            "messageModel": g.message_model,
+            "subscriptionTable": table,
+        }))
     }
 
     /// The group's subscription of `topic`.

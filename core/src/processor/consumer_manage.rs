@@ -1,6 +1,7 @@
 //! Offsets and group membership as consumers ask for them: QUERY_CONSUMER_OFFSET (14),
 //! UPDATE_CONSUMER_OFFSET (15), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
-//! SEARCH_OFFSET_BY_TIMESTAMP (29) and GET_CONSUMER_LIST_BY_GROUP (38) (RocketMQ's
+//! SEARCH_OFFSET_BY_TIMESTAMP (29), GET_CONSUMER_LIST_BY_GROUP (38) and
+//! GET_CONSUMER_CONNECTION_LIST (203) (RocketMQ's
 //! `ConsumerManageProcessor` and the offset part of `AdminBrokerProcessor`).
 //!
 //! Every offset request carries `topic` and `queueId`; each response carries `offset`.
@@ -33,6 +34,7 @@ impl ConsumerManageProcessor {
         request_code::GET_MAX_OFFSET,
         request_code::GET_MIN_OFFSET,
         request_code::GET_CONSUMER_LIST_BY_GROUP,
+        request_code::GET_CONSUMER_CONNECTION_LIST,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
@@ -134,6 +136,25 @@ impl ConsumerManageProcessor {
     }
 }
 
+impl ConsumerManageProcessor {
+    /// GET_CONSUMER_CONNECTION_LIST (203, `mqadmin consumerConnection`): the group's live
+    /// members (client id, address, language, version), its subscriptions and how it
+    /// consumes; CONSUMER_NOT_ONLINE when no member is connected (4.9
+    /// `getConsumerConnectionList`).
+    fn consumer_connection(&self, req: &RemotingCommand) -> Answer {
+        let group = req.ext_str("consumerGroup").map_err(|e| bad_header(req, e))?;
+        let Some(body) = self.shared.clients.consumer_connection(group) else {
+            return Err(reply(
+                req,
+                response_code::CONSUMER_NOT_ONLINE,
+                format!("the consumer group[{group}] not online"),
+            ));
+        };
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
+            .with_body(body.to_string().into_bytes()))
+    }
+}
+
 impl RequestHandler for ConsumerManageProcessor {
     fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
         let Some(b) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
@@ -144,6 +165,7 @@ impl RequestHandler for ConsumerManageProcessor {
             | request_code::GET_MIN_OFFSET
             | request_code::SEARCH_OFFSET_BY_TIMESTAMP => self.queue_offset(&b, &request),
             request_code::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request),
+            request_code::GET_CONSUMER_CONNECTION_LIST => self.consumer_connection(&request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))

@@ -13,7 +13,7 @@
 //! | `end_transaction` | END_TRANSACTION 37 (commit or roll back a half message) |
 //! | `send_back` | CONSUMER_SEND_MSG_BACK 36 (a failed message to the group's retry or dead-letter topic) |
 //! | `pull` (+ `long_poll`) | PULL_MESSAGE 11, LITE_PULL_MESSAGE 361 |
-//! | `consumer_manage` | QUERY_CONSUMER_OFFSET 14, UPDATE_CONSUMER_OFFSET 15, GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_CONSUMER_LIST_BY_GROUP 38 |
+//! | `consumer_manage` | QUERY_CONSUMER_OFFSET 14, UPDATE_CONSUMER_OFFSET 15, GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_CONSUMER_LIST_BY_GROUP 38, GET_CONSUMER_CONNECTION_LIST 203 |
 //! | `client_manage` (+ `clients`) | HEART_BEAT 34, UNREGISTER_CLIENT 35 |
 //! | `lock` | LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42 (orderly consumers) |
 //! | `query` | QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 |
