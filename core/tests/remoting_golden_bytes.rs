@@ -4,11 +4,12 @@
 use rmqha_core::remoting::{LanguageCode, RemotingCommand, SerializeType, request_code, response_code};
 
 /// GET_ALL_TOPIC_CONFIG with a JSON header, as rmqha sends it: keys in fastjson's
-/// alphabetical order, no remark, ext fields of the paged topic request.
-const JSON_REQUEST: &[u8] = b"\x00\x00\x00\x95\
-\x00\x00\x00\x91\
+/// alphabetical order, no remark, ext fields of the paged topic request, version 401
+/// (MQVersion V4_9_4).
+const JSON_REQUEST: &[u8] = b"\x00\x00\x00\x97\
+\x00\x00\x00\x93\
 {\"code\":21,\"extFields\":{\"maxTopicNum\":\"2000\",\"topicSeq\":\"0\"},\"flag\":0,\
-\"language\":\"OTHER\",\"opaque\":7,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":0}";
+\"language\":\"OTHER\",\"opaque\":7,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":401}";
 
 /// A Java broker's JSON response: language JAVA, version 395, remark, a 5-byte body.
 const JSON_RESPONSE_FROM_JAVA: &[u8] = b"\x00\x00\x00\x76\
@@ -23,7 +24,7 @@ const ROCKETMQ_REQUEST: &[u8] = &[
     0x01, 0x00, 0x00, 0x24, // serialize type 1 (ROCKETMQ), header length 36
     0x00, 0x15, // code 21
     0x07, // language OTHER (7)
-    0x00, 0x00, // version 0
+    0x01, 0x91, // version 401 (MQVersion V4_9_4)
     0x00, 0x00, 0x00, 0x07, // opaque 7
     0x00, 0x00, 0x00, 0x00, // flag 0: request
     0x00, 0x00, 0x00, 0x00, // remark length 0: no remark
