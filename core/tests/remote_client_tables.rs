@@ -257,7 +257,8 @@ fn ok_heartbeat(c: &RemotingClient, groups: &[&str]) {
 }
 
 /// GET_CONSUMER_CONNECTION_LIST (`mqadmin consumerConnection`): the group's members as their
-/// heartbeats named them, its subscriptions with their tags and tag codes, how it consumes.
+/// heartbeats named them, its subscriptions with their tags and tag codes, how it consumes;
+/// and GET_PRODUCER_CONNECTION_LIST for the heartbeat's producer group.
 #[test]
 fn the_consumer_connection_lists_members_and_subscriptions() {
     let dir = tempfile::tempdir().unwrap();
@@ -295,5 +296,26 @@ fn the_consumer_connection_lists_members_and_subscriptions() {
     // No member connected: CONSUMER_NOT_ONLINE (206), as 4.9 answers.
     let r = ask("nobody");
     assert_eq!((r.code, r.remark.as_deref()), (206, Some("the consumer group[nobody] not online")));
+
+    // GET_PRODUCER_CONNECTION_LIST (`mqadmin producerConnection`): the heartbeat's producer.
+    let producers = |g: &str| {
+        call(
+            &c,
+            RemotingCommand::request(request_code::GET_PRODUCER_CONNECTION_LIST).with_ext("producerGroup", g),
+        )
+    };
+    let r = producers("CLIENT_INNER_PRODUCER");
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["connectionSet"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(
+        (v["connectionSet"][0]["clientId"].as_str(), v["connectionSet"][0]["version"].as_i64()),
+        (Some("10.0.0.1@1"), Some(399))
+    );
+    let r = producers("nobody");
+    assert_eq!(
+        (r.code, r.remark.as_deref()),
+        (code::SYSTEM_ERROR, Some("the producer group[nobody] not exist"))
+    );
     b.shutdown();
 }

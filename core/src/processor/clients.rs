@@ -113,6 +113,14 @@ pub(crate) struct Channel {
 }
 
 impl Channel {
+    /// Java's `Connection` of the client `id` on this channel (the connection lists).
+    fn connection(&self, id: &str) -> serde_json::Value {
+        serde_json::json!({
+            "clientAddr": self.peer.to_string(), "clientId": id,
+            "language": self.language.to_string(), "version": self.version,
+        })
+    }
+
     fn alive(&self, now: Instant) -> bool {
         self.responder.is_connected() && now.duration_since(self.last_update) < CHANNEL_EXPIRED
     }
@@ -342,16 +350,7 @@ impl ClientTable {
         let g = inner.consumers.get(group)?;
         let mut ids: Vec<&String> = g.channels.keys().collect();
         ids.sort();
-        let connections: Vec<Value> = ids
-            .into_iter()
-            .map(|id| {
-                let c = &g.channels[id];
-                json!({
-                    "clientAddr": c.peer.to_string(), "clientId": id,
-                    "language": c.language.to_string(), "version": c.version,
-                })
-            })
-            .collect();
+        let connections: Vec<Value> = ids.into_iter().map(|id| g.channels[id].connection(id)).collect();
         let mut topics: Vec<&Subscription> = g.subscriptions.values().collect();
         topics.sort_by(|a, b| a.topic.cmp(&b.topic));
         let table: serde_json::Map<String, Value> = topics
@@ -381,6 +380,20 @@ impl ClientTable {
             "messageModel": g.message_model,
             "subscriptionTable": table,
         }))
+    }
+
+    /// A producer group's live connections as Java's `ProducerConnection`
+    /// (GET_PRODUCER_CONNECTION_LIST's body, `mqadmin producerConnection`); `None` if none is
+    /// connected.
+    pub(crate) fn producer_connection(&self, group: &str) -> Option<serde_json::Value> {
+        let mut inner = self.lock();
+        inner.prune();
+        let members = inner.producers.get(group)?;
+        let mut ids: Vec<&String> = members.keys().collect();
+        ids.sort();
+        let connections: Vec<serde_json::Value> =
+            ids.into_iter().map(|id| members[id].connection(id)).collect();
+        Some(serde_json::json!({ "connectionSet": connections }))
     }
 
     /// The group's subscription of `topic`.

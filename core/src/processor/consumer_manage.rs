@@ -1,7 +1,7 @@
 //! Offsets and group membership as consumers ask for them: QUERY_CONSUMER_OFFSET (14),
 //! UPDATE_CONSUMER_OFFSET (15), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
-//! SEARCH_OFFSET_BY_TIMESTAMP (29), GET_CONSUMER_LIST_BY_GROUP (38) and
-//! GET_CONSUMER_CONNECTION_LIST (203) (RocketMQ's
+//! SEARCH_OFFSET_BY_TIMESTAMP (29), GET_CONSUMER_LIST_BY_GROUP (38),
+//! GET_CONSUMER_CONNECTION_LIST (203) and GET_PRODUCER_CONNECTION_LIST (204) (RocketMQ's
 //! `ConsumerManageProcessor` and the offset part of `AdminBrokerProcessor`).
 //!
 //! Every offset request carries `topic` and `queueId`; each response carries `offset`.
@@ -35,6 +35,7 @@ impl ConsumerManageProcessor {
         request_code::GET_MIN_OFFSET,
         request_code::GET_CONSUMER_LIST_BY_GROUP,
         request_code::GET_CONSUMER_CONNECTION_LIST,
+        request_code::GET_PRODUCER_CONNECTION_LIST,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
@@ -153,6 +154,21 @@ impl ConsumerManageProcessor {
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
             .with_body(body.to_string().into_bytes()))
     }
+
+    /// GET_PRODUCER_CONNECTION_LIST (204, `mqadmin producerConnection`): the producer group's
+    /// live connections; SYSTEM_ERROR when none is connected (4.9 `getProducerConnectionList`).
+    fn producer_connection(&self, req: &RemotingCommand) -> Answer {
+        let group = req.ext_str("producerGroup").map_err(|e| bad_header(req, e))?;
+        let Some(body) = self.shared.clients.producer_connection(group) else {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("the producer group[{group}] not exist"),
+            ));
+        };
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
+            .with_body(body.to_string().into_bytes()))
+    }
 }
 
 impl RequestHandler for ConsumerManageProcessor {
@@ -166,6 +182,7 @@ impl RequestHandler for ConsumerManageProcessor {
             | request_code::SEARCH_OFFSET_BY_TIMESTAMP => self.queue_offset(&b, &request),
             request_code::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request),
             request_code::GET_CONSUMER_CONNECTION_LIST => self.consumer_connection(&request),
+            request_code::GET_PRODUCER_CONNECTION_LIST => self.producer_connection(&request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))
