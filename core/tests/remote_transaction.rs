@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::wait_until;
-use rmqha_core::remoting::{FLAG_ONEWAY, RemotingCommand, request_code};
+use rmqha_core::remoting::{FLAG_ONEWAY, RemotingClient, RemotingCommand, request_code};
 use rmqha_core::{Broker, StoredMessage};
 
 use remote_common::*;
@@ -490,6 +490,30 @@ fn prepare(c: &rmqha_core::remoting::RemotingClient, queue: i32, body: &[u8], un
     (ext_i64(&r, "queueOffset"), msg_id_offset(r.ext("msgId").unwrap()))
 }
 
+/// What a commit of the half message at `phy` does before it writes its op message (as a
+/// crash or a full disk between the two puts would leave it).
+fn store_commit_without_op(b: &Broker, phy: i64) {
+    let half = b.store().message_at(phy).unwrap();
+    let msg = rmqha_core::transaction::committed(&half).unwrap();
+    assert!(b.put_message(&msg).unwrap().wait().status.is_stored());
+    settled(b);
+}
+
+/// Stops the ASYNC_MASTER `b` and starts it again on its store, with a new client.
+fn restart(
+    b: Arc<Broker>,
+    c: RemotingClient,
+    dir: &std::path::Path,
+    extra: &[(&str, &str)],
+) -> (Arc<Broker>, RemotingClient) {
+    b.shutdown();
+    drop(c);
+    drop(b);
+    let b = master(dir, "ASYNC_MASTER", extra);
+    let c = client(b.remoting_addrs()[0]);
+    (b, c)
+}
+
 /// Everything written is in the queues (so counting them counts every put).
 fn settled(b: &Broker) {
     assert!(b.store().wait_dispatched(TIMEOUT), "dispatch never caught up");
@@ -590,12 +614,7 @@ fn a_decision_survives_a_restart() {
     let (qo2, phy2) = prepare(&c, 0, b"rolled-back", "U-RS2");
     assert_eq!(call(&c, end_tx("pg", qo2, phy2, ROLLBACK, false)).code, code::SUCCESS);
     settled(&b);
-    b.shutdown();
-    drop(c);
-    drop(b);
-
-    let b = master(dir.path(), "ASYNC_MASTER", &extra);
-    let c = client(b.remoting_addrs()[0]);
+    let (b, c) = restart(b, c, dir.path(), &extra);
     let again = call(&c, end_tx("pg", qo, phy, COMMIT, false));
     answered(&again, code::SUCCESS, "already committed");
     let refused = call(&c, end_tx("pg", qo2, phy2, COMMIT, false));
@@ -723,18 +742,8 @@ fn a_commit_whose_op_message_was_lost_is_not_stored_again() {
     let b = master(dir.path(), "ASYNC_MASTER", &extra);
     let c = client(b.remoting_addrs()[0]);
     let (qo, phy) = prepare(&c, 1, b"op-lost", "U-OL");
-    // What a commit does before it writes its op message; then the broker stops, as a crash
-    // (or a full disk) between the two puts would leave it.
-    let half = b.store().message_at(phy).unwrap();
-    let msg = rmqha_core::transaction::committed(&half).unwrap();
-    assert!(b.put_message(&msg).unwrap().wait().status.is_stored());
-    settled(&b);
-    b.shutdown();
-    drop(c);
-    drop(b);
-
-    let b = master(dir.path(), "ASYNC_MASTER", &extra);
-    let c = client(b.remoting_addrs()[0]);
+    store_commit_without_op(&b, phy);
+    let (b, c) = restart(b, c, dir.path(), &extra);
     let rollback = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
     answered(&rollback, code::SYSTEM_ERROR, "already committed");
     // The producer's answer to a check-back: the op message is written, the message not again.
@@ -763,18 +772,9 @@ fn a_delayed_commit_whose_op_message_was_lost_is_not_stored_again() {
     let r = call(&c, send_tx("pg", 1, b"delayed-op-lost", "U-DOL", &[("DELAY", "6")]));
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
     let (qo, phy) = (ext_i64(&r, "queueOffset"), msg_id_offset(r.ext("msgId").unwrap()));
-    // What a commit does before it writes its op message; then the broker stops.
-    let half = b.store().message_at(phy).unwrap();
-    let msg = rmqha_core::transaction::committed(&half).unwrap();
-    assert!(b.put_message(&msg).unwrap().wait().status.is_stored());
-    settled(&b);
+    store_commit_without_op(&b, phy);
     assert_eq!(messages(&b, SCHEDULE, 5).len(), 1, "the committed message waits for its level");
-    b.shutdown();
-    drop(c);
-    drop(b);
-
-    let b = master(dir.path(), "ASYNC_MASTER", &extra);
-    let c = client(b.remoting_addrs()[0]);
+    let (b, c) = restart(b, c, dir.path(), &extra);
     let rollback = call(&c, end_tx("pg", qo, phy, ROLLBACK, false));
     answered(&rollback, code::SYSTEM_ERROR, "already committed");
     let commit = call(&c, end_tx("pg", qo, phy, COMMIT, true));

@@ -140,31 +140,27 @@ impl ConsumerManageProcessor {
 impl ConsumerManageProcessor {
     /// GET_CONSUMER_CONNECTION_LIST (203, `mqadmin consumerConnection`): the group's live
     /// members (client id, address, language, version), its subscriptions and how it
-    /// consumes; CONSUMER_NOT_ONLINE when no member is connected (4.9
-    /// `getConsumerConnectionList`).
-    fn consumer_connection(&self, req: &RemotingCommand) -> Answer {
-        let group = req.ext_str("consumerGroup").map_err(|e| bad_header(req, e))?;
-        let Some(body) = self.shared.clients.consumer_connection(group) else {
-            return Err(reply(
-                req,
-                response_code::CONSUMER_NOT_ONLINE,
-                format!("the consumer group[{group}] not online"),
-            ));
-        };
-        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
-            .with_body(body.to_string().into_bytes()))
-    }
-
-    /// GET_PRODUCER_CONNECTION_LIST (204, `mqadmin producerConnection`): the producer group's
-    /// live connections; SYSTEM_ERROR when none is connected (4.9 `getProducerConnectionList`).
-    fn producer_connection(&self, req: &RemotingCommand) -> Answer {
-        let group = req.ext_str("producerGroup").map_err(|e| bad_header(req, e))?;
-        let Some(body) = self.shared.clients.producer_connection(group) else {
-            return Err(reply(
-                req,
-                response_code::SYSTEM_ERROR,
-                format!("the producer group[{group}] not exist"),
-            ));
+    /// consumes; CONSUMER_NOT_ONLINE when no member is connected. GET_PRODUCER_CONNECTION_LIST
+    /// (204, `mqadmin producerConnection`): the producer group's live connections;
+    /// SYSTEM_ERROR when none is connected. As 4.9's `getConsumerConnectionList` and
+    /// `getProducerConnectionList`.
+    fn connection_list(&self, req: &RemotingCommand) -> Answer {
+        let consumer = req.code == request_code::GET_CONSUMER_CONNECTION_LIST;
+        let key = if consumer { "consumerGroup" } else { "producerGroup" };
+        let group = req.ext_str(key).map_err(|e| bad_header(req, e))?;
+        let clients = &self.shared.clients;
+        let found =
+            if consumer { clients.consumer_connection(group) } else { clients.producer_connection(group) };
+        let Some(body) = found else {
+            return Err(if consumer {
+                reply(
+                    req,
+                    response_code::CONSUMER_NOT_ONLINE,
+                    format!("the consumer group[{group}] not online"),
+                )
+            } else {
+                reply(req, response_code::SYSTEM_ERROR, format!("the producer group[{group}] not exist"))
+            });
         };
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
             .with_body(body.to_string().into_bytes()))
@@ -181,8 +177,9 @@ impl RequestHandler for ConsumerManageProcessor {
             | request_code::GET_MIN_OFFSET
             | request_code::SEARCH_OFFSET_BY_TIMESTAMP => self.queue_offset(&b, &request),
             request_code::GET_CONSUMER_LIST_BY_GROUP => self.consumer_list(&request),
-            request_code::GET_CONSUMER_CONNECTION_LIST => self.consumer_connection(&request),
-            request_code::GET_PRODUCER_CONNECTION_LIST => self.producer_connection(&request),
+            request_code::GET_CONSUMER_CONNECTION_LIST | request_code::GET_PRODUCER_CONNECTION_LIST => {
+                self.connection_list(&request)
+            }
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))

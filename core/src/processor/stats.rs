@@ -5,7 +5,7 @@
 //! The two stats bodies are maps keyed by `MessageQueue`, which RocketMQ's fastjson writes
 //! with each key an object inline (`{"offsetTable":{{"brokerName":"b","queueId":0,
 //! "topic":"T"}:{…}}}`): not JSON, but what every RocketMQ admin client parses, so written
-//! the same way here ([`queue_table`]).
+//! the same way here ([`queue_entries`]).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -56,7 +56,9 @@ impl StatsProcessor {
             let last = if max > 0 { store.queue_store_time(topic, q, max - 1).unwrap_or(-1) } else { 0 };
             (q, format!("{{\"lastUpdateTimestamp\":{last},\"maxOffset\":{max},\"minOffset\":{min}}}"))
         });
-        let body = format!("{{\"offsetTable\":{}}}", queue_table(&b.config().broker_name, topic, rows));
+        let mut entries = Vec::new();
+        queue_entries(&mut entries, &b.config().broker_name, topic, rows);
+        let body = format!("{{\"offsetTable\":{{{}}}}}", entries.join(","));
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
     }
 
@@ -79,7 +81,8 @@ impl StatsProcessor {
                 .collect(),
         };
         let store = b.store();
-        let mut tables = Vec::new();
+        // One offsetTable for every topic.
+        let mut entries = Vec::new();
         for topic in &topics {
             let Some(tc) = b.topic_config(topic) else {
                 tracing::debug!(group, topic = topic.as_str(), "consume stats: the topic is not configured");
@@ -103,11 +106,8 @@ impl StatsProcessor {
                     ),
                 )
             });
-            tables.push(queue_table(&b.config().broker_name, topic, rows));
+            queue_entries(&mut entries, &b.config().broker_name, topic, rows);
         }
-        // One offsetTable for every topic: the tables' braces dropped and their entries joined.
-        let entries: Vec<&str> =
-            tables.iter().map(|t| &t[1..t.len() - 1]).filter(|e| !e.is_empty()).collect();
         let body = format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{}}}}}", entries.join(","));
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
     }
@@ -127,14 +127,19 @@ impl StatsProcessor {
     }
 }
 
-/// A `Map<MessageQueue, _>` as fastjson writes it: `{` then, per queue, the queue as an
-/// object (fields in fastjson's alphabetical order) as the key, `:`, the value's JSON.
-fn queue_table(broker_name: &str, topic: &str, rows: impl Iterator<Item = (i32, String)>) -> String {
+/// Entries of a `Map<MessageQueue, _>` as fastjson writes them (joined with `,` inside
+/// `{}`): per queue, the queue as an object (fields in fastjson's alphabetical order) as the
+/// key, `:`, the value's JSON.
+fn queue_entries(
+    out: &mut Vec<String>,
+    broker_name: &str,
+    topic: &str,
+    rows: impl Iterator<Item = (i32, String)>,
+) {
     let (name, topic) = (json_string(broker_name), json_string(topic));
-    let entries: Vec<String> = rows
-        .map(|(q, value)| format!("{{\"brokerName\":{name},\"queueId\":{q},\"topic\":{topic}}}:{value}"))
-        .collect();
-    format!("{{{}}}", entries.join(","))
+    out.extend(
+        rows.map(|(q, value)| format!("{{\"brokerName\":{name},\"queueId\":{q},\"topic\":{topic}}}:{value}")),
+    );
 }
 
 fn json_string(s: &str) -> String {
@@ -167,9 +172,11 @@ mod tests {
     #[test]
     fn queue_keys_inline_as_fastjson_writes_them() {
         // The shape of a Java `JSON.toJSONString(topicStatsTable)` (fields sorted, object keys).
-        let t = queue_table("broker-a", "MyTopic", [(3, "{\"maxOffset\":500}".to_string())].into_iter());
-        assert_eq!(t, r#"{{"brokerName":"broker-a","queueId":3,"topic":"MyTopic"}:{"maxOffset":500}}"#);
-        assert_eq!(queue_table("b", "T", std::iter::empty()), "{}");
+        let mut t = Vec::new();
+        queue_entries(&mut t, "broker-a", "MyTopic", [(3, "{\"maxOffset\":500}".to_string())].into_iter());
+        assert_eq!(t, [r#"{"brokerName":"broker-a","queueId":3,"topic":"MyTopic"}:{"maxOffset":500}"#]);
+        queue_entries(&mut t, "b", "T", std::iter::empty());
+        assert_eq!(t.len(), 1);
         assert_eq!(json_string("a\"b"), r#""a\"b""#);
     }
 }
