@@ -9,6 +9,7 @@ mod ha_bench;
 mod metrics_http;
 mod progress;
 mod remote_bench;
+mod reset_offset;
 mod status;
 mod truncate_cmd;
 
@@ -33,6 +34,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Print a consumer group's offsets and lag on a running broker, queue by queue.
     Progress(progress::ProgressArgs),
+    /// Move a consumer group's offsets on a topic to a store time (and tell its consumers).
+    ResetOffset(reset_offset::ResetOffsetArgs),
     /// Send a message (or one per line) to a running broker over RocketMQ's protocol.
     Put(client_cmd::PutArgs),
     /// Pull messages of one queue from a running broker over RocketMQ's protocol.
@@ -75,7 +78,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if matches!(
         cli.command,
-        Command::Status(_) | Command::Progress(_) | Command::Get(_) | Command::Put(_) | Command::Truncate(_)
+        Command::Status(_)
+            | Command::Progress(_)
+            | Command::ResetOffset(_)
+            | Command::Get(_)
+            | Command::Put(_)
+            | Command::Truncate(_)
     ) {
         die_on_closed_stdout();
     }
@@ -95,6 +103,10 @@ fn main() -> ExitCode {
         Command::Progress(a) => {
             init_logging("warn");
             progress::run(a)
+        }
+        Command::ResetOffset(a) => {
+            init_logging("warn");
+            reset_offset::run(a)
         }
         Command::Bench(BenchCommand::Store(a)) => {
             init_logging("warn");

@@ -644,6 +644,70 @@ impl Broker {
         Ok(())
     }
 
+    /// Master: moves consumer group `group`'s offsets on `topic` back (or forth) to a store
+    /// time, as `mqadmin resetOffsetByTime` asks (INVOKE_BROKER_TO_RESET_OFFSET, 4.9's
+    /// `Broker2Client.resetOffset`). For each queue of the topic the target is the first
+    /// message stored at or after `timestamp_ms` (`TimeBoundary::Lower`; the queue's end if
+    /// every message is older), or the queue's end with `timestamp_ms == -1`. With `force` every
+    /// queue moves to its target; without it only a queue whose target lies before its
+    /// committed offset moves (a rewind), and a queue the group has no offset on is left alone.
+    /// Returns each queue's offset afterwards (moved or kept), by queue id; the table is
+    /// persisted before this returns.
+    ///
+    /// Refused on a slave (its offsets follow its master's), for a topic this broker has no
+    /// config of, and for a group with no committed offset on any queue of the topic (4.9's
+    /// "consumer group not exist"; 4.9 also refuses a group missing from any one queue).
+    /// Live consumers keep their own offsets in memory and must be told too: the remoting
+    /// request pushes RESET_CONSUMER_CLIENT_OFFSET to them (`crate::processor`).
+    pub fn reset_consumer_offsets(
+        &self,
+        group: &str,
+        topic: &str,
+        timestamp_ms: i64,
+        force: bool,
+    ) -> Result<Vec<(i32, i64)>> {
+        self.require_master("reset_consumer_offsets")?;
+        if timestamp_ms < -1 {
+            return Err(Error::InvalidArgument(format!(
+                "timestamp {timestamp_ms} is not a time (ms since the epoch) or -1 (the end of each queue)"
+            )));
+        }
+        let Some(tc) = self.topic_config(topic) else {
+            return Err(Error::InvalidArgument(format!(
+                "reset offset failed, no topic in this broker. topic={topic}"
+            )));
+        };
+        let offsets = self.tables.consumer_offsets();
+        let committed = offsets.query_queues(group, topic).unwrap_or_default();
+        if committed.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "the consumer group <{group}> has no committed offset on topic {topic}: nothing to reset"
+            )));
+        }
+        let queues = tc.read_queue_nums.max(tc.write_queue_nums);
+        let mut table = Vec::with_capacity(queues as usize);
+        for q in 0..queues {
+            let target = if timestamp_ms == -1 {
+                self.queue_max_offset(topic, q)
+            } else {
+                self.queue_offset_by_time(topic, q, timestamp_ms, TimeBoundary::Lower)
+            }
+            .max(0);
+            let now = match committed.get(&q) {
+                Some(&current) if !force && target >= current => current,
+                None if !force => continue,
+                _ => {
+                    self.commit_consumer_offset(group, topic, q, target)?;
+                    target
+                }
+            };
+            table.push((q, now));
+        }
+        offsets.persist()?;
+        tracing::info!(group, topic, timestamp_ms, force, queues = table.len(), "consumer offsets reset");
+        Ok(table)
+    }
+
     /// The offsets and replication state now.
     /// The broker's offsets, slaves and put counters as Prometheus text (format 0.0.4; see
     /// `metrics::render` for the families).

@@ -537,3 +537,40 @@ fn check_backs_go_only_to_producers_that_may_publish_the_real_topic() {
     assert!(check.body.windows(14).any(|w| w == b"undecided-body"), "{check:?}");
     assert!(next_check(&mut other, std::time::Duration::from_millis(600)).is_none());
 }
+
+/// An offset reset moves a group's offsets as UPDATE_CONSUMER_OFFSET does, and needs what
+/// that needs: SUB on the group and on the topic (4.9 checks only the signature).
+#[test]
+fn an_offset_reset_needs_sub_on_the_group_and_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, _) = acl_master(dir.path(), RULES);
+    let c = client(b.remoting_addrs()[0]);
+    let r = call(&c, sign(send_v2(&Msg::new("T", b"x")), PRODUCER.0, PRODUCER.1));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    for group in ["test_cg", "blocked_cg"] {
+        b.commit_consumer_offset(group, "T", 0, 1).unwrap();
+        b.commit_consumer_offset(group, "Denied", 0, 0).unwrap();
+    }
+    let reset = |topic: &str, group: &str| {
+        RemotingCommand::request(request_code::INVOKE_BROKER_TO_RESET_OFFSET)
+            .with_ext("topic", topic)
+            .with_ext("group", group)
+            .with_ext("timestamp", 0)
+            .with_ext("isForce", true)
+    };
+    refused(&call(&c, reset("T", "test_cg")), "No accessKey");
+    refused(
+        &call(&c, sign(reset("Denied", "test_cg"), PRODUCER.0, PRODUCER.1)),
+        "No default permission for topic:Denied",
+    );
+    refused(
+        &call(&c, sign(reset("T", "blocked_cg"), PRODUCER.0, PRODUCER.1)),
+        "No default permission for group:blocked_cg",
+    );
+    assert_eq!(b.consumer_offset("test_cg", "T", 0), 1, "a refused reset moves nothing");
+    assert_eq!(b.consumer_offset("blocked_cg", "T", 0), 1);
+    let r = call(&c, sign(reset("T", "test_cg"), PRODUCER.0, PRODUCER.1));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(b.consumer_offset("test_cg", "T", 0), 0);
+}

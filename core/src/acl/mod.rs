@@ -423,6 +423,12 @@ fn resources(req: &RemotingCommand) -> Result<HashMap<String, u8>, String> {
             add(ext("consumerGroup").map(|g| retry(&g)), SUB);
             add(ext("topic"), SUB);
         }
+        // Not checked by 4.9 (signature only); it moves a group's offsets as
+        // UPDATE_CONSUMER_OFFSET does, so it needs what that needs.
+        request_code::INVOKE_BROKER_TO_RESET_OFFSET => {
+            add(ext("group").map(|g| retry(&g)), SUB);
+            add(ext("topic"), SUB);
+        }
         _ => {}
     }
     Ok(needed)

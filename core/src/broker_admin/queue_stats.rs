@@ -1,5 +1,5 @@
-//! The bodies of GET_TOPIC_STATS_INFO and GET_CONSUME_STATS (Java `TopicStatsTable` and
-//! `ConsumeStats`): maps keyed by `MessageQueue`, which fastjson writes with each key an
+//! The bodies of GET_TOPIC_STATS_INFO, GET_CONSUME_STATS and INVOKE_BROKER_TO_RESET_OFFSET
+//! (Java `TopicStatsTable`, `ConsumeStats` and `ResetOffsetBody`): maps keyed by `MessageQueue`, which fastjson writes with each key an
 //! object inline (`{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{…}}}`), not
 //! JSON. Encoded that way by the broker (`crate::processor`), decoded here for tools
 //! (`rmqha progress`); a key written as a JSON string holding the object is read too.
@@ -82,6 +82,21 @@ impl TopicStats {
             })
         })?;
         Ok(TopicStats { offsets })
+    }
+}
+
+/// An INVOKE_BROKER_TO_RESET_OFFSET answer (Java `ResetOffsetBody`): each queue's offset
+/// after the reset, queues sorted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetOffsets {
+    pub offsets: Vec<(QueueKey, i64)>,
+}
+
+impl ResetOffsets {
+    /// Decodes a body; the error says what is wrong and where.
+    pub fn decode(body: &[u8]) -> Result<Self, String> {
+        let top = parse(body)?;
+        Ok(ResetOffsets { offsets: queue_table(&top, Value::as_i64)? })
     }
 }
 

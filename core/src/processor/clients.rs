@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::message::java_string_hash;
-use crate::remoting::Responder;
+use crate::remoting::{LanguageCode, Responder};
 
 /// Java `BrokerConfig.channelExpiredTimeout`.
 pub(crate) const CHANNEL_EXPIRED: Duration = Duration::from_secs(120);
@@ -105,7 +105,7 @@ pub(crate) struct Channel {
     pub responder: Responder,
     pub peer: SocketAddr,
     /// The language and version the heartbeat's header named (GET_CONSUMER_CONNECTION_LIST).
-    pub language: crate::remoting::LanguageCode,
+    pub language: LanguageCode,
     pub version: i32,
     pub last_update: Instant,
     /// Who the ACL gate verified the heartbeat came from (`None` without `aclEnable`).
@@ -338,6 +338,20 @@ impl ClientTable {
         let ids: BTreeSet<&String> =
             inner.consumers.get(group).map(|g| g.channels.keys().collect()).unwrap_or_default();
         ids.into_iter().cloned().collect()
+    }
+
+    /// A consumer group's live members: client id, connection and the language its
+    /// heartbeat named, sorted by client id (to push a request to each).
+    pub(crate) fn consumer_channels(&self, group: &str) -> Vec<(String, Responder, LanguageCode)> {
+        let mut inner = self.lock();
+        inner.prune();
+        let mut out: Vec<(String, Responder, LanguageCode)> = inner
+            .consumers
+            .get(group)
+            .map(|g| g.channels.iter().map(|(id, c)| (id.clone(), c.responder.clone(), c.language)).collect())
+            .unwrap_or_default();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// A consumer group's live members and subscriptions as Java's `ConsumerConnection`

@@ -1,7 +1,8 @@
 //! Offsets and group membership as consumers ask for them: QUERY_CONSUMER_OFFSET (14),
 //! UPDATE_CONSUMER_OFFSET (15), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 //! SEARCH_OFFSET_BY_TIMESTAMP (29), GET_CONSUMER_LIST_BY_GROUP (38),
-//! GET_CONSUMER_CONNECTION_LIST (203) and GET_PRODUCER_CONNECTION_LIST (204) (RocketMQ's
+//! GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204) and
+//! INVOKE_BROKER_TO_RESET_OFFSET (222) (RocketMQ's
 //! `ConsumerManageProcessor` and the offset part of `AdminBrokerProcessor`).
 //!
 //! Every offset request carries `topic` and `queueId`; each response carries `offset`.
@@ -12,7 +13,7 @@ use serde_json::json;
 
 use crate::broker::Broker;
 use crate::remoting::{
-    Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
+    Handled, LanguageCode, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
 };
 use crate::store::TimeBoundary;
 
@@ -36,6 +37,7 @@ impl ConsumerManageProcessor {
         request_code::GET_CONSUMER_LIST_BY_GROUP,
         request_code::GET_CONSUMER_CONNECTION_LIST,
         request_code::GET_PRODUCER_CONNECTION_LIST,
+        request_code::INVOKE_BROKER_TO_RESET_OFFSET,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
@@ -167,6 +169,75 @@ impl ConsumerManageProcessor {
     }
 }
 
+impl ConsumerManageProcessor {
+    /// INVOKE_BROKER_TO_RESET_OFFSET (222, `mqadmin resetOffsetByTime`): header `topic`,
+    /// `group`, `timestamp` (ms; -1 for the end of each queue) and `isForce`. The broker
+    /// moves the group's committed offsets ([`Broker::reset_consumer_offsets`]: persisted, so
+    /// a consumer that starts or rebalances later reads from there) and pushes
+    /// RESET_CONSUMER_CLIENT_OFFSET (220) with the new offsets to each live member of the
+    /// group, whose client drops what it holds of those queues and pulls from the new
+    /// offsets. The answer is the offset table (Java `ResetOffsetBody`).
+    ///
+    /// Beyond 4.9: 4.9 only tells the live members (a member that misses the oneway push,
+    /// or a group with none online, keeps its old offsets: it answers CONSUMER_NOT_ONLINE and
+    /// `mqadmin` falls back to committing them itself); here the broker's own table moves
+    /// first, and with nobody online the answer is SUCCESS, with a remark saying so. 4.9
+    /// writes the pushed table for every member in the form the tool's language asks
+    /// (C++'s list when the tool is a C++ one); here each member gets the form its client
+    /// reads: a C++ client (language CPP: rocketmq-client-cpp, and the Python client built on
+    /// it) the list, the others (Java, Go, ...) the map.
+    fn reset_offset(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let h = |e| bad_header(req, e);
+        let topic = req.ext_str("topic").map_err(h)?;
+        let group = req.ext_str("group").map_err(h)?;
+        let timestamp = req.ext_i64("timestamp").map_err(h)?;
+        let force = java_bool(req, "isForce").unwrap_or(false);
+        let table = b
+            .reset_consumer_offsets(group, topic, timestamp, force)
+            .map_err(|e| reply(req, response_code::SYSTEM_ERROR, format!("[reset-offset] {e}")))?;
+        let broker_name = &b.config().broker_name;
+        let mut entries = Vec::with_capacity(table.len());
+        super::stats::queue_entries(
+            &mut entries,
+            broker_name,
+            topic,
+            table.iter().map(|&(q, o)| (q, o.to_string())),
+        );
+        let java_body = format!("{{\"offsetTable\":{{{}}}}}", entries.join(",")).into_bytes();
+        let members = self.shared.clients.consumer_channels(group);
+        let mut pushed = 0usize;
+        for (client, responder, language) in &members {
+            let body = if *language == LanguageCode::CPP {
+                let list: Vec<_> = table
+                    .iter()
+                    .map(|&(q, o)| json!({"brokerName": broker_name, "offset": o, "queueId": q, "topic": topic}))
+                    .collect();
+                json!({ "offsetTable": list }).to_string().into_bytes()
+            } else {
+                java_body.clone()
+            };
+            let push = RemotingCommand::request(request_code::RESET_CONSUMER_CLIENT_OFFSET)
+                .with_ext("topic", topic)
+                .with_ext("group", group)
+                .with_ext("timestamp", timestamp)
+                .with_ext("isForce", force)
+                .with_body(body);
+            match responder.push_oneway(push) {
+                Ok(()) => pushed += 1,
+                Err(e) => tracing::warn!(group, topic, client, "[reset-offset] cannot tell a consumer: {e}"),
+            }
+        }
+        tracing::info!(group, topic, timestamp, force, consumers = pushed, "[reset-offset] consumers told");
+        let mut resp = RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(java_body);
+        if pushed == 0 {
+            resp.remark = Some(format!(
+                "no consumer of group {group} is online: the offsets are reset on the broker, where its consumers will start from"
+            ));
+        }
+        Ok(resp)
+    }
+}
+
 impl RequestHandler for ConsumerManageProcessor {
     fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
         let Some(b) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
@@ -180,6 +251,7 @@ impl RequestHandler for ConsumerManageProcessor {
             request_code::GET_CONSUMER_CONNECTION_LIST | request_code::GET_PRODUCER_CONNECTION_LIST => {
                 self.connection_list(&request)
             }
+            request_code::INVOKE_BROKER_TO_RESET_OFFSET => self.reset_offset(&b, &request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))

@@ -130,7 +130,7 @@ impl StatsProcessor {
 /// Entries of a `Map<MessageQueue, _>` as fastjson writes them (joined with `,` inside
 /// `{}`): per queue, the queue as an object (fields in fastjson's alphabetical order) as the
 /// key, `:`, the value's JSON.
-fn queue_entries(
+pub(super) fn queue_entries(
     out: &mut Vec<String>,
     broker_name: &str,
     topic: &str,

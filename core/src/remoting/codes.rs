@@ -62,6 +62,10 @@ pub mod request_code {
     pub const DELETE_SUBSCRIPTIONGROUP: i32 = 207;
     pub const GET_CONSUME_STATS: i32 = 208;
     pub const DELETE_TOPIC_IN_BROKER: i32 = 215;
+    /// Pushed by the broker to a consumer group's members after an offset reset.
+    pub const RESET_CONSUMER_CLIENT_OFFSET: i32 = 220;
+    /// `mqadmin resetOffsetByTime`: reset a group's offsets on a topic to a store time.
+    pub const INVOKE_BROKER_TO_RESET_OFFSET: i32 = 222;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
     pub const QUERY_CONSUME_QUEUE: i32 = 321;
@@ -139,6 +143,8 @@ pub mod request_code {
             DELETE_SUBSCRIPTIONGROUP => "DELETE_SUBSCRIPTIONGROUP",
             GET_CONSUME_STATS => "GET_CONSUME_STATS",
             DELETE_TOPIC_IN_BROKER => "DELETE_TOPIC_IN_BROKER",
+            RESET_CONSUMER_CLIENT_OFFSET => "RESET_CONSUMER_CLIENT_OFFSET",
+            INVOKE_BROKER_TO_RESET_OFFSET => "INVOKE_BROKER_TO_RESET_OFFSET",
             SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
             SEND_BATCH_MESSAGE => "SEND_BATCH_MESSAGE",
             QUERY_CONSUME_QUEUE => "QUERY_CONSUME_QUEUE",
