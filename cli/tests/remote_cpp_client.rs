@@ -441,3 +441,98 @@ fn the_stock_cpp_client_signs_its_requests_for_a_master_with_acl() {
     pulled.sort();
     assert_eq!(pulled, ["right-0", "right-1", "right-2"], "only the signed sends were stored");
 }
+
+/// A push consumer that takes every message once, says so, waits for a line on stdin (the
+/// test resets the group's offsets meanwhile), then waits to see every message a second
+/// time and prints how many it saw twice.
+const RESET_PUSH: &str = r#"
+import sys, time, threading, collections
+from rocketmq.client import PushConsumer
+n = int(sys.argv[2])
+seen = collections.Counter()
+lock = threading.Lock()
+def cb(msg):
+    with lock:
+        seen[msg.body.decode()] += 1
+def twice():
+    with lock:
+        return sum(1 for v in seen.values() if v >= 2)
+c = PushConsumer('CID_RMQHA_RESET')
+c.set_namesrv_addr(sys.argv[1])
+c.subscribe('CppTopic', cb)
+c.start()
+deadline = time.time() + 60
+while len(seen) < n and time.time() < deadline:
+    time.sleep(0.05)
+print('first', len(seen), flush=True)
+sys.stdin.readline()
+deadline = time.time() + 60
+while twice() < n and time.time() < deadline:
+    time.sleep(0.05)
+c.shutdown()
+print('twice', twice(), flush=True)
+"#;
+
+/// `rmqha reset-offset` against a group whose stock C++ push consumer is online: the broker
+/// pushes RESET_CONSUMER_CLIENT_OFFSET in the list form that client reads, and the consumer
+/// drops its queues and consumes every message again from the reset offsets.
+#[test]
+fn a_reset_offset_makes_an_online_cpp_push_consumer_consume_again() {
+    let py = client_python();
+    let dir = tempfile::tempdir().unwrap();
+    let (_master, port, _) =
+        Broker::start(&broker_props(dir.path(), "m", &["brokerRole=ASYNC_MASTER".to_string()]));
+    let addr = format!("127.0.0.1:{port}");
+    let home = dir.path();
+    let sent = python(&py, PRODUCE, &[&addr, "20"], home);
+    assert_eq!(sent.len(), 20, "{sent:?}");
+
+    let mut consumer = Command::new(&py)
+        .arg("-c")
+        .arg(RESET_PUSH)
+        .args([&addr, "20"])
+        .env("HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(consumer.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "first 20", "the consumer took every message once");
+
+    // The client commits its offsets every 5 s: wait until the broker has all 20.
+    let c = RemotingClient::new(addr.clone(), ClientConfig::default());
+    let committed = || -> i64 {
+        let req = RemotingCommand::request(208)
+            .with_ext("consumerGroup", "CID_RMQHA_RESET")
+            .with_ext("topic", "CppTopic");
+        let r = c.invoke_sync(req, Duration::from_secs(5)).unwrap();
+        if r.code != 0 {
+            return 0;
+        }
+        let stats = rmqha_core::broker_admin::ConsumeStats::decode(&r.body).unwrap();
+        stats.offsets.iter().map(|(_, o)| o.consumer_offset).sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while committed() < 20 {
+        assert!(Instant::now() < deadline, "the consumer's offsets never reached the broker");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let reset = Command::new(RMQHA)
+        .args(["reset-offset", &addr, "--group", "CID_RMQHA_RESET", "--topic", "CppTopic", "--to", "0"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&reset.stdout), String::from_utf8_lossy(&reset.stderr));
+    assert!(reset.status.success(), "{stdout} {stderr}");
+    assert!(stdout.contains("broker-a CppTopic queue 0: offset 0"), "{stdout}");
+    assert!(!stderr.contains("no consumer"), "the consumer is online: {stderr}");
+
+    use std::io::Write;
+    consumer.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert!(consumer.wait().unwrap().success());
+    assert_eq!(line.trim(), "twice 20", "every message consumed again after the reset");
+}

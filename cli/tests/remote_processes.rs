@@ -498,3 +498,69 @@ fn progress_prints_a_groups_lag_per_queue() {
     let (ok, out, _) = rmqha(&["progress", &addr, "--group", "nobody"], b"");
     assert!(ok && out.contains("group nobody has no committed offsets"), "{out}");
 }
+
+/// `rmqha reset-offset`: a group's offsets moved to a store time, the end, and back.
+#[test]
+fn reset_offset_moves_a_groups_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_master, addr) = master_with_two_messages(dir.path());
+    let c = RemotingClient::new(&addr, ClientConfig::default());
+    let commit = RemotingCommand::request(15)
+        .with_ext("consumerGroup", "rewinding")
+        .with_ext("topic", "Bad")
+        .with_ext("queueId", 0)
+        .with_ext("commitOffset", 2);
+    assert_eq!(c.invoke_sync(commit, Duration::from_secs(5)).unwrap().code, 0);
+    let committed = |queue: i32| -> i64 {
+        let q = RemotingCommand::request(14)
+            .with_ext("consumerGroup", "rewinding")
+            .with_ext("topic", "Bad")
+            .with_ext("queueId", queue);
+        let r = c.invoke_sync(q, Duration::from_secs(5)).unwrap();
+        assert_eq!(r.code, 0, "{r:?}");
+        r.ext("offset").unwrap().parse().unwrap()
+    };
+
+    // Back to the first message stored at or after an hour ago: the start of queue 0.
+    let (ok, out, err) =
+        rmqha(&["reset-offset", &addr, "--group", "rewinding", "--topic", "Bad", "--ago", "1h"], b"");
+    assert!(ok, "{out} {err}");
+    assert!(out.contains("Bad queue 0: offset 0"), "{out}");
+    assert!(out.contains("group rewinding reset on topic Bad to store time "), "{out}");
+    assert!(err.contains("no consumer of group rewinding is online"), "{err}");
+    assert_eq!(committed(0), 0);
+
+    // To the end, as JSON lines; then a rewind-only reset to the end moves nothing back.
+    let (ok, out, err) = rmqha(
+        &["reset-offset", &addr, "--group", "rewinding", "--topic", "Bad", "--to", "end", "--json"],
+        b"",
+    );
+    assert!(ok, "{out} {err}");
+    let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!((first["queueId"].as_i64(), first["offset"].as_i64()), (Some(0), Some(2)), "{out}");
+    assert_eq!(committed(0), 2);
+    let (ok, out, err) = rmqha(
+        &[
+            "reset-offset",
+            &addr,
+            "--group",
+            "rewinding",
+            "--topic",
+            "Bad",
+            "--to",
+            "2026-01-01T00:00:00Z",
+            "--rewind-only",
+        ],
+        b"",
+    );
+    assert!(ok, "{out} {err}");
+    assert_eq!(committed(0), 0, "every message is newer than 2026-01-01: the start");
+
+    // Refusals name what was wrong and exit non-zero.
+    let (ok, _, err) =
+        rmqha(&["reset-offset", &addr, "--group", "nobody", "--topic", "Bad", "--to", "now"], b"");
+    assert!(!ok && err.contains("the consumer group <nobody> has no committed offset"), "{err}");
+    let (ok, _, err) =
+        rmqha(&["reset-offset", &addr, "--group", "rewinding", "--topic", "Bad", "--to", "soon"], b"");
+    assert!(!ok && err.contains("--to \"soon\" is not end, now"), "{err}");
+}

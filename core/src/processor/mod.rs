@@ -13,7 +13,7 @@
 //! | `end_transaction` | END_TRANSACTION 37 (commit or roll back a half message) |
 //! | `send_back` | CONSUMER_SEND_MSG_BACK 36 (a failed message to the group's retry or dead-letter topic) |
 //! | `pull` (+ `long_poll`) | PULL_MESSAGE 11, LITE_PULL_MESSAGE 361 |
-//! | `consumer_manage` | QUERY_CONSUMER_OFFSET 14, UPDATE_CONSUMER_OFFSET 15, GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_CONSUMER_LIST_BY_GROUP 38, GET_CONSUMER_CONNECTION_LIST 203, GET_PRODUCER_CONNECTION_LIST 204 |
+//! | `consumer_manage` | QUERY_CONSUMER_OFFSET 14, UPDATE_CONSUMER_OFFSET 15, GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_CONSUMER_LIST_BY_GROUP 38, GET_CONSUMER_CONNECTION_LIST 203, GET_PRODUCER_CONNECTION_LIST 204, INVOKE_BROKER_TO_RESET_OFFSET 222 (pushes RESET_CONSUMER_CLIENT_OFFSET 220 to the group's members) |
 //! | `client_manage` (+ `clients`) | HEART_BEAT 34, UNREGISTER_CLIENT 35 |
 //! | `lock` | LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42 (orderly consumers) |
 //! | `query` | QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 |
@@ -46,8 +46,8 @@
 //! **Not served.** RocketMQ 5's timer messages are refused MESSAGE_ILLEGAL. Delayed messages
 //! (DELAY) are served (`crate::schedule`), and transactional ones (TRAN_MSG, END_TRANSACTION,
 //! CHECK_TRANSACTION_STATE pushed to producers: `crate::transaction`). Filters are tags only
-//! (no SQL92). The only request the broker sends clients is CHECK_TRANSACTION_STATE, so
-//! NOTIFY_CONSUMER_IDS_CHANGED is not pushed and consumers see group changes at their next
+//! (no SQL92). The only requests the broker sends clients are CHECK_TRANSACTION_STATE and
+//! RESET_CONSUMER_CLIENT_OFFSET, so NOTIFY_CONSUMER_IDS_CHANGED is not pushed and consumers see group changes at their next
 //! periodic rebalance.
 
 mod client_manage;
