@@ -505,6 +505,17 @@ fn reset_offset_moves_a_groups_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let (_master, addr) = master_with_two_messages(dir.path());
     let c = RemotingClient::new(&addr, ClientConfig::default());
+    // Both messages dispatched (a put is answered once stored): GET_MAX_OFFSET says 2.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let max = RemotingCommand::request(30).with_ext("topic", "Bad").with_ext("queueId", 0);
+        let r = c.invoke_sync(max, Duration::from_secs(5)).unwrap();
+        if r.ext("offset") == Some("2") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "queue 0 never reached offset 2: {r:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let commit = RemotingCommand::request(15)
         .with_ext("consumerGroup", "rewinding")
         .with_ext("topic", "Bad")

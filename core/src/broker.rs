@@ -69,6 +69,12 @@ impl RequestHandler for LateHandler {
             )),
         }
     }
+
+    fn connection_closed(&self, peer: SocketAddr) {
+        if let Some(h) = self.0.get() {
+            h.connection_closed(peer);
+        }
+    }
 }
 
 /// A running broker.

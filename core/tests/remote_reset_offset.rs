@@ -99,8 +99,9 @@ fn a_reset_moves_the_broker_offsets_and_tells_each_member_in_its_clients_form() 
     assert_eq!(json["offsetTable"]["T@G"], serde_json::json!({"0": 5, "1": 5}), "{file}");
 
     // Each member was pushed the table: oneway requests, the header as 4.9 sends it.
-    let push = java.try_recv(TIMEOUT).expect("the Java member is told");
-    let cpp_push = cpp.try_recv(TIMEOUT).expect("the C++ member is told");
+    let reset_code = request_code::RESET_CONSUMER_CLIENT_OFFSET;
+    let push = java.recv_code(reset_code, TIMEOUT).expect("the Java member is told");
+    let cpp_push = cpp.recv_code(reset_code, TIMEOUT).expect("the C++ member is told");
     for p in [&push, &cpp_push] {
         assert_eq!(p.code, request_code::RESET_CONSUMER_CLIENT_OFFSET);
         assert_eq!(p.flag & 1, 0, "a request, not a response");
@@ -128,9 +129,9 @@ fn a_reset_moves_the_broker_offsets_and_tells_each_member_in_its_clients_form() 
     let r = call(&c, reset_req("T", "G", mid, false));
     assert_eq!(table(&r), vec![(0, 2), (1, 5)]);
     assert_eq!(offsets(&b, "G"), (2, 5));
-    let push = java.try_recv(TIMEOUT).unwrap();
+    let push = java.recv_code(reset_code, TIMEOUT).unwrap();
     assert_eq!(push.ext("isForce"), Some("false"));
-    assert!(cpp.try_recv(TIMEOUT).is_some());
+    assert!(cpp.recv_code(reset_code, TIMEOUT).is_some());
 
     // -1: the end of each queue (skip the backlog); a time before everything: the start.
     assert_eq!(table(&call(&c, reset_req("T", "G", -1, true))), vec![(0, 10), (1, 10)]);
@@ -181,7 +182,11 @@ fn bad_resets_are_refused_and_change_nothing() {
     bad_ts.set_ext("timestamp", "yesterday");
     refused(bad_ts, "\"timestamp\"");
     assert_eq!(offsets(&b, "G"), (7, -1));
-    assert!(java.try_recv(Duration::from_millis(200)).is_none(), "nobody is told of a refused reset");
+    let reset_code = request_code::RESET_CONSUMER_CLIENT_OFFSET;
+    assert!(
+        java.recv_code(reset_code, Duration::from_millis(300)).is_none(),
+        "nobody is told of a refused reset"
+    );
 
     // A slave's offsets follow its master's (a rewind there would be undone): refused.
     let slave = common::slave_of(&dir.path().join("slave"), &b, &[]);

@@ -241,6 +241,12 @@ impl std::fmt::Debug for AclGate {
 }
 
 impl RequestHandler for AclGate {
+    fn connection_closed(&self, peer: std::net::SocketAddr) {
+        if let Some(next) = &self.next {
+            next.connection_closed(peer);
+        }
+    }
+
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
         match self.verify(&request, ctx.peer().ip()) {
             Ok(identity) => match &self.next {

@@ -460,6 +460,10 @@ broker_config! {
     auto_create_topic_enable: bool = true, "autoCreateTopicEnable";
     /// Create subscription groups on first use.
     auto_create_subscription_group: bool = true, "autoCreateSubscriptionGroup";
+    /// Push NOTIFY_CONSUMER_IDS_CHANGED to a consumer group's members when one joins or
+    /// leaves or the group's topics change, so that they rebalance at once rather than at
+    /// their next periodic rebalance (every 20 s in the Java client).
+    notify_consumer_ids_changed_enable: bool = true, "notifyConsumerIdsChangedEnable";
     /// Queues of an auto-created topic.
     default_topic_queue_nums: i32 = 8, "defaultTopicQueueNums";
     /// Largest remoting frame accepted, in bytes.

@@ -8,9 +8,17 @@
 //! GET_CONSUMER_LIST_BY_GROUP read. The subscriptions of a heartbeat replace the group's, as
 //! RocketMQ's `ConsumerGroupInfo.updateSubscription` (see `clients`), up to 4096 topics; a
 //! group name RocketMQ clients refuse, and a subscription to a topic name no topic can have,
-//! are ignored. RocketMQ also pushes NOTIFY_CONSUMER_IDS_CHANGED to the group's members;
-//! rmqha sends no requests to clients, so members learn of a change at their next rebalance
-//! (every 20 s in the Java client).
+//! are ignored.
+//!
+//! When a group changes (a member joins, leaves by UNREGISTER_CLIENT or by closing its
+//! connection, or a heartbeat adds or drops a topic) the broker pushes
+//! NOTIFY_CONSUMER_IDS_CHANGED (40, oneway, header `consumerGroup`) to each of its live
+//! members, with `notifyConsumerIdsChangedEnable` (default true), as 4.9's
+//! `DefaultConsumerIdsChangeListener`: they rebalance at once instead of at their next
+//! periodic rebalance (every 20 s in the Java client), so a joining member does not share
+//! its queues with their old owner meanwhile, and a leaving member's queues are not left
+//! unread. A member whose heartbeat expires without its connection closing is dropped
+//! without a push, as in 4.9.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,7 +48,15 @@ impl ClientManageProcessor {
         ClientManageProcessor { shared }
     }
 
-    fn heartbeat(&self, broker: &Broker, req: &RemotingCommand, ctx: &RequestContext) -> RemotingCommand {
+    /// The answer; the consumer groups that changed go to `changed` (to notify once the
+    /// answer is sent).
+    fn heartbeat(
+        &self,
+        broker: &Broker,
+        req: &RemotingCommand,
+        ctx: &RequestContext,
+        changed: &mut Vec<String>,
+    ) -> RemotingCommand {
         let data: Value = match std::str::from_utf8(&req.body).map_err(|e| e.to_string()).and_then(|t| {
             crate::metadata::json::from_str_lenient(t, "heartbeat body").map_err(|e| e.to_string())
         }) {
@@ -135,7 +151,9 @@ impl ClientManageProcessor {
                 consume_type: field("consumeType", "CONSUME_PASSIVELY"),
                 consume_from_where: field("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
             };
-            self.shared.clients.register_consumer(group, client_id, channel.clone(), &kind, subs);
+            if self.shared.clients.register_consumer(group, client_id, channel.clone(), &kind, subs) {
+                changed.push(group.to_string());
+            }
         }
         for p in data.get("producerDataSet").and_then(Value::as_array).into_iter().flatten() {
             if let Some(group) = p.get("groupName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
@@ -145,18 +163,32 @@ impl ClientManageProcessor {
         RemotingCommand::response_to(req, response_code::SUCCESS, None)
     }
 
-    fn unregister(&self, req: &RemotingCommand, ctx: &RequestContext) -> RemotingCommand {
+    fn unregister(&self, broker: &Broker, req: &RemotingCommand, ctx: &RequestContext) -> RemotingCommand {
         let client_id = match req.ext_str("clientID") {
             Ok(id) => id,
             Err(e) => return bad_header(req, e),
         };
-        self.shared.clients.unregister(
-            client_id,
-            ctx.peer(),
-            req.ext("producerGroup"),
-            req.ext("consumerGroup"),
-        );
+        let consumer_group = req.ext("consumerGroup");
+        let left =
+            self.shared.clients.unregister(client_id, ctx.peer(), req.ext("producerGroup"), consumer_group);
+        if let (true, Some(group)) = (left, consumer_group) {
+            self.notify_members(broker, group);
+        }
         RemotingCommand::response_to(req, response_code::SUCCESS, None)
+    }
+
+    /// NOTIFY_CONSUMER_IDS_CHANGED to each live member of `group` (see the module doc).
+    fn notify_members(&self, broker: &Broker, group: &str) {
+        if !broker.config().notify_consumer_ids_changed_enable {
+            return;
+        }
+        for (client, responder, _) in self.shared.clients.consumer_channels(group) {
+            let push = RemotingCommand::request(request_code::NOTIFY_CONSUMER_IDS_CHANGED)
+                .with_ext("consumerGroup", group);
+            if let Err(e) = responder.push_oneway(push) {
+                tracing::debug!(group, client, "cannot tell a consumer its group changed: {e}");
+            }
+        }
     }
 }
 
@@ -164,10 +196,37 @@ impl RequestHandler for ClientManageProcessor {
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
         let Some(broker) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
         Handled::Respond(match request.code {
-            request_code::HEART_BEAT => self.heartbeat(&broker, &request, ctx),
-            request_code::UNREGISTER_CLIENT => self.unregister(&request, ctx),
+            request_code::HEART_BEAT => {
+                let mut changed = Vec::new();
+                let answer = self.heartbeat(&broker, &request, ctx, &mut changed);
+                if changed.is_empty() {
+                    answer
+                } else {
+                    // The answer first: a member's heartbeat is answered before it is told
+                    // of the change it made.
+                    if let Err(e) = ctx.responder().send(answer) {
+                        tracing::debug!(peer = %ctx.peer(), "heartbeat answer not sent: {e}");
+                    }
+                    for group in &changed {
+                        self.notify_members(&broker, group);
+                    }
+                    return Handled::Deferred;
+                }
+            }
+            request_code::UNREGISTER_CLIENT => self.unregister(&broker, &request, ctx),
             _ => RemotingCommand::not_supported(&request),
         })
+    }
+
+    fn connection_closed(&self, peer: std::net::SocketAddr) {
+        let groups = self.shared.clients.connection_closed(peer);
+        if groups.is_empty() {
+            return;
+        }
+        let Some(broker) = self.shared.broker() else { return };
+        for group in &groups {
+            self.notify_members(&broker, group);
+        }
     }
 }
 

@@ -147,11 +147,17 @@ impl ConsumerGroup {
     /// group's; a topic it does not name is dropped, and for one it names the group keeps
     /// its entry unless the heartbeat's has a newer `subVersion` (a member still on an older
     /// subscription must not roll the group back). Beyond `max` topics the rest of the
-    /// heartbeat's are ignored, with a warning. Returns the topics dropped.
-    fn update_subscriptions(&mut self, group: &str, subscriptions: Vec<Subscription>, max: usize) -> usize {
+    /// heartbeat's are ignored, with a warning. Returns how many topics were added and how
+    /// many dropped (RocketMQ notifies the group's members when either is not 0).
+    fn update_subscriptions(
+        &mut self,
+        group: &str,
+        subscriptions: Vec<Subscription>,
+        max: usize,
+    ) -> (usize, usize) {
         let mut old = std::mem::take(&mut self.subscriptions);
         let mut next: HashMap<String, Subscription> = HashMap::with_capacity(subscriptions.len().min(max));
-        let mut ignored = 0usize;
+        let (mut ignored, mut added) = (0usize, 0usize);
         for s in subscriptions {
             if let Some(n) = next.get_mut(&s.topic) {
                 // The same topic twice in one heartbeat: as Java, applied in turn.
@@ -166,7 +172,11 @@ impl ConsumerGroup {
             }
             let keep = match old.remove(&s.topic) {
                 Some(o) if o.sub_version >= s.sub_version => o,
-                _ => s,
+                Some(_) => s,
+                None => {
+                    added += 1;
+                    s
+                }
             };
             next.insert(keep.topic.clone(), keep);
         }
@@ -189,7 +199,7 @@ impl ConsumerGroup {
                 "topics no longer in the group's heartbeat dropped from its subscriptions"
             );
         }
-        old.len()
+        (added, old.len())
     }
 }
 
@@ -250,7 +260,9 @@ impl ClientTable {
     }
 
     /// Records a consumer's heartbeat; its subscriptions replace the group's (see
-    /// `ConsumerGroup::update_subscriptions`). Returns whether the group's membership changed.
+    /// `ConsumerGroup::update_subscriptions`). Returns whether the group changed as RocketMQ
+    /// tells its members (`ConsumerManager.registerConsumer`): a new member, or a topic added
+    /// to or dropped from its subscriptions.
     pub(crate) fn register_consumer(
         &self,
         group: &str,
@@ -266,11 +278,12 @@ impl ClientTable {
         g.message_model.clone_from(&kind.message_model);
         g.consume_type.clone_from(&kind.consume_type);
         g.consume_from_where.clone_from(&kind.consume_from_where);
-        g.update_subscriptions(group, subscriptions, MAX_SUBSCRIPTIONS_PER_GROUP);
+        let (topics_added, topics_dropped) =
+            g.update_subscriptions(group, subscriptions, MAX_SUBSCRIPTIONS_PER_GROUP);
         if added {
             tracing::info!(group, client = client_id, "new consumer connected");
         }
-        added
+        added || topics_added > 0 || topics_dropped > 0
     }
 
     /// Records a producer's heartbeat.
@@ -304,14 +317,16 @@ impl ClientTable {
 
     /// Removes a client from a producer group and/or a consumer group (UNREGISTER_CLIENT),
     /// only as registered from the same connection (`peer`): as RocketMQ, which unregisters the
-    /// request's own channel, so that nobody removes another client by its id.
+    /// request's own channel, so that nobody removes another client by its id. Returns
+    /// whether a member of the consumer group left.
     pub(crate) fn unregister(
         &self,
         client_id: &str,
         peer: SocketAddr,
         producer_group: Option<&str>,
         consumer_group: Option<&str>,
-    ) {
+    ) -> bool {
+        let mut left = false;
         let mut inner = self.lock();
         if let Some(g) = producer_group {
             if let Some(m) = inner.producers.get_mut(g) {
@@ -324,11 +339,34 @@ impl ClientTable {
             if let Some(cg) = inner.consumers.get_mut(g) {
                 if cg.channels.get(client_id).is_some_and(|c| c.peer == peer) {
                     cg.channels.remove(client_id);
+                    left = true;
                     tracing::info!(group = g, client = client_id, "consumer unregistered");
                 }
             }
         }
         inner.prune();
+        left
+    }
+
+    /// Forgets every client on the connection from `peer`, which closed (RocketMQ's
+    /// `doChannelCloseEvent`); returns the consumer groups a member left, sorted.
+    pub(crate) fn connection_closed(&self, peer: SocketAddr) -> Vec<String> {
+        let mut inner = self.lock();
+        let mut groups = Vec::new();
+        for (group, g) in inner.consumers.iter_mut() {
+            let before = g.channels.len();
+            g.channels.retain(|_, c| c.peer != peer);
+            if g.channels.len() != before {
+                tracing::info!(group = group.as_str(), %peer, "consumer gone (connection closed)");
+                groups.push(group.clone());
+            }
+        }
+        for members in inner.producers.values_mut() {
+            members.retain(|_, c| c.peer != peer);
+        }
+        inner.prune();
+        groups.sort();
+        groups
     }
 
     /// The client ids of a consumer group's live members, sorted.
@@ -454,21 +492,22 @@ mod tests {
     #[test]
     fn a_heartbeat_replaces_the_groups_subscriptions() {
         let mut g = ConsumerGroup::default();
-        assert_eq!(g.update_subscriptions("g", vec![sub("A", "*", 1), sub("B", "x", 1)], 10), 0);
+        assert_eq!(g.update_subscriptions("g", vec![sub("A", "*", 1), sub("B", "x", 1)], 10), (2, 0));
         assert_eq!(topics(&g), vec![("A", "*", 1), ("B", "x", 1)]);
         // The group moves from A to C: A is dropped.
-        assert_eq!(g.update_subscriptions("g", vec![sub("B", "x", 1), sub("C", "*", 1)], 10), 1);
+        assert_eq!(g.update_subscriptions("g", vec![sub("B", "x", 1), sub("C", "*", 1)], 10), (1, 1));
         assert_eq!(topics(&g), vec![("B", "x", 1), ("C", "*", 1)]);
         // An older or equal subVersion keeps the group's entry; a newer one replaces it.
-        g.update_subscriptions("g", vec![sub("B", "old", 0), sub("C", "same", 1)], 10);
+        // Neither adds or drops a topic.
+        assert_eq!(g.update_subscriptions("g", vec![sub("B", "old", 0), sub("C", "same", 1)], 10), (0, 0));
         assert_eq!(topics(&g), vec![("B", "x", 1), ("C", "*", 1)]);
-        g.update_subscriptions("g", vec![sub("B", "y", 2), sub("C", "*", 1)], 10);
+        assert_eq!(g.update_subscriptions("g", vec![sub("B", "y", 2), sub("C", "*", 1)], 10), (0, 0));
         assert_eq!(topics(&g), vec![("B", "y", 2), ("C", "*", 1)]);
         // The same topic twice in one heartbeat: the newer wins.
         g.update_subscriptions("g", vec![sub("B", "y", 2), sub("B", "z", 3), sub("B", "w", 1)], 10);
         assert_eq!(topics(&g), vec![("B", "z", 3)]);
         // A heartbeat with no subscription leaves none.
-        assert_eq!(g.update_subscriptions("g", vec![], 10), 1);
+        assert_eq!(g.update_subscriptions("g", vec![], 10), (0, 1));
         assert!(g.subscriptions.is_empty());
     }
 

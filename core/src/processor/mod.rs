@@ -46,9 +46,8 @@
 //! **Not served.** RocketMQ 5's timer messages are refused MESSAGE_ILLEGAL. Delayed messages
 //! (DELAY) are served (`crate::schedule`), and transactional ones (TRAN_MSG, END_TRANSACTION,
 //! CHECK_TRANSACTION_STATE pushed to producers: `crate::transaction`). Filters are tags only
-//! (no SQL92). The only requests the broker sends clients are CHECK_TRANSACTION_STATE and
-//! RESET_CONSUMER_CLIENT_OFFSET, so NOTIFY_CONSUMER_IDS_CHANGED is not pushed and consumers see group changes at their next
-//! periodic rebalance.
+//! (no SQL92). The requests the broker sends clients: CHECK_TRANSACTION_STATE,
+//! RESET_CONSUMER_CLIENT_OFFSET and NOTIFY_CONSUMER_IDS_CHANGED (see `client_manage`).
 
 mod client_manage;
 mod clients;
@@ -200,7 +199,9 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
     dispatch.register_all(PullProcessor::CODES, pull.clone());
     dispatch
         .register_all(ConsumerManageProcessor::CODES, Arc::new(ConsumerManageProcessor::new(shared.clone())));
-    dispatch.register_all(ClientManageProcessor::CODES, Arc::new(ClientManageProcessor::new(shared.clone())));
+    let client_manage = Arc::new(ClientManageProcessor::new(shared.clone()));
+    dispatch.register_all(ClientManageProcessor::CODES, client_manage.clone());
+    dispatch.on_close(client_manage);
     dispatch.register_all(LockProcessor::CODES, Arc::new(LockProcessor::new(shared.clone())));
     dispatch.register_all(QueryProcessor::CODES, Arc::new(QueryProcessor::new(shared.clone())));
     dispatch.register_all(TopicProcessor::CODES, Arc::new(TopicProcessor::new(shared.clone())));

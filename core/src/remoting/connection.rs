@@ -382,6 +382,13 @@ impl Connection {
             }
         }
         writer.close();
+        // As a panic in a request's handler, one here costs this connection only.
+        if let Err(payload) =
+            panic::catch_unwind(AssertUnwindSafe(|| self.handler.connection_closed(self.peer)))
+        {
+            tracing::error!(peer = %self.peer, panic = %panic_message(payload.as_ref()),
+                "connection-closed handler panicked");
+        }
     }
 
     /// Logs why the read loop ended: a bad frame is the peer's fault and worth a warning; an

@@ -32,6 +32,8 @@ use super::server::{Handled, RequestContext, RequestHandler};
 pub struct Dispatch {
     routes: HashMap<i32, Arc<dyn RequestHandler>>,
     fallback: Option<Arc<dyn RequestHandler>>,
+    /// Told when a connection ends (`RequestHandler::connection_closed`).
+    close_listeners: Vec<Arc<dyn RequestHandler>>,
 }
 
 impl Dispatch {
@@ -62,6 +64,11 @@ impl Dispatch {
         self.fallback = Some(handler);
     }
 
+    /// Tells `handler` when a connection ends.
+    pub fn on_close(&mut self, handler: Arc<dyn RequestHandler>) {
+        self.close_listeners.push(handler);
+    }
+
     /// Whether `code` has a route of its own (the fallback does not count).
     pub fn handles(&self, code: i32) -> bool {
         self.routes.contains_key(&code)
@@ -82,6 +89,12 @@ impl RequestHandler for Dispatch {
             None => Handled::Respond(RemotingCommand::not_supported(&request)),
         }
     }
+
+    fn connection_closed(&self, peer: std::net::SocketAddr) {
+        for h in &self.close_listeners {
+            h.connection_closed(peer);
+        }
+    }
 }
 
 impl std::fmt::Debug for Dispatch {
@@ -89,6 +102,7 @@ impl std::fmt::Debug for Dispatch {
         f.debug_struct("Dispatch")
             .field("codes", &self.codes())
             .field("fallback", &self.fallback.is_some())
+            .field("close_listeners", &self.close_listeners.len())
             .finish()
     }
 }

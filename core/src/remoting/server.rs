@@ -26,6 +26,10 @@ use crate::net::wake_acceptor;
 pub trait RequestHandler: Send + Sync + 'static {
     /// Handles one request (never a response: those are dropped before reaching here).
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled;
+
+    /// Called once when the connection from `peer` has ended, after its last request
+    /// (RocketMQ's channel-close event). Nothing by default.
+    fn connection_closed(&self, _peer: std::net::SocketAddr) {}
 }
 
 impl<F> RequestHandler for F

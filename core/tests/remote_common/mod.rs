@@ -362,6 +362,19 @@ impl Raw {
         self.stream.set_read_timeout(Some(TIMEOUT)).unwrap();
         r
     }
+    /// The next frame with `code` within `timeout`, skipping frames with other codes (the
+    /// NOTIFY_CONSUMER_IDS_CHANGED pushes a consumer's connection gets, ...); `None` if none
+    /// arrives.
+    pub fn recv_code(&mut self, code: i32, timeout: Duration) -> Option<RemotingCommand> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero())?;
+            let frame = self.try_recv(left)?;
+            if frame.code == code {
+                return Some(frame);
+            }
+        }
+    }
     /// Whether the server closed the connection (EOF or reset) within the timeout.
     pub fn closed_by_server(&mut self) -> bool {
         use std::io::Read;
