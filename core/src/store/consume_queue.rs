@@ -101,6 +101,22 @@ impl ConsumeQueue {
         Some(CqUnit::decode(b))
     }
 
+    /// Up to `max` units from queue offset `index` to the last unit written in the file that
+    /// holds it, as RocketMQ's `getIndexBuffer` selects them (QUERY_CONSUME_QUEUE): `None`
+    /// if `index` is below the first live unit (negative included) or not written yet.
+    pub fn units_in_file_from(&self, index: i64, max: usize) -> Option<Vec<CqUnit>> {
+        if index < 0 || index < self.min_offset_in_queue() {
+            return None;
+        }
+        let at = (index as u64).checked_mul(CQ_UNIT_SIZE as u64)?;
+        let f = self.files.find(at)?;
+        let bytes = f.readable_from((at - f.start_offset()) as usize);
+        if bytes.len() < CQ_UNIT_SIZE {
+            return None;
+        }
+        Some(bytes.chunks_exact(CQ_UNIT_SIZE).take(max).map(CqUnit::decode).collect())
+    }
+
     /// Appends the unit of queue offset `cq_offset` (dispatcher thread only). Units already
     /// present are skipped, which makes re-dispatch after a crash idempotent.
     ///
@@ -613,5 +629,36 @@ mod tests {
         assert_eq!(q.get(39), Some(CqUnit::FILLER));
         assert_eq!(q.min_offset_in_queue(), 40);
         assert_eq!(q.max_offset_in_queue(), 41);
+    }
+
+    /// QUERY_CONSUME_QUEUE's read: from the unit asked to the end of its file (RocketMQ's
+    /// `getIndexBuffer`), at most `max`; nothing below the minimum, past the last unit, or
+    /// behind a mid-file start's fillers.
+    #[test]
+    fn units_in_file_stop_at_the_file_end_and_the_queue_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = ConsumeQueue::open(dir.path(), "T", 0, 4 * CQ_UNIT_SIZE).unwrap();
+        let mut current = None;
+        for i in 0..10 {
+            q.put(&mut current, unit(i), i).unwrap();
+        }
+        let got = |index: i64, max: usize| q.units_in_file_from(index, max);
+        assert_eq!(got(1, 100), Some((1..4).map(unit).collect()));
+        assert_eq!(got(4, 2), Some(vec![unit(4), unit(5)]));
+        assert_eq!(got(9, 5), Some(vec![unit(9)]));
+        assert_eq!(got(3, 0), Some(vec![]));
+        assert_eq!(got(10, 1), None);
+        assert_eq!(got(-1, 1), None);
+        assert_eq!(got(i64::MAX, 1), None);
+        // Retention moved the minimum to 3: the units below it are not answered.
+        q.correct_min_offset(unit(3).phy_offset);
+        assert_eq!(q.min_offset_in_queue(), 3);
+        assert_eq!(got(2, 1), None);
+        assert_eq!(got(3, 100), Some(vec![unit(3)]));
+
+        q.destroy().unwrap();
+        q.put(&mut current, unit(41), 41).unwrap();
+        assert_eq!(got(40, 1), None, "a filler");
+        assert_eq!(got(41, 9), Some(vec![unit(41)]));
     }
 }
