@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rmqha_core::Broker;
 use rmqha_core::processor::{
     ClientManageProcessor, ConsumerManageProcessor, LockProcessor, PullProcessor, QueryProcessor,
-    RouteProcessor, SendProcessor, StatsProcessor, TopicProcessor,
+    QueueQueryProcessor, RouteProcessor, SendProcessor, StatsProcessor, TopicProcessor,
 };
 use rmqha_core::remoting::{RemotingCommand, request_code};
 
@@ -82,6 +82,7 @@ fn missing_and_unparsable_fields_are_system_errors_naming_the_field() {
         TopicProcessor::CODES,
         RouteProcessor::CODES,
         StatsProcessor::CODES,
+        QueueQueryProcessor::CODES,
     ];
     for &code in all.iter().flat_map(|c| c.iter()) {
         if [
@@ -138,6 +139,8 @@ fn missing_and_unparsable_fields_are_system_errors_naming_the_field() {
         "perm",
         "defaultTopic",
         "groupName",
+        "index",
+        "count",
     ];
     for &code in all.iter().flat_map(|c| c.iter()) {
         for garbage in ["", "-1", "\u{1}\u{2}", "99999999999999999999", "%RETRY%", &"x".repeat(300)] {

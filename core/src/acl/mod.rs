@@ -17,6 +17,13 @@
 //!    (create/delete topic, create/delete subscription group, UPDATE_BROKER_CONFIG) need
 //!    `admin: true`.
 //!
+//! **Operators' read requests** (GET_TOPIC_STATS_INFO, GET_CONSUME_STATS,
+//! GET_CONSUMER_CONNECTION_LIST, QUERY_CONSUME_QUEUE, ...) name no resource in 4.9's
+//! `PlainAccessResource.parse`, so they need an account that passes steps 1-3 and no topic
+//! or group permission, here as there. QUERY_CONSUME_QUEUE shows where a topic's messages
+//! lie in the CommitLog and their tags codes, not their bodies; GET_TOPIC_STATS_INFO shows
+//! the same queue offsets.
+//!
 //! **END_TRANSACTION** (not checked by RocketMQ 4.9: any client that passes the gate can
 //! commit or roll back anyone's transaction). Its header names no topic, so the gate lets it
 //! through with the account it verified ([`AclIdentity`], in
@@ -501,6 +508,27 @@ mod tests {
         std::fs::write(&path, text.replace("PUB", "SUB")).unwrap();
         assert!(state.reload_if_changed());
         assert_eq!(state.reloads.rejected.load(Ordering::Relaxed), 2);
+    }
+
+    /// The operators' read requests need a verified account, no permission on what they name
+    /// (the account's default topic permission is DENY).
+    #[test]
+    fn operators_reads_need_an_account_only() {
+        let r = rules();
+        for code in [
+            request_code::GET_TOPIC_STATS_INFO,
+            request_code::GET_CONSUME_STATS,
+            request_code::QUERY_CONSUME_QUEUE,
+        ] {
+            let req = || {
+                RemotingCommand::request(code)
+                    .with_ext("topic", "other")
+                    .with_ext("consumerGroup", "g2")
+                    .with_ext("queueId", "0")
+            };
+            assert_eq!(check(&r, &signed(req()), PEER), Ok(()), "code {code}");
+            assert_eq!(check(&r, &req(), PEER).unwrap_err(), "No accessKey is configured", "code {code}");
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //! | `topic` | UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, DELETE_SUBSCRIPTIONGROUP 207 (and the auto-creation rules used by send and pull) |
 //! | `route` (+ `registrar` on a slave) | GET_ROUTEINFO_BY_TOPIC 105, GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206, REGISTER_BROKER 103, UNREGISTER_BROKER 104 |
 //! | `stats` | GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208, GET_BROKER_CONFIG 26 (operators' tools) |
+//! | `queue_query` | QUERY_CONSUME_QUEUE 321 (a queue's ConsumeQueue units, `mqadmin queryCq`) |
 //!
 //! GET_BROKER_RUNTIME_INFO (28) and the config-sync codes stay with the
 //! [`AdminProcessor`](crate::broker_admin::AdminProcessor).
@@ -57,6 +58,7 @@ mod lock;
 mod long_poll;
 mod pull;
 mod query;
+mod queue_query;
 mod registrar;
 mod route;
 mod send;
@@ -81,6 +83,7 @@ pub use end_transaction::EndTransactionProcessor;
 pub use lock::LockProcessor;
 pub use pull::{PullProcessor, sys_flag as pull_sys_flag};
 pub use query::QueryProcessor;
+pub use queue_query::QueueQueryProcessor;
 pub use route::RouteProcessor;
 pub use send::SendProcessor;
 pub use send_back::SendBackProcessor;
@@ -207,6 +210,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
     dispatch.register_all(TopicProcessor::CODES, Arc::new(TopicProcessor::new(shared.clone())));
     dispatch.register_all(RouteProcessor::CODES, Arc::new(RouteProcessor::new(shared.clone())));
     dispatch.register_all(StatsProcessor::CODES, Arc::new(StatsProcessor::new(shared.clone())));
+    dispatch.register_all(QueueQueryProcessor::CODES, Arc::new(QueueQueryProcessor::new(shared.clone())));
     dispatch
         .register_all(EndTransactionProcessor::CODES, Arc::new(EndTransactionProcessor::new(shared.clone())));
 
