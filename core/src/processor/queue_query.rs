@@ -35,9 +35,9 @@
 //! (which rmqha's pull refuses). With extensions off 4.9 leaves it false.
 //!
 //! **Where 4.9 differs.** 4.9 encodes the body before filling it (`response.setBody
-//! (body.encode())` comes first), so a 4.9 broker answers every query with
-//! `{"maxQueueIndex":0,"minQueueIndex":0}`; rmqha answers the filled body, which is what
-//! `QueryConsumeQueueCommand` prints. The codes and remarks are 4.9's.
+//! (body.encode())` comes first), so a 4.9 broker's SUCCESS body is always
+//! `{"maxQueueIndex":0,"minQueueIndex":0}`; rmqha answers the filled body, the one
+//! `QueryConsumeQueueCommand` is written to print. The codes and remarks are 4.9's.
 //!
 //! **ACL.** Like GET_TOPIC_STATS_INFO and GET_CONSUME_STATS (and as in 4.9's
 //! `PlainAccessResource.parse`, which names no resource for any of them), the request needs
