@@ -99,6 +99,26 @@ pub(crate) struct Subscription {
     pub filter: TagFilter,
 }
 
+impl Subscription {
+    /// As Java's `SubscriptionData` (fastjson's order): the tag and code sets as
+    /// `FilterAPI.buildSubscriptionData` fills them from the expression (`*` has none), tags
+    /// sorted. GET_CONSUMER_CONNECTION_LIST's subscription table and QUERY_CONSUME_QUEUE.
+    pub(crate) fn java_json(&self) -> serde_json::Value {
+        let expr = self.sub_string.trim();
+        let tags: Vec<&str> = if expr.is_empty() || expr == "*" {
+            Vec::new()
+        } else {
+            let set: BTreeSet<&str> = expr.split("||").map(str::trim).filter(|t| !t.is_empty()).collect();
+            set.into_iter().collect()
+        };
+        let codes: Vec<i32> = tags.iter().map(|t| java_string_hash(t)).collect();
+        serde_json::json!({
+            "classFilterMode": false, "codeSet": codes, "expressionType": self.expression_type,
+            "subString": self.sub_string, "subVersion": self.sub_version, "tagsSet": tags, "topic": self.topic,
+        })
+    }
+}
+
 /// One client connection known from a heartbeat.
 #[derive(Debug, Clone)]
 pub(crate) struct Channel {
@@ -405,26 +425,8 @@ impl ClientTable {
         let connections: Vec<Value> = ids.into_iter().map(|id| g.channels[id].connection(id)).collect();
         let mut topics: Vec<&Subscription> = g.subscriptions.values().collect();
         topics.sort_by(|a, b| a.topic.cmp(&b.topic));
-        let table: serde_json::Map<String, Value> = topics
-            .into_iter()
-            .map(|s| {
-                // As Java's `FilterAPI.buildSubscriptionData` fills them: `*` has no tags.
-                let expr = s.sub_string.trim();
-                let tags: Vec<&str> = if expr.is_empty() || expr == "*" {
-                    Vec::new()
-                } else {
-                    let set: BTreeSet<&str> =
-                        expr.split("||").map(str::trim).filter(|t| !t.is_empty()).collect();
-                    set.into_iter().collect()
-                };
-                let codes: Vec<i32> = tags.iter().map(|t| java_string_hash(t)).collect();
-                let data = json!({
-                    "classFilterMode": false, "codeSet": codes, "expressionType": s.expression_type,
-                    "subString": s.sub_string, "subVersion": s.sub_version, "tagsSet": tags, "topic": s.topic,
-                });
-                (s.topic.clone(), data)
-            })
-            .collect();
+        let table: serde_json::Map<String, Value> =
+            topics.into_iter().map(|s| (s.topic.clone(), s.java_json())).collect();
         Some(json!({
             "connectionSet": connections,
             "consumeFromWhere": g.consume_from_where,

@@ -53,7 +53,7 @@ use crate::remoting::{
 };
 use crate::store::consume_queue::CqUnit;
 
-use super::clients::{Subscription, SubscriptionLookup, TagFilter};
+use super::clients::{SubscriptionLookup, TagFilter};
 use super::{Shared, bad_header, broker_gone, reply};
 
 /// Longest name echoed in a remark or `filterData` (a name any client chose).
@@ -98,7 +98,7 @@ impl QueueQueryProcessor {
         if let Some(group) = group {
             match self.shared.clients.subscription(group, topic) {
                 SubscriptionLookup::Found { subscription, .. } => {
-                    body.insert("subscriptionData".into(), subscription_data(&subscription));
+                    body.insert("subscriptionData".into(), subscription.java_json());
                     // Java's `JSON.toJSONString(null, true)`: no filter data for tags.
                     body.insert("filterData".into(), "null".into());
                     if subscription.expression_type == "TAG" {
@@ -138,25 +138,6 @@ fn unit_data(u: &CqUnit, filter: Option<&TagFilter>) -> Value {
     })
 }
 
-/// A subscription as Java's `SubscriptionData` (fastjson's order): the tag and code sets as
-/// `FilterAPI.buildSubscriptionData` fills them from the expression (`*` has none), tags
-/// sorted. The same shape as the subscription table of GET_CONSUMER_CONNECTION_LIST.
-fn subscription_data(s: &Subscription) -> Value {
-    let expr = s.sub_string.trim();
-    let tags: Vec<&str> = if expr.is_empty() || expr == "*" {
-        Vec::new()
-    } else {
-        let set: std::collections::BTreeSet<&str> =
-            expr.split("||").map(str::trim).filter(|t| !t.is_empty()).collect();
-        set.into_iter().collect()
-    };
-    let codes: Vec<i32> = tags.iter().map(|t| crate::message::java_string_hash(t)).collect();
-    json!({
-        "classFilterMode": false, "codeSet": codes, "expressionType": s.expression_type,
-        "subString": s.sub_string, "subVersion": s.sub_version, "tagsSet": tags, "topic": s.topic,
-    })
-}
-
 impl RequestHandler for QueueQueryProcessor {
     fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
         let Some(b) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
@@ -177,6 +158,7 @@ impl std::fmt::Debug for QueueQueryProcessor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::processor::clients::Subscription;
 
     #[test]
     fn units_and_subscriptions_as_fastjson_writes_them() {
@@ -199,7 +181,7 @@ mod tests {
             filter: TagFilter::parse(Some("TagB || TagA")),
         };
         assert_eq!(
-            subscription_data(&s).to_string(),
+            s.java_json().to_string(),
             format!(
                 r#"{{"classFilterMode":false,"codeSet":[{},{}],"expressionType":"TAG","subString":"TagB || TagA","subVersion":7,"tagsSet":["TagA","TagB"],"topic":"T"}}"#,
                 crate::message::java_string_hash("TagA"),
@@ -207,6 +189,6 @@ mod tests {
             )
         );
         let all = Subscription { sub_string: "*".into(), filter: TagFilter::all(), ..s };
-        assert_eq!(subscription_data(&all)["tagsSet"], json!([]));
+        assert_eq!(all.java_json()["tagsSet"], json!([]));
     }
 }
