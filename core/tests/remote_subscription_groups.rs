@@ -112,3 +112,32 @@ fn deleting_a_group_keeps_its_offsets_unless_asked() {
     assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
     b.shutdown();
 }
+
+/// A 4.9 broker starts with its tools' groups (`SubscriptionGroupManager.init`): `mqadmin`
+/// pulls as TOOLS_CONSUMER, which `autoCreateSubscriptionGroup=false` would otherwise refuse.
+#[test]
+fn rocketmqs_built_in_groups_exist_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path());
+    b.create_topic("T", 1).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let r = call(&c, pull_req("TOOLS_CONSUMER", "T", 0, 0, 1, FLAG_SUBSCRIPTION, 0, "*"));
+    assert_ne!(r.code, code::SUBSCRIPTION_GROUP_NOT_EXIST, "{r:?}");
+    let r = call(&c, pull_req("NOT_BUILT_IN", "T", 0, 0, 1, FLAG_SUBSCRIPTION, 0, "*"));
+    assert_eq!(r.code, code::SUBSCRIPTION_GROUP_NOT_EXIST, "{r:?}");
+    let all = call(&c, RemotingCommand::request(request_code::GET_ALL_SUBSCRIPTIONGROUP_CONFIG));
+    let body: serde_json::Value = serde_json::from_slice(&all.body).unwrap();
+    for g in [
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PULL",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_RMQ_SYS_TRANS",
+    ] {
+        assert_eq!(body["subscriptionGroupTable"][g]["groupName"], g, "{g}");
+    }
+    b.shutdown();
+}

@@ -196,6 +196,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
         register_client: Mutex::new(None),
     });
     topic::seed_system_topics(broker);
+    topic::seed_system_groups(broker);
     let pull = Arc::new(PullProcessor::new(shared.clone()));
     dispatch.register_all(SendProcessor::CODES, Arc::new(SendProcessor::new(shared.clone())));
     dispatch.register_all(SendBackProcessor::CODES, Arc::new(SendBackProcessor::new(shared.clone())));

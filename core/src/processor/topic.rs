@@ -41,6 +41,30 @@ pub(crate) fn seed_system_topics(broker: &Broker) {
     )]);
 }
 
+/// The subscription groups a RocketMQ 4.9 broker starts with (`SubscriptionGroupManager.init`):
+/// its own tools' groups (`mqadmin` pulls as TOOLS_CONSUMER, for one) and Alibaba ONS's.
+pub(crate) const SYSTEM_GROUPS: &[&str] = &[
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_RMQ_SYS_TRANS",
+];
+
+/// Adds RocketMQ's built-in subscription groups the table lacks, in memory (persisted with
+/// the table's next change, as in RocketMQ): with `autoCreateSubscriptionGroup=false` a
+/// tool pulling as TOOLS_CONSUMER is otherwise refused SUBSCRIPTION_GROUP_NOT_EXIST. A slave
+/// seeds them too, until its first sync brings the master's table.
+pub(crate) fn seed_system_groups(broker: &Broker) {
+    broker
+        .tables()
+        .subscription_groups()
+        .seed_if_absent(SYSTEM_GROUPS.iter().map(|g| SubscriptionGroupConfig::new(*g)));
+}
+
 /// Why a topic name is refused (Java `TopicValidator.validateTopic`), or `None` if it is valid.
 /// The most queues a topic is created with or advertised with (UPDATE_AND_CREATE_TOPIC).
 pub(crate) const MAX_QUEUE_NUMS: i32 = 1024;
