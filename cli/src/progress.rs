@@ -81,6 +81,12 @@ pub fn run(args: ProgressArgs) -> Result<(), String> {
         );
     }
     let total: i64 = stats.offsets.iter().map(|(_, o)| o.lag()).sum();
-    println!("total lag {total} over {} queues (group {} at {})", stats.offsets.len(), args.group, args.addr);
+    println!(
+        "total lag {total} over {} queues (group {} at {}), pulling {:.2} msgs/s over the last minute",
+        stats.offsets.len(),
+        args.group,
+        args.addr,
+        stats.consume_tps
+    );
     Ok(())
 }

@@ -117,6 +117,45 @@ fn consume_stats_show_the_groups_progress_on_every_topic_it_committed() {
     b.shutdown();
 }
 
+/// `consumeTps`: the messages per second the group pulled over the last minute (4.9's
+/// GROUP_GET_NUMS), counted from pulls answered with messages, per topic asked.
+#[test]
+fn consume_tps_is_the_groups_pull_rate_over_the_last_minute() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("A", 1).unwrap();
+    b.create_topic("B", 1).unwrap();
+    put(&b, "A", 0, 6);
+    put(&b, "B", 0, 3);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    b.commit_consumer_offset("rated", "A", 0, 0).unwrap();
+    b.commit_consumer_offset("rated", "B", 0, 0).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let tps = |topic: Option<&str>| {
+        let mut req =
+            RemotingCommand::request(request_code::GET_CONSUME_STATS).with_ext("consumerGroup", "rated");
+        if let Some(t) = topic {
+            req = req.with_ext("topic", t);
+        }
+        let r = call(&c, req);
+        ConsumeStats::decode(&r.body).unwrap().consume_tps
+    };
+    assert_eq!(tps(None), 0.0, "nothing pulled yet");
+    // Six from A in one pull, three from B; a pull that finds nothing counts nothing.
+    for (topic, n) in [("A", 6), ("B", 3)] {
+        let r = call(&c, pull_req("rated", topic, 0, 0, 32, FLAG_SUBSCRIPTION, 0, "*"));
+        assert_eq!((r.code, decode_records(&r.body).len()), (code::SUCCESS, n), "{r:?}");
+    }
+    let r = call(&c, pull_req("rated", "A", 0, 6, 32, FLAG_SUBSCRIPTION, 0, "*"));
+    assert_eq!(r.code, code::PULL_NOT_FOUND);
+    // The second still counting is left out: the rate shows once the clock has moved on.
+    assert!(common::wait_until(Duration::from_secs(5), || tps(None) > 0.0), "no rate after a second");
+    assert_eq!(tps(None), 9.0 / 60.0, "nine messages over a minute");
+    assert_eq!(tps(Some("A")), 6.0 / 60.0);
+    assert_eq!(tps(Some("B")), 3.0 / 60.0);
+    b.shutdown();
+}
+
 #[test]
 fn broker_config_lists_every_key_with_secrets_hidden() {
     let dir = tempfile::tempdir().unwrap();

@@ -59,6 +59,7 @@ mod long_poll;
 mod pull;
 mod query;
 mod queue_query;
+mod rates;
 mod registrar;
 mod route;
 mod send;
@@ -107,6 +108,8 @@ pub(crate) struct Shared {
     locks: lock::LockTable,
     group: route::GroupTable,
     long_poll: long_poll::LongPoll,
+    /// Messages each group pulled from each topic in the last minute (`consumeTps`).
+    rates: rates::GroupRates,
     /// The transactions decided, so that END_TRANSACTION decides each at most once.
     decisions: Arc<crate::transaction::Decisions>,
     stop: Arc<StopSignal>,
@@ -191,6 +194,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
         locks: lock::LockTable::default(),
         group: route::GroupTable::default(),
         long_poll: long_poll::LongPoll::new(broker.store().clone()),
+        rates: rates::GroupRates::default(),
         decisions: Arc::default(),
         stop: StopSignal::new(),
         register_client: Mutex::new(None),

@@ -266,6 +266,9 @@ impl PullProcessor {
                 filter,
             });
         }
+        if code == response_code::SUCCESS {
+            self.shared.rates.add(&h.topic, &h.group, r.records.len());
+        }
         Ok(PullOutcome::Respond(pull_response(req, code, &r, suggest)))
     }
 

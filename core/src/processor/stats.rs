@@ -66,7 +66,8 @@ impl StatsProcessor {
     /// offsets on, each read queue's max offset, the group's committed offset (0 for none)
     /// and the store time of the last message consumed. A topic no longer configured is
     /// skipped, and so is one the group's live consumers do not subscribe to while they
-    /// subscribe to others. `consumeTps` is 0.0: rmqha keeps no per-group rates.
+    /// subscribe to others. `consumeTps`: the messages per second the group pulled from those
+    /// topics over the last minute (as 4.9's GROUP_GET_NUMS per-minute TPS).
     fn consume_stats(&self, b: &Broker, req: &RemotingCommand) -> Answer {
         let h = |e| bad_header(req, e);
         let group = req.ext_str("consumerGroup").map_err(h)?;
@@ -83,6 +84,7 @@ impl StatsProcessor {
         let store = b.store();
         // One offsetTable for every topic.
         let mut entries = Vec::new();
+        let mut pulled = 0u64;
         for topic in &topics {
             let Some(tc) = b.topic_config(topic) else {
                 tracing::debug!(group, topic = topic.as_str(), "consume stats: the topic is not configured");
@@ -107,8 +109,11 @@ impl StatsProcessor {
                 )
             });
             queue_entries(&mut entries, &b.config().broker_name, topic, rows);
+            pulled += self.shared.rates.last_minute(topic, group);
         }
-        let body = format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{}}}}}", entries.join(","));
+        let tps = pulled as f64 / super::rates::WINDOW as f64;
+        // `{:?}` writes a double as Java does at these magnitudes (0.0, 2.5).
+        let body = format!("{{\"consumeTps\":{tps:?},\"offsetTable\":{{{}}}}}", entries.join(","));
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
     }
 
