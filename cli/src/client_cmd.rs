@@ -108,8 +108,9 @@ pub struct GetArgs {
     /// Most messages to print (several pulls if needed); at least 1.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     max: u32,
-    /// Consumer group (created on first use if the broker has autoCreateSubscriptionGroup).
-    #[arg(long, default_value = "rmqha_cli_consumer")]
+    /// Consumer group: by default RocketMQ's tools' group, TOOLS_CONSUMER, which every broker
+    /// has, so reading creates no group; nothing is committed.
+    #[arg(long, default_value = "TOOLS_CONSUMER")]
     group: String,
     /// Tag expression, e.g. "TagA || TagB"; * is everything.
     #[arg(long, default_value = "*")]
