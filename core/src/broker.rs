@@ -300,6 +300,7 @@ impl Broker {
                 max_backoff: Duration::from_secs(5),
                 bind_address: config.ha_client_bind_address.parse().ok(),
                 auth_secret,
+                truncate_diverged: config.ha_slave_truncate_diverged,
             };
             match HaSlave::start(store.clone(), &config.ha_master_address, opts) {
                 Ok(s) => (None, Some(s), 0),

@@ -167,6 +167,7 @@ fn slave_opts() -> HaSlaveOptions {
         max_backoff: Duration::from_millis(20),
         bind_address: None,
         auth_secret: None,
+        truncate_diverged: false,
     }
 }
 

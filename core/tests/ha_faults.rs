@@ -478,7 +478,12 @@ fn refused_offsets_and_new_master_address() {
         .refused_slaves
         .iter()
         .any(|r| r.reason.contains("ahead"))));
-    assert!(ha_error_says(&slave, "before sending anything"), "{:?}", slave.offsets().last_ha_error);
+    // The master says where its log ends before it closes (an empty frame there): the slave
+    // names that, and the way out.
+    assert!(ha_error_says(&slave, "is ahead of it"), "{:?}", slave.offsets().last_ha_error);
+    let e = slave.offsets().last_ha_error.unwrap();
+    assert!(e.contains(&format!("lines up to {} at most", m2.max_offset())), "{e}");
+    assert!(e.contains("rmqha truncate --offset") && e.contains("haSlaveTruncateDiverged"), "{e}");
     assert_eq!(slave.max_offset(), before);
     assert_eq!(slave.offsets().master_address.as_deref(), Some(ha_addr(&m2).to_string().as_str()));
     // Back to the first master: it catches up what was put meanwhile.
@@ -1068,4 +1073,58 @@ fn a_frame_ending_past_the_largest_offset_is_refused_and_the_slave_reconnects() 
     assert!(reconnected, "the slave never reconnected; last HA error: {err:?}");
     assert!(err.is_some_and(|e| e.contains("largest offset")), "the reason is shown");
     assert_eq!(slave.max_offset(), 0);
+}
+
+/// A manual failover and the old master back as a slave: it holds a tail the new master
+/// never got (ASYNC puts while its slave was away), then the new master's writes. With
+/// `haSlaveTruncateDiverged=true` it cuts its log back to where the logs agree, round by
+/// round, and follows: byte-identical CommitLogs, and its queues hold the new master's
+/// messages. Both ways the logs part: the new master's log shorter than the old one's (the
+/// master says where it ends) and longer (the resent bytes differ).
+#[test]
+fn with_truncate_diverged_an_old_master_cuts_its_tail_back_and_follows_the_new_one() {
+    for (tail, new) in [(60, 20), (5, 200)] {
+        let (ad, bd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = Broker::start_master(broker_config(ad.path(), "ASYNC_MASTER", &[])).unwrap();
+        let b = slave_of(bd.path(), &a, &[]);
+        for i in 0..100 {
+            a.put_message_sync(&message("Common", 0, i, 300)).unwrap();
+        }
+        assert!(wait_until(Duration::from_secs(10), || b.max_offset() == a.max_offset()));
+        let common_end = a.max_offset();
+        b.shutdown();
+        drop(b);
+        // Puts the slave never gets, then the old master stops.
+        for i in 0..tail {
+            a.put_message_sync(&message("OldTail", 0, i, 300)).unwrap();
+        }
+        let old_end = a.max_offset();
+        a.shutdown();
+        drop(a);
+
+        // The slave's store becomes the master and takes new puts.
+        let b = Broker::start_master(broker_config(bd.path(), "ASYNC_MASTER", &[])).unwrap();
+        for i in 0..new {
+            b.put_message_sync(&message("NewMaster", 0, i, 300)).unwrap();
+        }
+        assert_eq!(b.max_offset() < old_end, tail > new / 10, "case {tail}/{new}");
+        // The old master comes back as its slave.
+        let a = slave_of(ad.path(), &b, &[("haSlaveTruncateDiverged", "true")]);
+        assert!(
+            wait_until(Duration::from_secs(20), || a.max_offset() == b.max_offset()
+                && a.offsets().last_ha_error.is_none()),
+            "case {tail}/{new}: old master at {} of {}: {:?}",
+            a.max_offset(),
+            b.max_offset(),
+            a.offsets().last_ha_error
+        );
+        assert!(a.store().wait_dispatched(Duration::from_secs(10)));
+        assert_eq!(a.queue_max_offset("Common", 0), 100);
+        assert_eq!(a.queue_max_offset("OldTail", 0), 0, "the old tail was cut (queue included)");
+        assert_eq!(a.queue_max_offset("NewMaster", 0), new as i64);
+        assert!(a.max_offset() > common_end);
+        a.shutdown();
+        b.shutdown();
+        assert_same_commit_logs(ad.path(), bd.path());
+    }
 }

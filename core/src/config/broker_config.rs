@@ -344,6 +344,11 @@ broker_config! {
     /// which report offsets inside records and close a connection whose first frame starts
     /// before their end (rmqha).
     ha_verify_slave_tail: bool = true, "haVerifySlaveTail";
+    /// Slave (rmqha): when its log diverged from its master's (found by the check above), cut
+    /// it back to the record the divergence was found at or before, and reconnect to compare
+    /// again, until the logs agree; the records cut are lost (logged with the range). false
+    /// (default): refuse to follow, saying where to cut by hand (`rmqha truncate`).
+    ha_slave_truncate_diverged: bool = false, "haSlaveTruncateDiverged";
     /// A secret shared by a master and its slaves (rmqha; at least 16 characters): each HA
     /// connection then starts with a challenge and response proving both sides know it, and
     /// a client without it cannot pose as a slave. Empty (default): no authentication, as

@@ -509,6 +509,24 @@ impl Shared {
         conn.close(&format!("refused: {reason}"));
     }
 
+    /// For a slave refused because its log diverged from this one (ahead of it, or ending
+    /// where no record of this log starts): the highest offset this log could serve it from,
+    /// this log's end or the start of the record holding `req`, sent as an empty frame before
+    /// the close (the classic protocol has no other way to say it). `None` for other refusals,
+    /// and without `haVerifySlaveTail` (a stock slave takes no hint).
+    fn divergence_hint(&self, req: i64) -> Option<u64> {
+        let cl = &self.cl;
+        let (min, max) = (cl.min_offset() as i64, cl.max_offset() as i64);
+        if !self.opts.verify_slave_tail || req <= 0 || req < min || remoting_header(req).is_some() {
+            return None;
+        }
+        if req > max {
+            return Some(max as u64);
+        }
+        let fs = cl.file_size() as i64;
+        Some(cl.record_start_at_or_before((req - req % fs) as u64, req as u64))
+    }
+
     /// Where to start streaming for a slave that reported `req`, or why not.
     fn start_offset(&self, req: i64) -> Result<u64, String> {
         let cl = &self.cl;
@@ -796,6 +814,14 @@ fn write_loop(shared: &Shared, conn: &Conn) -> String {
     let mut next = match shared.start_offset(req) {
         Ok(n) => n,
         Err(reason) => {
+            if let Some(hint) = shared.divergence_hint(req) {
+                // Before the close: where this log could serve from, for an rmqha slave to
+                // say (or, with haSlaveTruncateDiverged, cut back to). A stock slave closes
+                // on a frame that is not at its end, as it would on the close.
+                if let Ok(mut s) = conn.stream.try_clone() {
+                    let _ = send_header(&mut s, hint as i64, 0, false);
+                }
+            }
             shared.refuse(conn, req, reason.clone());
             return format!("refused: {reason}");
         }

@@ -27,6 +27,9 @@ pub struct HaSlaveOptions {
     /// `haAuthSecret`: prove it to the master, and check the master's proof, before the first
     /// report (see `super::auth`); `None` for a master without one.
     pub auth_secret: Option<crate::config::Secret>,
+    /// `haSlaveTruncateDiverged`: cut a log that diverged from the master's back to where it
+    /// diverged and reconnect, instead of refusing to follow.
+    pub truncate_diverged: bool,
 }
 
 /// What the slave knows of its master.
@@ -51,6 +54,8 @@ struct Shared {
     acked: AtomicI64,
     last_error: Mutex<Option<String>>,
     stop: Arc<StopSignal>,
+    /// Set by a session that cut a diverged log back: reconnect at once to compare again.
+    retry_now: AtomicBool,
 }
 
 /// The slave's HA client thread.
@@ -73,6 +78,7 @@ impl HaSlave {
             acked: AtomicI64::new(-1),
             last_error: Mutex::new(None),
             stop: StopSignal::new(),
+            retry_now: AtomicBool::new(false),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name("rmqha-ha-client".into()).spawn(move || run(&s))?;
@@ -123,6 +129,41 @@ impl Shared {
     }
     fn set_error(&self, e: String) {
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+    }
+
+    /// This slave's log diverged from the master's at or before `record`, a record start in
+    /// it (`what` says how it was found). Without `truncate_diverged` the session ends with
+    /// `what` and the remedy; with it, the log is cut back to `record` (the records from there
+    /// are lost, and logged) and the slave reconnects at once to compare again: each round
+    /// cuts at least one record, so the rounds end where the logs agree.
+    fn diverged(&self, record: u64, what: &str) -> String {
+        if !self.opts.truncate_diverged {
+            return format!(
+                "{what}: the logs diverged, at or before this slave's record at {record}. This store cannot \
+                 follow this master as it is: start it empty (a new store directory) to copy the master's \
+                 log, cut it back with `rmqha truncate --offset {record}` (the records past the cut are lost; \
+                 if the logs diverged earlier still, the next connection says where), or set \
+                 haSlaveTruncateDiverged=true to have it cut back by itself"
+            );
+        }
+        let end = self.store.max_offset();
+        match self.store.truncate(record) {
+            Ok(()) => {
+                tracing::warn!(
+                    "HA: {what}: the logs diverged at or before {record}; haSlaveTruncateDiverged: cut this \
+                     slave's log from {end} back to {record} ({} bytes of records lost), reconnecting to \
+                     compare again",
+                    end.saturating_sub(record as i64)
+                );
+                self.retry_now.store(true, Ordering::Release);
+                format!(
+                    "{what}: the logs diverged; cut back from {end} to {record} (haSlaveTruncateDiverged)"
+                )
+            }
+            Err(e) => format!(
+                "{what}: the logs diverged, at or before {record}, and cutting this log back there failed: {e}"
+            ),
+        }
     }
 }
 
@@ -195,6 +236,12 @@ fn run(shared: &Shared) {
         let why = session(shared, stream);
         shared.connected.store(false, Ordering::Release);
         *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if shared.retry_now.swap(false, Ordering::AcqRel) {
+            // A diverged log was cut back: compare again at once (logged by the cut).
+            shared.set_error(why);
+            backoff = FIRST_BACKOFF;
+            continue;
+        }
         // A session that lasted resets the backoff; a master that refuses us at once does not.
         if started.elapsed() > Duration::from_secs(5) {
             backoff = FIRST_BACKOFF;
@@ -211,6 +258,13 @@ fn run(shared: &Shared) {
         shared.set_error(why);
         pause(backoff, &addr, &mut backoff);
     }
+}
+
+/// The start of the record of `store`'s CommitLog that holds `offset` (or starts there).
+fn record_holding(store: &MessageStore, offset: i64) -> u64 {
+    let cl = store.commit_log();
+    let fs = cl.file_size() as i64;
+    cl.record_start_at_or_before((offset - offset % fs) as u64, offset as u64)
 }
 
 fn connect(
@@ -364,6 +418,7 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
     };
     let mut filled = 0usize;
     let mut streaming = false;
+    let mut first_frame = true;
     loop {
         if shared.stop.is_stopped() {
             return "stopped".into();
@@ -400,6 +455,19 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                 ParsedFrame::Partial => break,
                 ParsedFrame::Bad(why) => return format!("bad frame from master: {why}"),
                 ParsedFrame::Frame { offset, body } => {
+                    if first_frame && body.is_empty() && offset >= 0 && offset < resume_from {
+                        // The master refused this slave's end and said where its log could
+                        // serve from (`HaMaster::divergence_hint`): before that, if anywhere.
+                        let record = record_holding(store, offset.max(store.min_offset()));
+                        return shared.diverged(
+                            record,
+                            &format!(
+                                "the master cannot serve this slave's end at {resume_from} (this slave is ahead \
+                                 of it, or its records end elsewhere); the master's log lines up to {offset} at most"
+                            ),
+                        );
+                    }
+                    first_frame = false;
                     // Frames come in order: this one reaching `resume_from` means every
                     // resent record before it was compared (this one is below; a mismatch
                     // ends the session before any report).
@@ -463,19 +531,12 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                                 local = differs_at;
                             }
                             Some(differs_at) => {
-                                let cl = store.commit_log();
-                                let fs = cl.file_size() as i64;
-                                let record = cl.record_start_at_or_before(
-                                    (differs_at - differs_at % fs) as u64,
-                                    differs_at as u64,
-                                );
-                                return format!(
-                                    "master resent bytes at {differs_at} that differ from this slave's: the logs \
-                                     diverged, at or before this slave's record at {record}. This store cannot follow \
-                                     this master as it is: start it empty (a new store directory) to copy the \
-                                     master's log, or cut it back with `rmqha truncate --offset {record}` (the \
-                                     records past the cut are lost; if the logs diverged earlier still, the next \
-                                     connection says where)"
+                                let record = record_holding(store, differs_at);
+                                return shared.diverged(
+                                    record,
+                                    &format!(
+                                        "master resent bytes at {differs_at} that differ from this slave's"
+                                    ),
                                 );
                             }
                         }
