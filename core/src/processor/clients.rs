@@ -227,6 +227,9 @@ impl ConsumerGroup {
 struct Inner {
     consumers: HashMap<String, ConsumerGroup>,
     producers: HashMap<String, HashMap<String, Channel>>,
+    /// Connections a heartbeat came from, so that closing any other (a tool's, a slave's
+    /// config sync) costs no walk over every group.
+    peers: HashSet<SocketAddr>,
 }
 
 impl Inner {
@@ -293,6 +296,7 @@ impl ClientTable {
     ) -> bool {
         let mut inner = self.lock();
         inner.prune();
+        inner.peers.insert(channel.peer);
         let g = inner.consumers.entry(group.to_owned()).or_default();
         let added = g.channels.insert(client_id.to_owned(), channel).is_none();
         g.message_model.clone_from(&kind.message_model);
@@ -312,6 +316,7 @@ impl ClientTable {
         // Closed connections go here too, or a broker that only producers use would keep each
         // one's entry (and its socket) for good.
         inner.prune();
+        inner.peers.insert(channel.peer);
         inner.producers.entry(group.to_owned()).or_default().insert(client_id.to_owned(), channel);
     }
 
@@ -372,6 +377,9 @@ impl ClientTable {
     /// `doChannelCloseEvent`); returns the consumer groups a member left, sorted.
     pub(crate) fn connection_closed(&self, peer: SocketAddr) -> Vec<String> {
         let mut inner = self.lock();
+        if !inner.peers.remove(&peer) {
+            return Vec::new();
+        }
         let mut groups = Vec::new();
         for (group, g) in inner.consumers.iter_mut() {
             let before = g.channels.len();
