@@ -92,6 +92,8 @@ pub struct Broker {
     acl_reloads: OnceLock<Option<Arc<crate::acl::AclReloads>>>,
     listen_port: u16,
     ha_port: u16,
+    /// `brokerPermission` now (UPDATE_BROKER_CONFIG changes it at runtime).
+    permission: std::sync::atomic::AtomicI32,
     stop: Arc<StopSignal>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     shut: AtomicBool,
@@ -336,6 +338,7 @@ impl Broker {
             acl_reloads: OnceLock::new(),
             listen_port,
             ha_port,
+            permission: std::sync::atomic::AtomicI32::new(config.broker_permission),
             stop: StopSignal::new(),
             threads: Mutex::new(Vec::new()),
             shut: AtomicBool::new(false),
@@ -442,6 +445,28 @@ impl Broker {
     pub fn config(&self) -> &BrokerConfig {
         &self.config
     }
+    /// `brokerPermission` now: 6 read and write, 4 read only, 2 write only (RocketMQ's
+    /// `PermName` bits: 4 read, 2 write).
+    pub fn broker_permission(&self) -> i32 {
+        self.permission.load(Ordering::Acquire)
+    }
+
+    /// Changes `brokerPermission` until the broker stops (the properties file is left as it
+    /// is): 4 makes it read only (remote sends refused NO_PERMISSION, routes advertise no
+    /// write), 2 write only, 6 both again. Refuses any other value.
+    pub fn set_broker_permission(&self, perm: i32) -> Result<()> {
+        if !matches!(perm, 2 | 4 | 6) {
+            return Err(Error::InvalidArgument(format!(
+                "brokerPermission {perm}: must be 6 (read and write), 4 (read only) or 2 (write only)"
+            )));
+        }
+        let was = self.permission.swap(perm, Ordering::AcqRel);
+        if was != perm {
+            tracing::warn!("brokerPermission changed from {was} to {perm}");
+        }
+        Ok(())
+    }
+
     pub fn role(&self) -> BrokerRole {
         self.store.role()
     }

@@ -465,6 +465,11 @@ broker_config! {
     auto_create_topic_enable: bool = true, "autoCreateTopicEnable";
     /// Create subscription groups on first use.
     auto_create_subscription_group: bool = true, "autoCreateSubscriptionGroup";
+    /// What the broker lets clients do (RocketMQ's `PermName`): 6 read and write, 4 read only
+    /// (sends refused, consumers drain it), 2 write only (pulls refused). Routes advertise each
+    /// topic's permission with this one's bits removed. Changeable at runtime
+    /// (UPDATE_BROKER_CONFIG, `mqadmin updateBrokerConfig -k brokerPermission`).
+    broker_permission: i32 = 6, "brokerPermission";
     /// Push NOTIFY_CONSUMER_IDS_CHANGED to a consumer group's members when one joins or
     /// leaves or the group's topics change, so that they rebalance at once rather than at
     /// their next periodic rebalance (every 20 s in the Java client).
@@ -516,7 +521,6 @@ fn closest_key(key: &str) -> Option<&'static str> {
 
 /// RocketMQ keys that rmqha reads without acting on them; loading them warns once, by name.
 const UNSUPPORTED_KEYS: &[&str] = &[
-    "brokerPermission",
     "sendMessageThreadPoolNums",
     "pullMessageThreadPoolNums",
     "queryMessageThreadPoolNums",
@@ -905,6 +909,9 @@ impl BrokerConfig {
                 )
             }
             "haSyncSlaveCount" if self.ha_sync_slave_count < 1 => bad("must be at least 1"),
+            "brokerPermission" if !matches!(self.broker_permission, 2 | 4 | 6) => {
+                bad("must be 6 (read and write), 4 (read only) or 2 (write only)")
+            }
             "maxMessageSize" if self.max_message_size <= 0 => bad("must be positive"),
             "transactionCheckInterval" if self.transaction_check_interval <= 0 => bad("must be positive"),
             "transactionTimeOut" if self.transaction_time_out < 0 => bad("must not be negative"),
@@ -1276,15 +1283,20 @@ mod tests {
 
     #[test]
     fn unknown_key_is_a_named_warning() {
-        let c = BrokerConfig::from_properties_str("brokerNmae=x\nbrokerPermission=6\nbrokerRole=SLAVE\n")
-            .unwrap();
+        let c = BrokerConfig::from_properties_str(
+            "brokerNmae=x\nsendMessageThreadPoolNums=6\nbrokerRole=SLAVE\n",
+        )
+        .unwrap();
         assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
         // The line, and the key it most likely misspells.
         assert!(
             c.warnings[0]
                 .starts_with("line 1: unknown config key brokerNmae; ignored (did you mean brokerName?)")
         );
-        assert!(c.warnings[1].contains("brokerPermission") && c.warnings[1].contains("does not implement"));
+        assert!(
+            c.warnings[1].contains("sendMessageThreadPoolNums")
+                && c.warnings[1].contains("does not implement")
+        );
         assert!(c.warnings[1].starts_with("line 2: "));
         let c = BrokerConfig::from_properties_str("masterAdress=1.2.3.4:10911\nBROKERROLE=SLAVE\nzzz=1\n")
             .unwrap();

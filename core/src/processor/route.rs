@@ -161,7 +161,7 @@ impl RouteProcessor {
             "filterServerTable": {},
             "queueDatas": [{
                 "brokerName": b.config().broker_name,
-                "perm": tc.perm,
+                "perm": advertised_perm(tc.perm, b.broker_permission()),
                 "readQueueNums": tc.read_queue_nums,
                 "topicSysFlag": tc.topic_sys_flag,
                 "writeQueueNums": tc.write_queue_nums,
@@ -275,4 +275,13 @@ impl std::fmt::Debug for RouteProcessor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RouteProcessor").finish_non_exhaustive()
     }
+}
+
+/// A topic's permission as the route advertises it (4.9's `registerBrokerAll`): a broker
+/// that is not both readable and writable (`brokerPermission` 4 or 2) advertises each topic
+/// with only the bits both allow.
+fn advertised_perm(topic_perm: i32, broker_perm: i32) -> i32 {
+    use crate::metadata::TopicConfig;
+    let rw = TopicConfig::PERM_READ | TopicConfig::PERM_WRITE;
+    if broker_perm & rw == rw { topic_perm } else { topic_perm & broker_perm }
 }

@@ -23,9 +23,9 @@ use super::{Shared, bad_header, broker_gone, reply};
 pub struct StatsProcessor {
     shared: Arc<Shared>,
     /// The config's version (GET_BROKER_CONFIG's `version` header field, RocketMQ's
-    /// `Configuration.getDataVersionJson`): the broker's start, as its config does not change
-    /// while it runs.
-    config_version: DataVersion,
+    /// `Configuration.getDataVersionJson`): set at the broker's start, moved by each
+    /// UPDATE_BROKER_CONFIG that changes something.
+    config_version: std::sync::Mutex<DataVersion>,
 }
 
 type Answer = Result<RemotingCommand, RemotingCommand>;
@@ -36,10 +36,11 @@ impl StatsProcessor {
         request_code::GET_TOPIC_STATS_INFO,
         request_code::GET_CONSUME_STATS,
         request_code::GET_BROKER_CONFIG,
+        request_code::UPDATE_BROKER_CONFIG,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        StatsProcessor { shared, config_version: DataVersion::new() }
+        StatsProcessor { shared, config_version: std::sync::Mutex::new(DataVersion::new()) }
     }
 
     /// 4.9 `getTopicStatsInfo`: each write queue's min and max offset and the store time of
@@ -121,14 +122,56 @@ impl StatsProcessor {
     /// [`REDACTED`](crate::config::REDACTED); the config's version in the `version` header field.
     fn broker_config(&self, b: &Broker, req: &RemotingCommand) -> Answer {
         let mut body = String::new();
+        let perm = b.broker_permission().to_string();
         for (k, v) in b.config().to_map_redacted() {
+            // What changes at runtime, as it is now.
+            let v = if k == "brokerPermission" { perm.as_str() } else { v.as_str() };
             let _ = writeln!(body, "{k}={v}");
         }
-        let version = serde_json::to_string(&self.config_version)
+        let version = serde_json::to_string(&*self.config_version.lock().unwrap_or_else(|e| e.into_inner()))
             .map_err(|e| reply(req, response_code::SYSTEM_ERROR, e.to_string()))?;
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
             .with_ext("version", version)
             .with_body(body.into_bytes()))
+    }
+}
+
+impl StatsProcessor {
+    /// 4.9 `updateBrokerConfig` (`mqadmin updateBrokerConfig -k KEY -v VALUE`): the body a
+    /// properties text of keys to change. rmqha changes `brokerPermission` at runtime (not
+    /// written back to the properties file: a restart takes the file's value); every other
+    /// known key is refused naming it, since it takes effect only at a start (4.9 stores any
+    /// key in memory and its file, whether or not anything reads it again), and so is an
+    /// unknown key or a bad value. All or nothing: one refused key changes nothing.
+    fn update_broker_config(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let refuse = |why: String| reply(req, response_code::SYSTEM_ERROR, why);
+        let text = std::str::from_utf8(&req.body)
+            .map_err(|_| refuse("UPDATE_BROKER_CONFIG body is not text (key=value lines)".into()))?;
+        let entries = crate::config::parse_properties(text)
+            .map_err(|e| refuse(format!("UPDATE_BROKER_CONFIG body: {e}")))?;
+        if entries.is_empty() {
+            return Err(refuse("UPDATE_BROKER_CONFIG names no key (a body of key=value lines)".into()));
+        }
+        let mut scratch = b.config().clone();
+        for e in &entries {
+            let key = e.key.trim();
+            if !crate::config::BrokerConfig::KEYS.contains(&key) {
+                return Err(refuse(format!("unknown config key {}", crate::clip(key, 64))));
+            }
+            if key != "brokerPermission" {
+                return Err(refuse(format!(
+                    "{key} cannot change while the broker runs (only brokerPermission can): set it in the \
+                     broker's properties file and restart"
+                )));
+            }
+            scratch.set(key, &e.value).map_err(|err| refuse(err.to_string()))?;
+        }
+        let perm = scratch.broker_permission;
+        if perm != b.broker_permission() {
+            b.set_broker_permission(perm).map_err(|e| refuse(e.to_string()))?;
+            self.config_version.lock().unwrap_or_else(|e| e.into_inner()).next_version();
+        }
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
     }
 }
 
@@ -158,6 +201,7 @@ impl RequestHandler for StatsProcessor {
             request_code::GET_TOPIC_STATS_INFO => self.topic_stats(&b, &request),
             request_code::GET_CONSUME_STATS => self.consume_stats(&b, &request),
             request_code::GET_BROKER_CONFIG => self.broker_config(&b, &request),
+            request_code::UPDATE_BROKER_CONFIG => self.update_broker_config(&b, &request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))

@@ -1,0 +1,116 @@
+//! `brokerPermission` (RocketMQ's `PermName` bits: 4 read, 2 write), from the properties or
+//! changed at runtime by UPDATE_BROKER_CONFIG (`mqadmin updateBrokerConfig -k
+//! brokerPermission -v 4`, the way to drain a broker's writes): sends (and send-backs) refused
+//! NO_PERMISSION without write, pulls without read, routes advertising only what both allow.
+//! Any other key is refused at runtime, naming it.
+
+mod common;
+mod remote_common;
+
+use std::sync::Arc;
+
+use rmqha_core::Broker;
+use rmqha_core::remoting::{RemotingClient, RemotingCommand, request_code};
+
+use remote_common::*;
+
+fn master(dir: &std::path::Path, extra: &[(&str, &str)]) -> Arc<Broker> {
+    let b = Broker::start_master(common::broker_config(dir, "ASYNC_MASTER", extra)).unwrap();
+    b.create_topic("T", 1).unwrap();
+    b
+}
+
+fn update(c: &RemotingClient, body: &str) -> RemotingCommand {
+    call(c, RemotingCommand::request(request_code::UPDATE_BROKER_CONFIG).with_body(body.as_bytes().to_vec()))
+}
+
+fn route_perm(c: &RemotingClient) -> i64 {
+    let r = call(c, RemotingCommand::request(request_code::GET_ROUTEINFO_BY_TOPIC).with_ext("topic", "T"));
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    v["queueDatas"][0]["perm"].as_i64().unwrap()
+}
+
+fn config_line(c: &RemotingClient) -> (String, String) {
+    let r = call(c, RemotingCommand::request(request_code::GET_BROKER_CONFIG));
+    let body = String::from_utf8(r.body.clone()).unwrap();
+    let line = body.lines().find(|l| l.starts_with("brokerPermission=")).unwrap().to_string();
+    (line, r.ext("version").unwrap_or_default().to_string())
+}
+
+fn send(c: &RemotingClient) -> RemotingCommand {
+    call(c, send_v2(&Msg::new("T", b"x").queue(0)))
+}
+
+fn pull(c: &RemotingClient) -> RemotingCommand {
+    call(c, pull_req("perm_cg", "T", 0, 0, 8, FLAG_SUBSCRIPTION, 0, "*"))
+}
+
+#[test]
+fn brokerpermission_changed_at_runtime_drains_writes_or_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let c = client(b.remoting_addrs()[0]);
+    assert_eq!(send(&c).code, code::SUCCESS);
+    assert_eq!(route_perm(&c), 6);
+    let (line, v0) = config_line(&c);
+    assert_eq!(line, "brokerPermission=6");
+
+    // Read only: sends refused, pulls served, routes say read only, the config shows it.
+    let r = update(&c, "brokerPermission=4\n");
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(b.broker_permission(), 4);
+    let r = send(&c);
+    assert_eq!(r.code, code::NO_PERMISSION, "{r:?}");
+    assert!(r.remark.unwrap().contains("sending message is forbidden"));
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    let p = pull(&c);
+    assert_eq!((p.code, decode_records(&p.body).len()), (code::SUCCESS, 1), "{p:?}");
+    assert_eq!(route_perm(&c), 4);
+    let (line, v1) = config_line(&c);
+    assert_eq!(line, "brokerPermission=4");
+    assert_ne!(v0, v1, "the config's version moved");
+
+    // Write only: pulls refused, sends served.
+    assert_eq!(update(&c, "brokerPermission = 2").code, code::SUCCESS);
+    let p = pull(&c);
+    assert_eq!(p.code, code::NO_PERMISSION, "{p:?}");
+    assert!(p.remark.unwrap().contains("pulling message is forbidden"));
+    assert_eq!(send(&c).code, code::SUCCESS);
+    assert_eq!(route_perm(&c), 2);
+
+    // Refused, naming why; all or nothing.
+    for (body, says) in [
+        ("brokerPermission=5", "must be 6 (read and write), 4 (read only) or 2 (write only)"),
+        ("brokerPermission=rw", "brokerPermission"),
+        ("brokerPermission=6\nlistenPort=1", "listenPort cannot change while the broker runs"),
+        ("flushDiskType=SYNC_FLUSH", "flushDiskType cannot change while the broker runs"),
+        ("noSuchKey=1", "unknown config key noSuchKey"),
+        ("", "names no key"),
+    ] {
+        let r = update(&c, body);
+        assert_eq!(r.code, code::SYSTEM_ERROR, "{body}: {r:?}");
+        let remark = r.remark.unwrap_or_default();
+        assert!(remark.contains(says), "{body}: {remark}");
+    }
+    assert_eq!(b.broker_permission(), 2, "a refused update changes nothing");
+    assert_eq!(update(&c, "brokerPermission=6").code, code::SUCCESS);
+    assert_eq!((send(&c).code, pull(&c).code), (code::SUCCESS, code::SUCCESS));
+    assert_eq!(route_perm(&c), 6);
+    b.shutdown();
+}
+
+#[test]
+fn brokerpermission_from_the_properties_applies_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[("brokerPermission", "4")]);
+    let c = client(b.remoting_addrs()[0]);
+    assert_eq!(send(&c).code, code::NO_PERMISSION);
+    assert_eq!(route_perm(&c), 4);
+    // The embedding API is the owner's, and is not refused.
+    let r = b.put_message_sync(&rmqha_core::Message::new("T", b"own".to_vec()).with_queue(0)).unwrap();
+    assert_eq!(r.status, rmqha_core::PutStatus::PutOk);
+    b.shutdown();
+    let e = rmqha_core::config::BrokerConfig::from_properties_str("brokerName=b\nbrokerPermission=7\n")
+        .unwrap_err();
+    assert_eq!((e.key.as_deref(), e.line), (Some("brokerPermission"), Some(2)), "{e}");
+}
