@@ -1,12 +1,21 @@
 //! One accepted connection: its reader loop (on the connection's own thread), its shared
 //! writer, and the [`Responder`] handlers use to answer, now or later from another thread.
+//!
+//! The broker also sends requests of its own to a client on the client's connection: oneway
+//! ([`Responder::push_oneway`]) or awaiting an answer ([`Responder::invoke`], RocketMQ's
+//! `invokeSync` on a client channel). An awaited request waits in its connection's table of
+//! calls under its opaque; the connection's read loop hands the response frame with that
+//! opaque to the waiter, and closing the connection wakes every waiter at once.
 
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::codes::response_code;
 use super::command::RemotingCommand;
@@ -17,6 +26,14 @@ use super::server::{Handled, RequestContext, RequestHandler};
 /// Bytes of answers a connection may hold for a peer that reads too slowly; beyond them the
 /// connection is closed (RocketMQ's Netty channel stops being writable and its answers fail).
 const MAX_PENDING_BYTES: usize = 64 << 20;
+
+/// Most requests of the broker's own awaiting their answers on one connection at once
+/// ([`Responder::invoke`]); beyond them a call fails at once rather than pile up waiters on a
+/// client that does not answer.
+pub const MAX_CALLS_PER_CONNECTION: usize = 64;
+
+/// The opaque of the next request the broker sends a client (oneway or awaited).
+static NEXT_OPAQUE: AtomicI32 = AtomicI32::new(1);
 
 /// The write side of a connection, shared by its thread and every [`Responder`].
 ///
@@ -36,6 +53,18 @@ pub(crate) struct ConnWriter {
     created: Instant,
     /// Milliseconds after `created` of the last completed write, for the idle check.
     last_write_ms: AtomicU64,
+    /// The broker's own requests awaiting the peer's answers.
+    calls: Mutex<Calls>,
+}
+
+/// The requests the broker sent on a connection and awaits answers to, by opaque. Each waiter
+/// holds the receiving end of its entry's channel: the read loop sends the answer into it, and
+/// dropping the sender (the connection closes) wakes the waiter with "disconnected".
+#[derive(Default)]
+struct Calls {
+    waiting: HashMap<i32, Sender<RemotingCommand>>,
+    /// Set when the connection closes: no call may start after.
+    closed: bool,
 }
 
 #[derive(Default)]
@@ -55,7 +84,20 @@ impl ConnWriter {
             closed: AtomicBool::new(false),
             created: Instant::now(),
             last_write_ms: AtomicU64::new(0),
+            calls: Mutex::new(Calls::default()),
         }
+    }
+
+    fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands a response frame to the call awaiting it; false if none does (it timed out, or
+    /// the peer sent a response to nothing).
+    fn complete(&self, response: RemotingCommand) -> bool {
+        let waiter = self.calls().waiting.remove(&response.opaque);
+        // The channel holds one answer and its receiver may be gone: never blocks.
+        waiter.is_some_and(|tx| tx.try_send(response).is_ok())
     }
 
     fn is_closed(&self) -> bool {
@@ -63,9 +105,17 @@ impl ConnWriter {
     }
 
     /// Marks the connection closed and shuts the socket down, which also wakes the reader.
+    /// Every call awaiting an answer on it fails at once.
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
         let _ = self.stream.shutdown(Shutdown::Both);
+        let waiting = {
+            let mut calls = self.calls();
+            calls.closed = true;
+            std::mem::take(&mut calls.waiting)
+        };
+        // Dropping the senders wakes their waiters.
+        drop(waiting);
     }
 
     fn last_write(&self) -> Instant {
@@ -247,7 +297,6 @@ impl Responder {
     /// `invokeOneway` on a client channel: CHECK_TRANSACTION_STATE), with a fresh opaque.
     /// The peer answers nothing; its client may send a request of its own in return.
     pub fn push_oneway(&self, mut request: RemotingCommand) -> Result<(), RemotingError> {
-        static NEXT_OPAQUE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
         if self.conn.is_closed() {
             return Err(self.closed_error());
         }
@@ -262,6 +311,51 @@ impl Responder {
             .map_err(|source| RemotingError::Io { peer: self.conn.peer.to_string(), source })
     }
 
+    /// Writes `request` to the peer as a request of the broker's own that awaits an answer
+    /// (RocketMQ's `invokeSync` on a client channel: GET_CONSUMER_RUNNING_INFO), with a fresh
+    /// opaque, and returns the call to wait on. Does not block: the write is the connection's
+    /// non-blocking one, and the answer is awaited with [`PendingCall::wait`].
+    ///
+    /// Fails at once if the connection is closed, the write fails, or
+    /// [`MAX_CALLS_PER_CONNECTION`] calls already await this peer.
+    pub fn invoke(
+        &self,
+        mut request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<PendingCall, RemotingError> {
+        let peer = self.conn.peer.to_string();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let opaque = {
+            let mut calls = self.conn.calls();
+            if calls.closed || self.conn.is_closed() {
+                return Err(RemotingError::ConnectionClosed { peer, code: request.code, opaque: 0 });
+            }
+            if calls.waiting.len() >= MAX_CALLS_PER_CONNECTION {
+                return Err(RemotingError::TooManyCalls { peer, limit: MAX_CALLS_PER_CONNECTION });
+            }
+            let mut opaque = NEXT_OPAQUE.fetch_add(1, Ordering::Relaxed);
+            while calls.waiting.contains_key(&opaque) {
+                opaque = NEXT_OPAQUE.fetch_add(1, Ordering::Relaxed);
+            }
+            calls.waiting.insert(opaque, tx);
+            opaque
+        };
+        request.flag = 0;
+        request.opaque = opaque;
+        // From here on, dropping `call` (an error below) takes its entry out of the table.
+        let call = PendingCall {
+            conn: Arc::clone(&self.conn),
+            code: request.code,
+            opaque,
+            timeout,
+            deadline: Instant::now() + timeout,
+            rx,
+        };
+        let bytes = request.encode().map_err(|source| RemotingError::Frame { peer: peer.clone(), source })?;
+        self.conn.write_frame(&bytes).map_err(|source| RemotingError::Io { peer, source })?;
+        Ok(call)
+    }
+
     fn closed_error(&self) -> RemotingError {
         RemotingError::ResponderClosed { peer: self.conn.peer, code: self.code, opaque: self.opaque }
     }
@@ -274,6 +368,63 @@ impl std::fmt::Debug for Responder {
             .field("code", &self.code)
             .field("opaque", &self.opaque)
             .field("oneway", &self.oneway)
+            .finish()
+    }
+}
+
+/// A request the broker sent a client with [`Responder::invoke`], awaiting its answer.
+/// Dropping it forgets the call: an answer arriving later is ignored.
+pub struct PendingCall {
+    conn: Arc<ConnWriter>,
+    code: i32,
+    opaque: i32,
+    timeout: Duration,
+    deadline: Instant,
+    rx: Receiver<RemotingCommand>,
+}
+
+impl PendingCall {
+    /// The opaque the request went out with.
+    pub fn opaque(&self) -> i32 {
+        self.opaque
+    }
+
+    /// Blocks until the peer answers, the call's timeout passes ([`RemotingError::Timeout`])
+    /// or the connection closes ([`RemotingError::ConnectionClosed`], at once). Call it on a
+    /// thread of its own, never on a connection's: the answer arrives on the client's
+    /// connection thread.
+    pub fn wait(self) -> Result<RemotingCommand, RemotingError> {
+        match self.rx.recv_deadline(self.deadline) {
+            Ok(response) => Ok(response),
+            Err(RecvTimeoutError::Timeout) => Err(RemotingError::Timeout {
+                peer: self.conn.peer.to_string(),
+                code: self.code,
+                opaque: self.opaque,
+                timeout: self.timeout,
+                stage: "waiting for the client's answer",
+            }),
+            Err(RecvTimeoutError::Disconnected) => Err(RemotingError::ConnectionClosed {
+                peer: self.conn.peer.to_string(),
+                code: self.code,
+                opaque: self.opaque,
+            }),
+        }
+    }
+}
+
+impl Drop for PendingCall {
+    fn drop(&mut self) {
+        self.conn.calls().waiting.remove(&self.opaque);
+    }
+}
+
+impl std::fmt::Debug for PendingCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingCall")
+            .field("peer", &self.conn.peer)
+            .field("code", &self.code)
+            .field("opaque", &self.opaque)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -419,9 +570,13 @@ impl Connection {
     /// false when the connection is no longer usable.
     fn dispatch(&self, request: RemotingCommand, writer: &Arc<ConnWriter>) -> bool {
         if request.is_response() {
-            // rmqha servers never send requests to their clients, so nothing awaits this.
-            tracing::debug!(peer = %self.peer, code = request.code, opaque = request.opaque,
-                "ignoring a response received by the server");
+            // The answer to a request of the broker's own (`Responder::invoke`), unless its
+            // call gave up already or the peer answers nothing we asked.
+            let (code, opaque) = (request.code, request.opaque);
+            if !writer.complete(request) {
+                tracing::debug!(peer = %self.peer, code, opaque,
+                    "ignoring a response nothing awaits (late, or to no request of ours)");
+            }
             return true;
         }
         let ctx = RequestContext {

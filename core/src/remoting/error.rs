@@ -99,6 +99,10 @@ pub enum RemotingError {
     /// The peer closed the connection before answering.
     #[error("{peer} closed the connection before answering request code {code} (opaque {opaque})")]
     ConnectionClosed { peer: String, code: i32, opaque: i32 },
+    /// The broker's own call to a client was refused because as many already await that
+    /// client's answers as a connection may have.
+    #[error("{limit} requests already await {peer}'s answers")]
+    TooManyCalls { peer: String, limit: usize },
     /// A deferred response could not be sent because its connection is gone.
     #[error("connection to {peer} is closed; response to request code {code} (opaque {opaque}) dropped")]
     ResponderClosed { peer: SocketAddr, code: i32, opaque: i32 },

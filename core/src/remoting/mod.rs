@@ -29,7 +29,10 @@
 //! connection that reads frames and calls the [`RequestHandler`]. A handler answers at once
 //! ([`Handled::Respond`]) or later from any thread through a [`Responder`]
 //! ([`Handled::Deferred`]), which is how a long poll or a put waiting for a slave's ack avoids
-//! holding the connection. A handler panic becomes a SYSTEM_ERROR response; a bad frame or an
+//! holding the connection. The broker's own requests to a client go out on the client's
+//! connection through its [`Responder`]: oneway, or awaiting the answer the connection's read
+//! loop hands to a [`PendingCall`] (at most [`MAX_CALLS_PER_CONNECTION`] at once; closing the
+//! connection fails them at once). A handler panic becomes a SYSTEM_ERROR response; a bad frame or an
 //! idle timeout closes that connection only. [`RemotingServer::shutdown`] (or drop) stops the
 //! acceptors, shuts every socket down and joins every thread. The [`RemotingClient`] makes
 //! synchronous calls over one connection shared by its callers, matching responses by opaque
@@ -77,7 +80,7 @@ mod server;
 pub use client::{ClientConfig, RemotingClient};
 pub use codes::{LanguageCode, SerializeType, request_code, response_code};
 pub use command::{FLAG_ONEWAY, FLAG_RESPONSE, ROCKETMQ_VERSION, RemotingCommand};
-pub use connection::Responder;
+pub use connection::{MAX_CALLS_PER_CONNECTION, PendingCall, Responder};
 pub use dispatch::Dispatch;
 pub use error::{FrameError, RemotingError};
 pub use frame::{DEFAULT_MAX_FRAME, read_frame, write_command};

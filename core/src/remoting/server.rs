@@ -24,7 +24,8 @@ use crate::net::wake_acceptor;
 /// [`RequestContext::responder`]. Unknown codes are the handler's to answer, usually with
 /// [`RemotingCommand::not_supported`].
 pub trait RequestHandler: Send + Sync + 'static {
-    /// Handles one request (never a response: those are dropped before reaching here).
+    /// Handles one request (never a response: those go to the call awaiting them, see
+    /// [`Responder::invoke`], or are dropped).
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled;
 
     /// Called once when the connection from `peer` has ended, after its last request
