@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use rmqha_core::Broker;
 use rmqha_core::processor::{
-    ClientManageProcessor, ConsumerManageProcessor, LockProcessor, PullProcessor, QueryProcessor,
-    QueueQueryProcessor, RouteProcessor, SendProcessor, StatsProcessor, TopicProcessor,
+    ClientManageProcessor, ConsumerCallProcessor, ConsumerManageProcessor, LockProcessor, PullProcessor,
+    QueryProcessor, QueueQueryProcessor, RouteProcessor, SendProcessor, StatsProcessor, TopicProcessor,
 };
 use rmqha_core::remoting::{RemotingCommand, request_code};
 
@@ -35,7 +35,7 @@ fn unknown_codes_are_not_supported_and_the_connection_stays() {
     let dir = tempfile::tempdir().unwrap();
     let b = master(dir.path());
     let mut raw = Raw::connect(b.remoting_addrs()[0]);
-    for (i, code) in [9999, -1, 0, 306, 307].into_iter().enumerate() {
+    for (i, code) in [9999, -1, 0, 306, 308].into_iter().enumerate() {
         raw.send(RemotingCommand::request(code), i as i32);
         let r = raw.recv();
         assert_eq!((r.opaque, r.code), (i as i32, code::REQUEST_CODE_NOT_SUPPORTED), "code {code}");
@@ -83,6 +83,7 @@ fn missing_and_unparsable_fields_are_system_errors_naming_the_field() {
         RouteProcessor::CODES,
         StatsProcessor::CODES,
         QueueQueryProcessor::CODES,
+        ConsumerCallProcessor::CODES,
     ];
     for &code in all.iter().flat_map(|c| c.iter()) {
         if [
@@ -130,6 +131,8 @@ fn missing_and_unparsable_fields_are_system_errors_naming_the_field() {
         "offset",
         "timestamp",
         "clientID",
+        "clientId",
+        "msgId",
         "brokerName",
         "brokerAddr",
         "clusterName",

@@ -432,6 +432,11 @@ fn resources(req: &RemotingCommand) -> Result<HashMap<String, u8>, String> {
         request_code::UNREGISTER_CLIENT | request_code::GET_CONSUMER_LIST_BY_GROUP => {
             add(ext("consumerGroup").map(|g| retry(&g)), SUB);
         }
+        // Not checked by 4.9 (signature only); they act for a group, reading a member's state
+        // or making it consume a message, so they need what acting for the group needs.
+        request_code::GET_CONSUMER_RUNNING_INFO | request_code::CONSUME_MESSAGE_DIRECTLY => {
+            add(ext("consumerGroup").map(|g| retry(&g)), SUB);
+        }
         request_code::UPDATE_CONSUMER_OFFSET => {
             add(ext("consumerGroup").map(|g| retry(&g)), SUB);
             add(ext("topic"), SUB);
@@ -569,5 +574,18 @@ mod tests {
         assert_eq!(check(&r, &signed(send10("%RETRY%g1")), PEER), Ok(()));
         let trace = send(TRACE_TOPIC);
         assert_eq!(check(&r, &signed(trace), PEER), Ok(()));
+        // Asking a group's consumer (its running state, to consume a message) needs SUB on
+        // the group.
+        for code in [request_code::GET_CONSUMER_RUNNING_INFO, request_code::CONSUME_MESSAGE_DIRECTLY] {
+            let ask = |g: &str| {
+                RemotingCommand::request(code).with_ext("consumerGroup", g).with_ext("clientId", "c")
+            };
+            assert_eq!(check(&r, &signed(ask("g1")), PEER), Ok(()));
+            assert_eq!(
+                check(&r, &signed(ask("g2")), PEER).unwrap_err(),
+                "No default permission for group:g2",
+                "code {code}"
+            );
+        }
     }
 }

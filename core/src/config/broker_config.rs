@@ -474,6 +474,11 @@ broker_config! {
     /// leaves or the group's topics change, so that they rebalance at once rather than at
     /// their next periodic rebalance (every 20 s in the Java client).
     notify_consumer_ids_changed_enable: bool = true, "notifyConsumerIdsChangedEnable";
+    /// Milliseconds the broker waits for a consumer's answer to a request it forwards
+    /// (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY) before answering the tool
+    /// CONSUME_MSG_TIMEOUT (rmqha; RocketMQ's `Broker2Client.callClient` waits 10 s, the
+    /// default).
+    consumer_call_timeout_millis: i64 = 10_000, "consumerCallTimeoutMillis";
     /// Queues of an auto-created topic.
     default_topic_queue_nums: i32 = 8, "defaultTopicQueueNums";
     /// Largest remoting frame accepted, in bytes.
@@ -932,6 +937,7 @@ impl BrokerConfig {
             | "flushConsumerOffsetInterval"
             | "flushDelayOffsetInterval"
             | "osPageCacheBusyTimeOutMills"
+            | "consumerCallTimeoutMillis"
                 if !(1..=MAX_MS).contains(&self.number(key)) =>
             {
                 bad("must be a positive number of milliseconds, at most 2147483647 (24.8 days)")

@@ -420,6 +420,14 @@ impl ClientTable {
         out
     }
 
+    /// The live connection of client `client_id` in consumer group `group` (Java's
+    /// `ConsumerManager.findChannel`), to send it a request; `None` if it is not connected.
+    pub(crate) fn consumer_channel(&self, group: &str, client_id: &str) -> Option<Channel> {
+        let mut inner = self.lock();
+        inner.prune();
+        inner.consumers.get(group)?.channels.get(client_id).cloned()
+    }
+
     /// A consumer group's live members and subscriptions as Java's `ConsumerConnection`
     /// (GET_CONSUMER_CONNECTION_LIST's body, `mqadmin consumerConnection`); `None` if no
     /// member is connected.

@@ -21,6 +21,7 @@
 //! | `route` (+ `registrar` on a slave) | GET_ROUTEINFO_BY_TOPIC 105, GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206, REGISTER_BROKER 103, UNREGISTER_BROKER 104 |
 //! | `stats` | GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208, GET_BROKER_CONFIG 26 (operators' tools) |
 //! | `queue_query` | QUERY_CONSUME_QUEUE 321 (a queue's ConsumeQueue units, `mqadmin queryCq`) |
+//! | `consumer_call` | GET_CONSUMER_RUNNING_INFO 307, CONSUME_MESSAGE_DIRECTLY 309 (forwarded to one consumer client, answered with its response: `mqadmin consumerStatus`, `consumeMessage`) |
 //!
 //! GET_BROKER_RUNTIME_INFO (28) and the config-sync codes stay with the
 //! [`AdminProcessor`](crate::broker_admin::AdminProcessor).
@@ -48,10 +49,13 @@
 //! (DELAY) are served (`crate::schedule`), and transactional ones (TRAN_MSG, END_TRANSACTION,
 //! CHECK_TRANSACTION_STATE pushed to producers: `crate::transaction`). Filters are tags only
 //! (no SQL92). The requests the broker sends clients: CHECK_TRANSACTION_STATE,
-//! RESET_CONSUMER_CLIENT_OFFSET and NOTIFY_CONSUMER_IDS_CHANGED (see `client_manage`).
+//! RESET_CONSUMER_CLIENT_OFFSET and NOTIFY_CONSUMER_IDS_CHANGED oneway (see `client_manage`),
+//! and GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY awaiting the client's answer,
+//! which the tool that asked gets (see `consumer_call`).
 
 mod client_manage;
 mod clients;
+mod consumer_call;
 mod consumer_manage;
 mod end_transaction;
 mod lock;
@@ -79,6 +83,7 @@ use crate::remoting::{Dispatch, RemotingCommand, RemotingError, response_code};
 use crate::store::flush::StopSignal;
 
 pub use client_manage::ClientManageProcessor;
+pub use consumer_call::ConsumerCallProcessor;
 pub use consumer_manage::ConsumerManageProcessor;
 pub use end_transaction::EndTransactionProcessor;
 pub use lock::LockProcessor;
@@ -216,6 +221,7 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
     dispatch.register_all(RouteProcessor::CODES, Arc::new(RouteProcessor::new(shared.clone())));
     dispatch.register_all(StatsProcessor::CODES, Arc::new(StatsProcessor::new(shared.clone())));
     dispatch.register_all(QueueQueryProcessor::CODES, Arc::new(QueueQueryProcessor::new(shared.clone())));
+    dispatch.register_all(ConsumerCallProcessor::CODES, Arc::new(ConsumerCallProcessor::new(shared.clone())));
     dispatch
         .register_all(EndTransactionProcessor::CODES, Arc::new(EndTransactionProcessor::new(shared.clone())));
 

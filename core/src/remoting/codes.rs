@@ -66,6 +66,11 @@ pub mod request_code {
     pub const RESET_CONSUMER_CLIENT_OFFSET: i32 = 220;
     /// `mqadmin resetOffsetByTime`: reset a group's offsets on a topic to a store time.
     pub const INVOKE_BROKER_TO_RESET_OFFSET: i32 = 222;
+    /// A consumer's running state (`mqadmin consumerStatus`): the broker asks the client.
+    pub const GET_CONSUMER_RUNNING_INFO: i32 = 307;
+    /// Have a consumer consume one stored message (`mqadmin consumeMessage`): the broker
+    /// sends the client the message.
+    pub const CONSUME_MESSAGE_DIRECTLY: i32 = 309;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
     pub const QUERY_CONSUME_QUEUE: i32 = 321;
@@ -145,6 +150,8 @@ pub mod request_code {
             DELETE_TOPIC_IN_BROKER => "DELETE_TOPIC_IN_BROKER",
             RESET_CONSUMER_CLIENT_OFFSET => "RESET_CONSUMER_CLIENT_OFFSET",
             INVOKE_BROKER_TO_RESET_OFFSET => "INVOKE_BROKER_TO_RESET_OFFSET",
+            GET_CONSUMER_RUNNING_INFO => "GET_CONSUMER_RUNNING_INFO",
+            CONSUME_MESSAGE_DIRECTLY => "CONSUME_MESSAGE_DIRECTLY",
             SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
             SEND_BATCH_MESSAGE => "SEND_BATCH_MESSAGE",
             QUERY_CONSUME_QUEUE => "QUERY_CONSUME_QUEUE",
