@@ -536,3 +536,92 @@ fn a_reset_offset_makes_an_online_cpp_push_consumer_consume_again() {
     assert!(consumer.wait().unwrap().success());
     assert_eq!(line.trim(), "twice 20", "every message consumed again after the reset");
 }
+
+/// A push consumer that says when it has consumed `argv[2]` messages, then runs until a line
+/// arrives on stdin.
+const CALLED_PUSH: &str = r#"
+import sys, time
+from rocketmq.client import PushConsumer
+seen = set()
+def cb(msg):
+    seen.add(msg.body.decode())
+c = PushConsumer('CID_RMQHA_CALLED')
+c.set_namesrv_addr(sys.argv[1])
+c.subscribe('CppTopic', cb)
+c.start()
+deadline = time.time() + 60
+while len(seen) < int(sys.argv[2]) and time.time() < deadline:
+    time.sleep(0.05)
+print('consumed', len(seen), flush=True)
+sys.stdin.readline()
+c.shutdown()
+"#;
+
+/// GET_CONSUMER_RUNNING_INFO (what `mqadmin consumerStatus` asks) for an online stock C++
+/// push consumer: the broker forwards it and answers with the client's ConsumerRunningInfo.
+/// That client does not implement CONSUME_MESSAGE_DIRECTLY: the broker answers
+/// CONSUME_MSG_TIMEOUT once `consumerCallTimeoutMillis` has passed, as 4.9 does after 10 s.
+#[test]
+fn an_online_cpp_consumer_answers_running_info_through_the_broker() {
+    let py = client_python();
+    let dir = tempfile::tempdir().unwrap();
+    let props = ["brokerRole=ASYNC_MASTER".to_string(), "consumerCallTimeoutMillis=1500".into()];
+    let (_master, port, _) = Broker::start(&broker_props(dir.path(), "m", &props));
+    let addr = format!("127.0.0.1:{port}");
+    let home = dir.path();
+    let sent = python(&py, PRODUCE, &[&addr, "3"], home);
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    // The client prints its own message ids: the first message's offset message id is its
+    // store host's and CommitLog offset 0.
+    let msg_id = rmqha_core::message::offset_msg_id(&addr.parse().unwrap(), 0);
+
+    let mut consumer = Command::new(&py)
+        .arg("-c")
+        .arg(CALLED_PUSH)
+        .args([&addr, "3"])
+        .env("HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(consumer.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "consumed 3", "the consumer is up");
+
+    let c = RemotingClient::new(addr.clone(), ClientConfig::default());
+    let ids = c
+        .invoke_sync(
+            RemotingCommand::request(38).with_ext("consumerGroup", "CID_RMQHA_CALLED"),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+    let ids: serde_json::Value = serde_json::from_slice(&ids.body).unwrap();
+    let client_id = ids["consumerIdList"][0].as_str().expect("the consumer's id").to_owned();
+
+    let info = RemotingCommand::request(307)
+        .with_ext("consumerGroup", "CID_RMQHA_CALLED")
+        .with_ext("clientId", &client_id)
+        .with_ext("jstackEnable", false);
+    let r = c.invoke_sync(info, Duration::from_secs(15)).unwrap();
+    assert_eq!(r.code, 0, "{r:?}");
+    let body = String::from_utf8_lossy(&r.body);
+    for want in ["\"PROP_CONSUME_TYPE\":\"CONSUME_PASSIVELY\"", "\"topic\" : \"CppTopic\"", "\"mqTable\""] {
+        assert!(body.contains(want), "{want} in the client's ConsumerRunningInfo: {body}");
+    }
+
+    let direct = RemotingCommand::request(309)
+        .with_ext("consumerGroup", "CID_RMQHA_CALLED")
+        .with_ext("clientId", &client_id)
+        .with_ext("msgId", &msg_id);
+    let asked = Instant::now();
+    let r = c.invoke_sync(direct, Duration::from_secs(15)).unwrap();
+    assert_eq!(r.code, 207, "CONSUME_MSG_TIMEOUT: {r:?}");
+    assert!(asked.elapsed() >= Duration::from_millis(1500), "{:?}", asked.elapsed());
+    let remark = r.remark.unwrap_or_default();
+    assert!(remark.starts_with(&format!("consumer <CID_RMQHA_CALLED> <{client_id}> Timeout")), "{remark}");
+
+    use std::io::Write;
+    consumer.stdin.take().unwrap().write_all(b"stop\n").unwrap();
+    assert!(consumer.wait().unwrap().success());
+}
