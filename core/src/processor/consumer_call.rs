@@ -5,8 +5,8 @@
 //! consumer detail, ask them.
 //!
 //! **The client.** The header's `consumerGroup` and `clientId` name a live member of the
-//! group (as its heartbeats registered it); none is SYSTEM_ERROR "The Consumer <group>
-//! <clientId> not online". A member whose heartbeat's version is below
+//! group (as its heartbeats registered it); none is SYSTEM_ERROR `The Consumer <group>
+//! <clientId> not online`. A member whose heartbeat's version is below
 //! `MQVersion.Version.V3_1_8_SNAPSHOT` (ordinal 62) is refused SYSTEM_ERROR, as 4.9.
 //!
 //! **The forwarded request.** The request's code with the tool's ext fields (less its ACL
@@ -21,9 +21,9 @@
 //! **The answer.** The client's response as it sent it: its code, remark, ext fields and body
 //! (in the tool's header format, where 4.9 writes the client's). No answer within
 //! `consumerCallTimeoutMillis` (10 s, `Broker2Client.callClient`'s timeout) is
-//! CONSUME_MSG_TIMEOUT (207) "consumer <group> <clientId> Timeout: ..."; a failed send, or the
-//! client's connection closing before it answers, is SYSTEM_ERROR "invoke consumer <group>
-//! <clientId> Exception: ..." at once (4.9 waits out its timeout when the channel closes).
+//! CONSUME_MSG_TIMEOUT (207) `consumer <group> <clientId> Timeout: ...`; a failed send, or the
+//! client's connection closing before it answers, is SYSTEM_ERROR `invoke consumer <group>
+//! <clientId> Exception: ...` at once (4.9 waits out its timeout when the channel closes).
 //!
 //! **Waiting.** Unlike 4.9, which blocks one of its admin threads in `invokeSync`, the tool's
 //! request is [deferred](Handled::Deferred): the connection thread that read it goes on, and
