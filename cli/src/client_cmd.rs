@@ -51,6 +51,25 @@ impl AclArgs {
     }
 }
 
+/// Sends an operator's request `req` to `addr` (signed with `credentials`, if any) and returns
+/// the broker's answer if it is SUCCESS; any other code is an error naming the code and the
+/// broker's remark.
+pub fn admin_call(
+    addr: &str,
+    req: RemotingCommand,
+    credentials: Option<&Credentials>,
+    timeout: std::time::Duration,
+) -> Result<RemotingCommand, String> {
+    let client =
+        rmqha_core::remoting::RemotingClient::connect(addr, rmqha_core::remoting::ClientConfig::default())
+            .map_err(|e| e.to_string())?;
+    let resp = client.invoke_sync(signed(req, credentials), timeout).map_err(|e| e.to_string())?;
+    if resp.code != rmqha_core::remoting::response_code::SUCCESS {
+        return Err(format!("{addr} answered code {}: {}", resp.code, resp.remark.unwrap_or_default()));
+    }
+    Ok(resp)
+}
+
 /// `req`, signed when there are credentials.
 pub fn signed(mut req: RemotingCommand, credentials: Option<&Credentials>) -> RemotingCommand {
     if let Some(c) = credentials {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use rmqha_core::broker_admin::ConsumeStats;
-use rmqha_core::remoting::{ClientConfig, RemotingClient, RemotingCommand, request_code, response_code};
+use rmqha_core::remoting::{RemotingCommand, request_code};
 
 #[derive(Args)]
 pub struct ProgressArgs {
@@ -26,22 +26,12 @@ pub struct ProgressArgs {
 
 pub fn run(args: ProgressArgs) -> Result<(), String> {
     let credentials = args.acl.credentials()?;
-    let client = RemotingClient::connect(&args.addr, ClientConfig::default()).map_err(|e| e.to_string())?;
     let mut req =
         RemotingCommand::request(request_code::GET_CONSUME_STATS).with_ext("consumerGroup", &args.group);
     if let Some(t) = &args.topic {
         req = req.with_ext("topic", t);
     }
-    let req = crate::client_cmd::signed(req, credentials.as_ref());
-    let resp = client.invoke_sync(req, Duration::from_secs(3)).map_err(|e| e.to_string())?;
-    if resp.code != response_code::SUCCESS {
-        return Err(format!(
-            "{} answered code {}: {}",
-            args.addr,
-            resp.code,
-            resp.remark.unwrap_or_default()
-        ));
-    }
+    let resp = crate::client_cmd::admin_call(&args.addr, req, credentials.as_ref(), Duration::from_secs(3))?;
     let stats = ConsumeStats::decode(&resp.body)
         .map_err(|e| format!("{} sent a consume stats body rmqha cannot read: {e}", args.addr))?;
     let now = rmqha_core::store::clock::now_ms();

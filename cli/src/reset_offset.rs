@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use rmqha_core::broker_admin::ResetOffsets;
-use rmqha_core::remoting::{ClientConfig, RemotingClient, RemotingCommand, request_code, response_code};
+use rmqha_core::remoting::{RemotingCommand, request_code};
 
 #[derive(Args)]
 pub struct ResetOffsetArgs {
@@ -69,22 +69,12 @@ fn timestamp(to: Option<&str>, ago: Option<&str>) -> Result<i64, String> {
 pub fn run(args: ResetOffsetArgs) -> Result<(), String> {
     let credentials = args.acl.credentials()?;
     let ts = timestamp(args.to.as_deref(), args.ago.as_deref())?;
-    let client = RemotingClient::connect(&args.addr, ClientConfig::default()).map_err(|e| e.to_string())?;
     let req = RemotingCommand::request(request_code::INVOKE_BROKER_TO_RESET_OFFSET)
         .with_ext("topic", &args.topic)
         .with_ext("group", &args.group)
         .with_ext("timestamp", ts)
         .with_ext("isForce", !args.rewind_only);
-    let req = crate::client_cmd::signed(req, credentials.as_ref());
-    let resp = client.invoke_sync(req, Duration::from_secs(10)).map_err(|e| e.to_string())?;
-    if resp.code != response_code::SUCCESS {
-        return Err(format!(
-            "{} answered code {}: {}",
-            args.addr,
-            resp.code,
-            resp.remark.unwrap_or_default()
-        ));
-    }
+    let resp = crate::client_cmd::admin_call(&args.addr, req, credentials.as_ref(), Duration::from_secs(10))?;
     let table = ResetOffsets::decode(&resp.body)
         .map_err(|e| format!("{} sent an offset table rmqha cannot read: {e}", args.addr))?;
     if args.json {

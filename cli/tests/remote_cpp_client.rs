@@ -102,6 +102,28 @@ fn python(py: &str, script: &str, args: &[&str], home: &Path) -> Vec<String> {
     String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
 }
 
+/// A client script driven over its stdin and stdout: started, and its first line read.
+fn interactive(
+    py: &str,
+    script: &str,
+    args: &[&str],
+    home: &Path,
+) -> (Child, BufReader<std::process::ChildStdout>, String) {
+    let mut child = Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .env("HOME", home) // the C++ client logs under $HOME/logs
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    (child, out, line)
+}
+
 /// A broker's properties on 127.0.0.1 with ports picked by the kernel, its store in
 /// `dir/root`, written to `dir/root.properties`; `extra` adds (or overrides) keys.
 fn broker_props(dir: &Path, root: &str, extra: &[String]) -> String {
@@ -487,18 +509,7 @@ fn a_reset_offset_makes_an_online_cpp_push_consumer_consume_again() {
     let sent = python(&py, PRODUCE, &[&addr, "20"], home);
     assert_eq!(sent.len(), 20, "{sent:?}");
 
-    let mut consumer = Command::new(&py)
-        .arg("-c")
-        .arg(RESET_PUSH)
-        .args([&addr, "20"])
-        .env("HOME", home)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(consumer.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
+    let (mut consumer, mut out, mut line) = interactive(&py, RESET_PUSH, &[&addr, "20"], home);
     assert_eq!(line.trim(), "first 20", "the consumer took every message once");
 
     // The client commits its offsets every 5 s: wait until the broker has all 20.
@@ -575,18 +586,7 @@ fn an_online_cpp_consumer_answers_running_info_through_the_broker() {
     // store host's and CommitLog offset 0.
     let msg_id = rmqha_core::message::offset_msg_id(&addr.parse().unwrap(), 0);
 
-    let mut consumer = Command::new(&py)
-        .arg("-c")
-        .arg(CALLED_PUSH)
-        .args([&addr, "3"])
-        .env("HOME", home)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(consumer.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
+    let (mut consumer, _out, line) = interactive(&py, CALLED_PUSH, &[&addr, "3"], home);
     assert_eq!(line.trim(), "consumed 3", "the consumer is up");
 
     let c = RemotingClient::new(addr.clone(), ClientConfig::default());
