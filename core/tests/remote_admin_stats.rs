@@ -193,3 +193,53 @@ fn the_topic_list_names_every_topic_of_the_table() {
     assert!(names.contains(&"Listed") && names.contains(&"AlsoListed"), "{names:?}");
     b.shutdown();
 }
+
+/// GET_EARLIEST_MSG_STORETIME (32): the store time of a queue's first message (-1 for none);
+/// QUERY_TOPIC_CONSUME_BY_WHO (300, `mqadmin topicList -c`): the groups with a live member
+/// subscribing to the topic or with offsets committed on it.
+#[test]
+fn earliest_store_time_and_the_groups_consuming_a_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("A", 2).unwrap();
+    let times = put(&b, "A", 0, 3);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    let c = client(b.remoting_addrs()[0]);
+    let earliest = |topic: &str, queue: i32| {
+        let r = call(
+            &c,
+            RemotingCommand::request(request_code::GET_EARLIEST_MSG_STORETIME)
+                .with_ext("topic", topic)
+                .with_ext("queueId", queue),
+        );
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        r.ext("timestamp").unwrap().parse::<i64>().unwrap()
+    };
+    assert_eq!(earliest("A", 0), times[0]);
+    assert_eq!(earliest("A", 1), -1, "an empty queue");
+    assert_eq!(earliest("Nope", 0), -1, "no such topic");
+
+    let by_who = |topic: &str| {
+        let r = call(
+            &c,
+            RemotingCommand::request(request_code::QUERY_TOPIC_CONSUME_BY_WHO).with_ext("topic", topic),
+        );
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        String::from_utf8(r.body).unwrap()
+    };
+    assert_eq!(by_who("A"), r#"{"groupList":[]}"#);
+    b.commit_consumer_offset("committed_cg", "A", 0, 1).unwrap();
+    b.commit_consumer_offset("elsewhere_cg", "A", 0, 1).unwrap();
+    b.create_topic("A2", 1).unwrap();
+    put(&b, "A2", 0, 1);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    b.commit_consumer_offset("other_topic_cg", "A2", 0, 1).unwrap();
+    let mut member = Raw::connect(b.remoting_addrs()[0]);
+    member.send(heartbeat("c1", "live_cg", &[("A", "*", 1)]), 1);
+    assert_eq!(member.recv().code, code::SUCCESS);
+    assert_eq!(by_who("A"), r#"{"groupList":["committed_cg","elsewhere_cg","live_cg"]}"#);
+    assert_eq!(by_who("A2"), r#"{"groupList":["other_topic_cg"]}"#);
+    let r = call(&c, RemotingCommand::request(request_code::QUERY_TOPIC_CONSUME_BY_WHO));
+    assert_eq!(r.code, code::SYSTEM_ERROR, "the topic is required: {r:?}");
+    b.shutdown();
+}

@@ -466,6 +466,19 @@ impl ClientTable {
         Some(serde_json::json!({ "connectionSet": connections }))
     }
 
+    /// The consumer groups with a live member whose group subscribes to `topic` (4.9's
+    /// `ConsumerManager.queryTopicConsumeByWho`).
+    pub(crate) fn groups_subscribing(&self, topic: &str) -> Vec<String> {
+        let mut inner = self.lock();
+        inner.prune();
+        inner
+            .consumers
+            .iter()
+            .filter(|(_, g)| g.subscriptions.contains_key(topic))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
     /// The group's subscription of `topic`.
     pub(crate) fn subscription(&self, group: &str, topic: &str) -> SubscriptionLookup {
         let mut inner = self.lock();

@@ -1,6 +1,8 @@
 //! What operators' tools ask a broker (`mqadmin topicStatus`, `consumerProgress`,
-//! `getBrokerConfig`, RocketMQ Dashboard): GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS
-//! (208) and GET_BROKER_CONFIG (26), as RocketMQ 4.9's `AdminBrokerProcessor` answers them.
+//! `getBrokerConfig`, `updateBrokerConfig`, `topicList -c`, RocketMQ Dashboard):
+//! GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_BROKER_CONFIG (26),
+//! UPDATE_BROKER_CONFIG (25, `brokerPermission` only), GET_EARLIEST_MSG_STORETIME (32) and
+//! QUERY_TOPIC_CONSUME_BY_WHO (300), as RocketMQ 4.9's `AdminBrokerProcessor` answers them.
 //!
 //! The two stats bodies are maps keyed by `MessageQueue`, which RocketMQ's fastjson writes
 //! with each key an object inline (`{"offsetTable":{{"brokerName":"b","queueId":0,
@@ -19,7 +21,7 @@ use crate::remoting::{
 use super::clients::SubscriptionLookup;
 use super::{Shared, bad_header, broker_gone, reply};
 
-/// GET_TOPIC_STATS_INFO, GET_CONSUME_STATS and GET_BROKER_CONFIG.
+/// The operators' requests of the module doc.
 pub struct StatsProcessor {
     shared: Arc<Shared>,
     /// The config's version (GET_BROKER_CONFIG's `version` header field, RocketMQ's
@@ -37,6 +39,8 @@ impl StatsProcessor {
         request_code::GET_CONSUME_STATS,
         request_code::GET_BROKER_CONFIG,
         request_code::UPDATE_BROKER_CONFIG,
+        request_code::GET_EARLIEST_MSG_STORETIME,
+        request_code::QUERY_TOPIC_CONSUME_BY_WHO,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
@@ -137,6 +141,41 @@ impl StatsProcessor {
 }
 
 impl StatsProcessor {
+    /// 4.9 `getEarliestMsgStoretime`: the store time of the first message a queue still holds,
+    /// in the `timestamp` header field; -1 for a queue that holds none.
+    fn earliest_store_time(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let h = |e| bad_header(req, e);
+        let topic = req.ext_str("topic").map_err(h)?;
+        let queue_id = req.ext_i32("queueId").map_err(h)?;
+        let store = b.store();
+        let min = store.queue_min_offset(topic, queue_id);
+        let ts = if min < store.queue_max_offset(topic, queue_id) {
+            store.queue_store_time(topic, queue_id, min).unwrap_or(-1)
+        } else {
+            -1
+        };
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_ext("timestamp", ts))
+    }
+
+    /// 4.9 `queryTopicConsumeByWho`: the groups consuming `topic`, those with a live member
+    /// subscribing to it and those with committed offsets on it, as `{"groupList":[...]}`
+    /// (sorted here; 4.9 writes a HashSet's order).
+    fn topic_consumed_by(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let topic = req.ext_str("topic").map_err(|e| bad_header(req, e))?;
+        let mut groups: std::collections::BTreeSet<String> =
+            self.shared.clients.groups_subscribing(topic).into_iter().collect();
+        let prefix = format!("{topic}@");
+        groups.extend(
+            b.tables()
+                .consumer_offsets()
+                .all()
+                .into_keys()
+                .filter_map(|k| k.strip_prefix(&prefix).map(str::to_string)),
+        );
+        let body = serde_json::json!({ "groupList": groups }).to_string();
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
+    }
+
     /// 4.9 `updateBrokerConfig` (`mqadmin updateBrokerConfig -k KEY -v VALUE`): the body a
     /// properties text of keys to change. rmqha changes `brokerPermission` at runtime (not
     /// written back to the properties file: a restart takes the file's value); every other
@@ -202,6 +241,8 @@ impl RequestHandler for StatsProcessor {
             request_code::GET_CONSUME_STATS => self.consume_stats(&b, &request),
             request_code::GET_BROKER_CONFIG => self.broker_config(&b, &request),
             request_code::UPDATE_BROKER_CONFIG => self.update_broker_config(&b, &request),
+            request_code::GET_EARLIEST_MSG_STORETIME => self.earliest_store_time(&b, &request),
+            request_code::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(&b, &request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))

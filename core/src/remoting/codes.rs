@@ -71,6 +71,8 @@ pub mod request_code {
     /// Have a consumer consume one stored message (`mqadmin consumeMessage`): the broker
     /// sends the client the message.
     pub const CONSUME_MESSAGE_DIRECTLY: i32 = 309;
+    /// The consumer groups of a topic (`mqadmin topicList -c`, the dashboard).
+    pub const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
     pub const QUERY_CONSUME_QUEUE: i32 = 321;
@@ -152,6 +154,7 @@ pub mod request_code {
             INVOKE_BROKER_TO_RESET_OFFSET => "INVOKE_BROKER_TO_RESET_OFFSET",
             GET_CONSUMER_RUNNING_INFO => "GET_CONSUMER_RUNNING_INFO",
             CONSUME_MESSAGE_DIRECTLY => "CONSUME_MESSAGE_DIRECTLY",
+            QUERY_TOPIC_CONSUME_BY_WHO => "QUERY_TOPIC_CONSUME_BY_WHO",
             SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
             SEND_BATCH_MESSAGE => "SEND_BATCH_MESSAGE",
             QUERY_CONSUME_QUEUE => "QUERY_CONSUME_QUEUE",
