@@ -455,11 +455,8 @@ impl Broker {
     /// is): 4 makes it read only (remote sends refused NO_PERMISSION, routes advertise no
     /// write), 2 write only, 6 both again. Refuses any other value.
     pub fn set_broker_permission(&self, perm: i32) -> Result<()> {
-        if !matches!(perm, 2 | 4 | 6) {
-            return Err(Error::InvalidArgument(format!(
-                "brokerPermission {perm}: must be 6 (read and write), 4 (read only) or 2 (write only)"
-            )));
-        }
+        crate::config::check_broker_permission(perm)
+            .map_err(|why| Error::InvalidArgument(format!("brokerPermission {perm}: {why}")))?;
         let was = self.permission.swap(perm, Ordering::AcqRel);
         if was != perm {
             tracing::warn!("brokerPermission changed from {was} to {perm}");

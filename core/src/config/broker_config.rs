@@ -524,6 +524,14 @@ fn closest_key(key: &str) -> Option<&'static str> {
         .map(|(_, k)| k)
 }
 
+/// Whether `perm` is a `brokerPermission` (from the file, or changed at runtime), or why not.
+pub fn check_broker_permission(perm: i32) -> Result<(), &'static str> {
+    match perm {
+        2 | 4 | 6 => Ok(()),
+        _ => Err("must be 6 (read and write), 4 (read only) or 2 (write only)"),
+    }
+}
+
 /// RocketMQ keys that rmqha reads without acting on them; loading them warns once, by name.
 const UNSUPPORTED_KEYS: &[&str] = &[
     "sendMessageThreadPoolNums",
@@ -914,9 +922,8 @@ impl BrokerConfig {
                 )
             }
             "haSyncSlaveCount" if self.ha_sync_slave_count < 1 => bad("must be at least 1"),
-            "brokerPermission" if !matches!(self.broker_permission, 2 | 4 | 6) => {
-                bad("must be 6 (read and write), 4 (read only) or 2 (write only)")
-            }
+            "brokerPermission" => check_broker_permission(self.broker_permission)
+                .map_err(|reason| ConfigError::for_key(key, value, reason)),
             "maxMessageSize" if self.max_message_size <= 0 => bad("must be positive"),
             "transactionCheckInterval" if self.transaction_check_interval <= 0 => bad("must be positive"),
             "transactionTimeOut" if self.transaction_time_out < 0 => bad("must not be negative"),

@@ -4,5 +4,7 @@ mod broker_config;
 mod properties;
 
 pub(crate) use broker_config::is_host_port;
-pub use broker_config::{BrokerConfig, BrokerRole, ConfigError, FlushDiskType, REDACTED, Secret};
+pub use broker_config::{
+    BrokerConfig, BrokerRole, ConfigError, FlushDiskType, REDACTED, Secret, check_broker_permission,
+};
 pub use properties::{PropertiesSyntaxError, PropertyEntry, parse_properties};

@@ -170,6 +170,27 @@ impl ConsumerOffsetTable {
         removed
     }
 
+    /// The groups with offsets on `topic`, sorted (no copy of the table).
+    pub fn groups_of_topic(&self, topic: &str) -> Vec<String> {
+        self.pairs(|t, _| t == topic).into_iter().map(|(_, g)| g).collect()
+    }
+
+    /// The topics `group` has offsets on, sorted (no copy of the table).
+    pub fn topics_of_group(&self, group: &str) -> Vec<String> {
+        self.pairs(|_, g| g == group).into_iter().map(|(t, _)| t).collect()
+    }
+
+    /// The (topic, group) of each key `hit` picks, in key order.
+    fn pairs(&self, hit: impl Fn(&str, &str) -> bool) -> Vec<(String, String)> {
+        self.read()
+            .table
+            .keys()
+            .filter_map(|key| key.rsplit_once(TOPIC_GROUP_SEPARATOR))
+            .filter(|(t, g)| hit(t, g))
+            .map(|(t, g)| (t.to_string(), g.to_string()))
+            .collect()
+    }
+
     /// A copy of every `topic@group` key's offsets.
     pub fn all(&self) -> BTreeMap<String, QueueOffsets> {
         self.read().table.clone()

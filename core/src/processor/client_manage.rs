@@ -182,10 +182,10 @@ impl ClientManageProcessor {
         if !broker.config().notify_consumer_ids_changed_enable {
             return;
         }
-        for (client, responder, _) in self.shared.clients.consumer_channels(group) {
+        for (client, member) in self.shared.clients.consumer_channels(group) {
             let push = RemotingCommand::request(request_code::NOTIFY_CONSUMER_IDS_CHANGED)
                 .with_ext("consumerGroup", group);
-            if let Err(e) = responder.push_oneway(push) {
+            if let Err(e) = member.responder.push_oneway(push) {
                 tracing::debug!(group, client, "cannot tell a consumer its group changed: {e}");
             }
         }

@@ -406,15 +406,14 @@ impl ClientTable {
         ids.into_iter().cloned().collect()
     }
 
-    /// A consumer group's live members: client id, connection and the language its
-    /// heartbeat named, sorted by client id (to push a request to each).
-    pub(crate) fn consumer_channels(&self, group: &str) -> Vec<(String, Responder, LanguageCode)> {
+    /// A consumer group's live members by client id, sorted (to push a request to each).
+    pub(crate) fn consumer_channels(&self, group: &str) -> Vec<(String, Channel)> {
         let mut inner = self.lock();
         inner.prune();
-        let mut out: Vec<(String, Responder, LanguageCode)> = inner
+        let mut out: Vec<(String, Channel)> = inner
             .consumers
             .get(group)
-            .map(|g| g.channels.iter().map(|(id, c)| (id.clone(), c.responder.clone(), c.language)).collect())
+            .map(|g| g.channels.iter().map(|(id, c)| (id.clone(), c.clone())).collect())
             .unwrap_or_default();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out

@@ -62,8 +62,6 @@ pub struct ConsumerCallProcessor {
     waiting: Arc<AtomicUsize>,
 }
 
-type Answer = Result<RemotingCommand, RemotingCommand>;
-
 impl ConsumerCallProcessor {
     /// The request codes this processor answers.
     pub const CODES: &'static [i32] =
@@ -250,16 +248,13 @@ fn version_desc(version: i32) -> String {
 impl RequestHandler for ConsumerCallProcessor {
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
         let Some(b) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
-        let answer: Answer = match request.code {
-            request_code::GET_CONSUMER_RUNNING_INFO | request_code::CONSUME_MESSAGE_DIRECTLY => {
-                match self.call_consumer(&b, &request, ctx) {
-                    Ok(()) => return Handled::Deferred,
-                    Err(e) => Err(e),
-                }
-            }
-            _ => Ok(RemotingCommand::not_supported(&request)),
-        };
-        Handled::Respond(answer.unwrap_or_else(|e| e))
+        if !Self::CODES.contains(&request.code) {
+            return Handled::Respond(RemotingCommand::not_supported(&request));
+        }
+        match self.call_consumer(&b, &request, ctx) {
+            Ok(()) => Handled::Deferred,
+            Err(answer) => Handled::Respond(answer),
+        }
     }
 }
 

@@ -204,15 +204,22 @@ impl ConsumerManageProcessor {
             table.iter().map(|&(q, o)| (q, o.to_string())),
         );
         let java_body = format!("{{\"offsetTable\":{{{}}}}}", entries.join(",")).into_bytes();
-        let members = self.shared.clients.consumer_channels(group);
+        // `ResetOffsetBodyForC`, made once if a C++ member needs it.
+        let mut cpp_body: Option<Vec<u8>> = None;
         let mut pushed = 0usize;
-        for (client, responder, language) in &members {
-            let body = if *language == LanguageCode::CPP {
-                let list: Vec<_> = table
-                    .iter()
-                    .map(|&(q, o)| json!({"brokerName": broker_name, "offset": o, "queueId": q, "topic": topic}))
-                    .collect();
-                json!({ "offsetTable": list }).to_string().into_bytes()
+        for (client, member) in self.shared.clients.consumer_channels(group) {
+            let body = if member.language == LanguageCode::CPP {
+                cpp_body
+                    .get_or_insert_with(|| {
+                        let list: Vec<_> = table
+                            .iter()
+                            .map(|&(q, o)| {
+                                json!({"brokerName": broker_name, "offset": o, "queueId": q, "topic": topic})
+                            })
+                            .collect();
+                        json!({ "offsetTable": list }).to_string().into_bytes()
+                    })
+                    .clone()
             } else {
                 java_body.clone()
             };
@@ -222,7 +229,7 @@ impl ConsumerManageProcessor {
                 .with_ext("timestamp", timestamp)
                 .with_ext("isForce", force)
                 .with_body(body);
-            match responder.push_oneway(push) {
+            match member.responder.push_oneway(push) {
                 Ok(()) => pushed += 1,
                 Err(e) => tracing::warn!(group, topic, client, "[reset-offset] cannot tell a consumer: {e}"),
             }

@@ -157,17 +157,7 @@ impl PullProcessor {
         allow_suspend: bool,
     ) -> Result<PullOutcome, RemotingCommand> {
         let h = PullHeader::parse(req).map_err(|e| bad_header(req, e))?;
-        if b.broker_permission() & crate::metadata::TopicConfig::PERM_READ == 0 {
-            return Err(reply(
-                req,
-                response_code::NO_PERMISSION,
-                format!(
-                    "the broker[{}] pulling message is forbidden (brokerPermission={})",
-                    b.store().commit_log().store_host().ip(),
-                    b.broker_permission()
-                ),
-            ));
-        }
+        super::broker_permits(b, req, crate::metadata::TopicConfig::PERM_READ)?;
         let group = find_subscription_group(b, &h.group).ok_or_else(|| {
             reply(
                 req,

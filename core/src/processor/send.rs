@@ -182,19 +182,7 @@ impl SendProcessor {
                 "this broker is a SLAVE and does not accept messages; send to its master",
             ));
         }
-        if broker.broker_permission() & crate::metadata::TopicConfig::PERM_WRITE == 0 {
-            // 4.9 refuses only an orderly topic's sends here (routes steer the others away);
-            // a client with an old route would otherwise still write to a drained broker.
-            return Err(reply(
-                req,
-                response_code::NO_PERMISSION,
-                format!(
-                    "the broker[{}] sending message is forbidden (brokerPermission={})",
-                    broker.store().commit_log().store_host().ip(),
-                    broker.broker_permission()
-                ),
-            ));
-        }
+        super::broker_permits(broker, req, crate::metadata::TopicConfig::PERM_WRITE)?;
         self.content_check(broker, req, &h, batch)?;
         let topic_config = self.topic_check(broker, req, &h, peer)?;
         if !topic_config.is_writeable() {

@@ -62,18 +62,8 @@ impl SendBackProcessor {
                 "this broker is a SLAVE and does not accept messages; send it back to its master",
             ));
         }
-        if b.broker_permission() & TopicConfig::PERM_WRITE == 0 {
-            // As 4.9: the client then sends the retry copy through its producer, elsewhere.
-            return Err(reply(
-                req,
-                response_code::NO_PERMISSION,
-                format!(
-                    "the broker[{}] sending message is forbidden (brokerPermission={})",
-                    b.store().commit_log().store_host().ip(),
-                    b.broker_permission()
-                ),
-            ));
-        }
+        // As 4.9: the client then sends the retry copy through its producer, elsewhere.
+        super::broker_permits(b, req, TopicConfig::PERM_WRITE)?;
         let Some(sub) = topic::find_subscription_group(b, group) else {
             return Err(reply(
                 req,

@@ -78,13 +78,7 @@ impl StatsProcessor {
         let group = req.ext_str("consumerGroup").map_err(h)?;
         let topics: Vec<String> = match req.ext("topic").map(str::trim).filter(|t| !t.is_empty()) {
             Some(t) => vec![t.to_string()],
-            None => b
-                .tables()
-                .consumer_offsets()
-                .all()
-                .keys()
-                .filter_map(|k| k.split_once('@').filter(|(_, g)| *g == group).map(|(t, _)| t.to_string()))
-                .collect(),
+            None => b.tables().consumer_offsets().topics_of_group(group),
         };
         let store = b.store();
         // One offsetTable for every topic.
@@ -164,14 +158,7 @@ impl StatsProcessor {
         let topic = req.ext_str("topic").map_err(|e| bad_header(req, e))?;
         let mut groups: std::collections::BTreeSet<String> =
             self.shared.clients.groups_subscribing(topic).into_iter().collect();
-        let prefix = format!("{topic}@");
-        groups.extend(
-            b.tables()
-                .consumer_offsets()
-                .all()
-                .into_keys()
-                .filter_map(|k| k.strip_prefix(&prefix).map(str::to_string)),
-        );
+        groups.extend(b.tables().consumer_offsets().groups_of_topic(topic));
         let body = serde_json::json!({ "groupList": groups }).to_string();
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
     }
@@ -191,9 +178,9 @@ impl StatsProcessor {
         if entries.is_empty() {
             return Err(refuse("UPDATE_BROKER_CONFIG names no key (a body of key=value lines)".into()));
         }
-        let mut scratch = b.config().clone();
+        let mut perm = b.broker_permission();
         for e in &entries {
-            let key = e.key.trim();
+            let (key, value) = (e.key.trim(), e.value.trim());
             if !crate::config::BrokerConfig::KEYS.contains(&key) {
                 return Err(refuse(format!("unknown config key {}", crate::clip(key, 64))));
             }
@@ -203,9 +190,14 @@ impl StatsProcessor {
                      broker's properties file and restart"
                 )));
             }
-            scratch.set(key, &e.value).map_err(|err| refuse(err.to_string()))?;
+            perm = value
+                .parse()
+                .map_err(|_| "expected an integer".to_string())
+                .and_then(|p| crate::config::check_broker_permission(p).map(|()| p).map_err(str::to_string))
+                .map_err(|why| {
+                    refuse(format!("invalid value {:?} for brokerPermission: {why}", crate::clip(value, 64)))
+                })?;
         }
-        let perm = scratch.broker_permission;
         if perm != b.broker_permission() {
             b.set_broker_permission(perm).map_err(|e| refuse(e.to_string()))?;
             self.config_version.lock().unwrap_or_else(|e| e.into_inner()).next_version();
