@@ -669,7 +669,13 @@ impl Broker {
                 "consumer offset {offset} is past the end of queue {topic}:{queue_id} ({end})"
             )));
         }
-        self.tables.consumer_offsets().commit(group, topic, queue_id, offset);
+        let offsets = self.tables.consumer_offsets();
+        if self.role() == BrokerRole::Slave {
+            offsets.commit(group, topic, queue_id, offset);
+        } else {
+            // A master's rewinds reach its slaves (see `ConsumerOffsetTable::apply_from_master`).
+            offsets.commit_as_master(group, topic, queue_id, offset);
+        }
         Ok(())
     }
 

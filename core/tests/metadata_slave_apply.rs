@@ -101,6 +101,7 @@ fn offsets(entries: &[(&str, &[(i32, i64)])]) -> ConsumerOffsetWrapper {
     ConsumerOffsetWrapper {
         data_version: Some(version(40)),
         offset_table: entries.iter().map(|(k, qs)| (k.to_string(), qs.iter().copied().collect())).collect(),
+        rewind_table: Default::default(),
     }
 }
 
@@ -129,6 +130,58 @@ fn stale_master_offsets_never_move_the_slave_backwards() {
 
     // Nothing new: nothing changes, nothing is written.
     assert!(!slave.apply_from_master(&master).unwrap());
+}
+
+#[test]
+fn a_rewind_stamped_by_the_master_reaches_the_slave_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (master_path, path) = (dir.path().join("master.json"), dir.path().join("consumerOffset.json"));
+    let master = ConsumerOffsetTable::open(&master_path).unwrap();
+    let slave = ConsumerOffsetTable::open(&path).unwrap();
+    assert!(!master.commit_as_master("G", "T", 0, 900), "a first commit is no rewind");
+    master.commit_as_master("G", "T", 1, 40);
+    master.commit_as_master("H", "T", 0, 70);
+    assert!(slave.apply_from_master(&master.wrapper()).unwrap());
+    assert_eq!(master.rewound_at("G", "T"), None);
+
+    // An operator resets G on the master: queue 0 back, queue 1 forward.
+    assert!(master.commit_as_master("G", "T", 0, 100));
+    assert!(!master.commit_as_master("G", "T", 1, 50));
+    let stamp = master.rewound_at("G", "T").expect("stamped");
+    let body = master.encode(rmqha_core::metadata::JsonStyle::Compact).unwrap();
+    assert!(body.contains(&format!("\"rmqhaRewindTable\":{{\"T@G\":{stamp}}}")), "{body}");
+    let sent = ConsumerOffsetWrapper::decode(body.as_bytes(), "GET_ALL_CONSUMER_OFFSET").unwrap();
+    assert!(slave.apply_from_master(&sent).unwrap());
+    assert_eq!(slave.query("G", "T", 0), Some(100), "the rewind is taken");
+    assert_eq!(slave.query("G", "T", 1), Some(50));
+    assert_eq!(slave.rewound_at("G", "T"), Some(stamp));
+
+    // Consumers then commit on the slave while the master is away, and the master comes
+    // back with what it had: the rewind is not taken again, and the merge keeps the slave's.
+    slave.commit("G", "T", 0, 300);
+    assert!(!slave.apply_from_master(&sent).unwrap());
+    assert_eq!(slave.query("G", "T", 0), Some(300));
+    // ...nor after the slave restarts: the stamp it took is on disk.
+    let slave = ConsumerOffsetTable::open(&path).unwrap();
+    assert_eq!((slave.query("G", "T", 0), slave.rewound_at("G", "T")), (Some(300), Some(stamp)));
+    assert!(!slave.apply_from_master(&sent).unwrap());
+
+    // A second rewind is taken, every queue as the master has it; other keys still merge.
+    slave.commit("H", "T", 0, 90);
+    assert!(master.commit_as_master("G", "T", 0, 20));
+    let again = master.rewound_at("G", "T").unwrap();
+    assert!(again > stamp, "stamps only grow ({again} after {stamp})");
+    assert!(slave.apply_from_master(&master.wrapper()).unwrap());
+    assert_eq!((slave.query("G", "T", 0), slave.query("G", "T", 1)), (Some(20), Some(50)));
+    assert_eq!(slave.query("H", "T", 0), Some(90), "an unstamped key is merged");
+
+    // A plain commit (a slave's, or one the table is told is not a master's) stamps nothing.
+    assert!(slave.commit("H", "T", 0, 10));
+    assert_eq!(slave.rewound_at("H", "T"), None);
+    // Removing a group forgets its stamps with its offsets.
+    master.remove_group("G");
+    assert_eq!(master.rewound_at("G", "T"), None);
+    assert!(!master.encode(rmqha_core::metadata::JsonStyle::Compact).unwrap().contains("rmqhaRewindTable"));
 }
 
 #[test]
@@ -186,7 +239,8 @@ proptest! {
                 slave.commit(group, topic, q, o);
             }
         }
-        let wrapper = ConsumerOffsetWrapper { data_version: None, offset_table: master.clone() };
+        let wrapper =
+            ConsumerOffsetWrapper { data_version: None, offset_table: master.clone(), rewind_table: Default::default() };
         slave.apply_from_master(&wrapper).unwrap();
         let merged = slave.all();
         for (key, queues) in local.iter().chain(master.iter()) {

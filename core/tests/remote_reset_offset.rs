@@ -188,10 +188,37 @@ fn bad_resets_are_refused_and_change_nothing() {
         "nobody is told of a refused reset"
     );
 
-    // A slave's offsets follow its master's (a rewind there would be undone): refused.
+    // A slave's offsets follow its master's: refused.
     let slave = common::slave_of(&dir.path().join("slave"), &b, &[]);
     let e = slave.reset_consumer_offsets("G", "T", mid, true).unwrap_err();
     assert!(matches!(e, rmqha_core::Error::NotMaster(_)), "{e}");
+    slave.shutdown();
+    b.shutdown();
+}
+
+/// A reset on the master reaches a slave at its next config sync, even though the slave
+/// keeps the larger offset of the two otherwise; progress made on the slave afterwards is
+/// not undone by the next sync.
+#[test]
+fn a_reset_on_the_master_reaches_its_slave() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, mid) = master_with_history(dir.path());
+    b.commit_consumer_offset("G", "T", 0, 9).unwrap();
+    b.commit_consumer_offset("G", "T", 1, 8).unwrap();
+    let master_addr = format!("127.0.0.1:{}", b.listen_port());
+    let slave = common::slave_of(&dir.path().join("slave"), &b, &[("masterAddress", &master_addr)]);
+    slave.sync_config_now().unwrap();
+    assert_eq!(offsets(&slave, "G"), (9, 8));
+
+    let c = client(b.remoting_addrs()[0]);
+    assert_eq!(table(&call(&c, reset_req("T", "G", mid, false))), vec![(0, 5), (1, 5)]);
+    assert!(slave.sync_config_now().unwrap().consumer_offsets.is_applied());
+    assert_eq!(offsets(&slave, "G"), (5, 5), "the rewind reached the slave");
+
+    // A consumer reading from the slave moves on there; the next sync keeps that.
+    slave.commit_consumer_offset("G", "T", 0, 7).unwrap();
+    slave.sync_config_now().unwrap();
+    assert_eq!(offsets(&slave, "G"), (7, 5));
     slave.shutdown();
     b.shutdown();
 }

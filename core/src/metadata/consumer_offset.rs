@@ -27,7 +27,10 @@ pub fn offset_key(topic: &str, group: &str) -> String {
 
 /// The JSON of `consumerOffset.json` and of a GET_ALL_CONSUMER_OFFSET response:
 /// `{"dataVersion":{…},"offsetTable":{"topic@group":{0:123,…}}}`. 4.x sends no `dataVersion`;
-/// 5.x's other fields (`pullOffsetTable`, …) are ignored.
+/// 5.x's other fields (`pullOffsetTable`, …) are ignored. rmqha adds `rmqhaRewindTable`
+/// (`{"topic@group": stamp}`, left out while empty): when a master last moved a key's offsets
+/// backwards, so that its slaves take that rewind (see
+/// [`ConsumerOffsetTable::apply_from_master`]). RocketMQ ignores the field.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerOffsetWrapper {
@@ -35,6 +38,15 @@ pub struct ConsumerOffsetWrapper {
     pub data_version: Option<DataVersion>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub offset_table: BTreeMap<String, QueueOffsets>,
+    /// By `topic@group`: when (ms since the epoch, kept increasing per key) a master last
+    /// moved one of the key's offsets backwards (an offset reset, a consumer's rewind).
+    #[serde(
+        default,
+        rename = "rmqhaRewindTable",
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub rewind_table: BTreeMap<String, i64>,
 }
 
 impl ConsumerOffsetWrapper {
@@ -56,11 +68,31 @@ impl ConsumerOffsetWrapper {
 struct State {
     version: DataVersion,
     table: BTreeMap<String, QueueOffsets>,
+    /// See [`ConsumerOffsetWrapper::rewind_table`]; only keys of `table`.
+    rewinds: BTreeMap<String, i64>,
 }
 
 impl State {
     fn wrapper(&self) -> ConsumerOffsetWrapper {
-        ConsumerOffsetWrapper { data_version: Some(self.version), offset_table: self.table.clone() }
+        ConsumerOffsetWrapper {
+            data_version: Some(self.version),
+            offset_table: self.table.clone(),
+            rewind_table: self.rewinds.clone(),
+        }
+    }
+
+    /// Stamps `key` as rewound now: the wall clock in ms, or one past its previous stamp
+    /// when the clock is behind it (set back, or another host's stamp taken over).
+    fn stamp_rewind(&mut self, key: &str) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        match self.rewinds.get_mut(key) {
+            Some(stamp) => *stamp = now.max(stamp.saturating_add(1)),
+            None => {
+                self.rewinds.insert(key.to_owned(), now);
+            }
+        }
     }
 }
 
@@ -86,6 +118,11 @@ impl ConsumerOffsetTable {
         Ok(ConsumerOffsetTable {
             state: RwLock::new(State {
                 version: wrapper.data_version.unwrap_or_default(),
+                rewinds: wrapper
+                    .rewind_table
+                    .into_iter()
+                    .filter(|(key, _)| wrapper.offset_table.contains_key(key))
+                    .collect(),
                 table: wrapper.offset_table,
             }),
             store,
@@ -98,15 +135,40 @@ impl ConsumerOffsetTable {
     }
 
     /// Records that `group` will next consume `offset` in queue `queue_id` of `topic`. Like
-    /// Java, a smaller offset than the stored one is accepted (a consumer may rewind).
-    pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+    /// Java, a smaller offset than the stored one is accepted (a consumer may rewind). Returns
+    /// whether the offset moved backwards.
+    pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) -> bool {
+        self.commit_stamping(group, topic, queue_id, offset, false)
+    }
+
+    /// [`commit`](Self::commit) on a master: an offset moved backwards also stamps its key
+    /// as rewound (`rmqhaRewindTable`), which its slaves' config sync takes as a rewind
+    /// rather than the stale offset of a restarted master. Returns whether it moved backwards.
+    pub fn commit_as_master(&self, group: &str, topic: &str, queue_id: i32, offset: i64) -> bool {
+        self.commit_stamping(group, topic, queue_id, offset, true)
+    }
+
+    fn commit_stamping(&self, group: &str, topic: &str, queue_id: i32, offset: i64, stamp: bool) -> bool {
         let key = offset_key(topic, group);
         let mut state = self.write();
         let queues = state.table.entry(key).or_default();
-        if queues.insert(queue_id, offset) != Some(offset) {
-            state.version.next_version();
-            self.store.mark_dirty();
+        let old = queues.insert(queue_id, offset);
+        if old == Some(offset) {
+            return false;
         }
+        let back = old.is_some_and(|old| old > offset);
+        if back && stamp {
+            state.stamp_rewind(&offset_key(topic, group));
+        }
+        state.version.next_version();
+        self.store.mark_dirty();
+        back
+    }
+
+    /// When a master last moved `group`'s offsets on `topic` backwards (ms since the epoch),
+    /// if it ever did (see [`commit_as_master`](Self::commit_as_master)).
+    pub fn rewound_at(&self, group: &str, topic: &str) -> Option<i64> {
+        self.read().rewinds.get(&offset_key(topic, group)).copied()
     }
 
     /// The committed offset of `group` in queue `queue_id` of `topic`, if any. (Java returns
@@ -161,7 +223,9 @@ impl ConsumerOffsetTable {
     fn remove_keys(&self, hit: impl Fn(&str, &str) -> bool) -> usize {
         let mut state = self.write();
         let before = state.table.len();
-        state.table.retain(|key, _| key.rsplit_once(TOPIC_GROUP_SEPARATOR).is_none_or(|(t, g)| !hit(t, g)));
+        let keep = |key: &String| key.rsplit_once(TOPIC_GROUP_SEPARATOR).is_none_or(|(t, g)| !hit(t, g));
+        state.table.retain(|key, _| keep(key));
+        state.rewinds.retain(|key, _| keep(key));
         let removed = before - state.table.len();
         if removed > 0 {
             state.version.next_version();
@@ -212,13 +276,18 @@ impl ConsumerOffsetTable {
         self.wrapper().encode(style)
     }
 
-    /// Slave side: merges the master's offsets so that progress never moves backwards.
+    /// Slave side: merges the master's offsets so that progress never moves backwards, save
+    /// for the rewinds the master made.
     ///
     /// RocketMQ copies the master's table over the slave's (putAll), so a master that
     /// restarts with stale offsets rolls back the progress consumers made on the slave while
     /// it was away (issue #1094). Here each (key, queue) keeps the larger of the two offsets,
-    /// and keys only the slave has are kept. The price: a deliberate rewind on the master
-    /// (an offset reset) does not reach the slave.
+    /// and keys only the slave has are kept. A key the master stamped as rewound
+    /// (`rmqhaRewindTable`: an offset reset, a consumer's own rewind) later than the stamp
+    /// this table last took for it is taken as the master has it instead, every queue, and
+    /// its stamp kept: a deliberate rewind reaches the slave once, and a stale master, which
+    /// stamps nothing, still cannot roll the slave back. (A RocketMQ master sends no stamps:
+    /// its rewinds do not reach the slave.)
     ///
     /// When something changed, the master's DataVersion is adopted (as 5.x does; a 4.x
     /// master sends none, and the local version is bumped instead) and the table is
@@ -229,6 +298,14 @@ impl ConsumerOffsetTable {
             let mut state = self.write();
             let mut changed = false;
             for (key, master_queues) in &master.offset_table {
+                let newer = |s: &i64| state.rewinds.get(key).is_none_or(|local| s > local);
+                if let Some(stamp) = master.rewind_table.get(key).copied().filter(newer) {
+                    tracing::info!(key = %key, stamp, "consumer offsets rewound on the master: taken as the master has them");
+                    state.rewinds.insert(key.clone(), stamp);
+                    state.table.insert(key.clone(), master_queues.clone());
+                    changed = true;
+                    continue;
+                }
                 let local = state.table.entry(key.clone()).or_default();
                 for (&queue_id, &offset) in master_queues {
                     match local.entry(queue_id) {

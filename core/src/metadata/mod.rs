@@ -31,7 +31,8 @@
 //! when the master's DataVersion differs and skipped when equal; the master's version is
 //! copied and not bumped afterwards (RocketMQ 5.x bumps it, so it rewrites the table on every
 //! sync). Consumer offsets merge per queue keeping the larger offset, so a master that comes
-//! back with stale offsets cannot roll a slave's consumers back (RocketMQ issue #1094). Delay
+//! back with stale offsets cannot roll a slave's consumers back (RocketMQ issue #1094), except
+//! for the keys a master stamped as rewound since the slave last looked (`rmqhaRewindTable`). Delay
 //! offsets are stored as the master's text, verbatim, after checking that it decodes.
 //!
 //! Who may write (masters only, for configs) is decided by the broker API, not here.

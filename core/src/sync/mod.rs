@@ -8,7 +8,7 @@
 //! | table | request | sent to | applied |
 //! |---|---|---|---|
 //! | topic configs | GET_ALL_TOPIC_CONFIG (21) | VIP port (port − 2), else main port | replaced when the DataVersion differs |
-//! | consumer offsets | GET_ALL_CONSUMER_OFFSET (43) | main port | merged; no offset moves backwards |
+//! | consumer offsets | GET_ALL_CONSUMER_OFFSET (43) | main port | merged; no offset moves backwards but by a rewind the master stamped |
 //! | delay offsets | GET_ALL_DELAY_OFFSET (45) | main port | the master's text, verbatim |
 //! | subscription groups | GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) | main port | replaced when the DataVersion differs |
 //!

@@ -31,7 +31,7 @@ pub type DeletionHandler = Arc<dyn Fn(&BTreeMap<String, u64>) -> Result<usize, S
 /// goes to the master's VIP port (port − 2) first, then to the main port. Each body is applied
 /// with the table's `apply_from_master`: topics and groups are skipped when the DataVersion
 /// equals ours; consumer offsets are merged so no offset moves backwards, even when a master
-/// restarts with stale offsets; delay offsets are stored as the master's text. Every change is
+/// restarts with stale offsets (but for a rewind the master stamped); delay offsets are stored as the master's text. Every change is
 /// written to disk before the sync returns; an unchanged table is not rewritten.
 ///
 /// **Scheduling.** [`start`](Self::start) spawns one named thread that syncs at once, then
