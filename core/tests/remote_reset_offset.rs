@@ -212,7 +212,8 @@ fn a_reset_on_the_master_reaches_its_slave() {
 
     let c = client(b.remoting_addrs()[0]);
     assert_eq!(table(&call(&c, reset_req("T", "G", mid, false))), vec![(0, 5), (1, 5)]);
-    assert!(slave.sync_config_now().unwrap().consumer_offsets.is_applied());
+    // (Applied by this sync or by the slave's own at start, if that ran late.)
+    slave.sync_config_now().unwrap();
     assert_eq!(offsets(&slave, "G"), (5, 5), "the rewind reached the slave");
 
     // A consumer reading from the slave moves on there; the next sync keeps that.
