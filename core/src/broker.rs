@@ -6,7 +6,7 @@
 //! out) if SYNC_MASTER.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -452,7 +452,7 @@ impl Broker {
     }
 
     /// Changes `brokerPermission` until the broker stops (the properties file is left as it
-    /// is): 4 makes it read only (remote sends refused NO_PERMISSION, routes advertise no
+    /// is; [`persist_config_value`](Self::persist_config_value) writes it there): 4 makes it read only (remote sends refused NO_PERMISSION, routes advertise no
     /// write), 2 write only, 6 both again. Refuses any other value.
     pub fn set_broker_permission(&self, perm: i32) -> Result<()> {
         crate::config::check_broker_permission(perm)
@@ -462,6 +462,19 @@ impl Broker {
             tracing::warn!("brokerPermission changed from {was} to {perm}");
         }
         Ok(())
+    }
+
+    /// Writes `key=value` into the properties file the broker was started from (see
+    /// `BrokerConfig::update_properties_file`), so that a setting changed at run time
+    /// outlives a restart, as RocketMQ's UPDATE_BROKER_CONFIG persists. Returns the file, or
+    /// `None` for a broker whose config was built in code (nothing to write to).
+    pub fn persist_config_value(&self, key: &str, value: &str) -> Result<Option<PathBuf>> {
+        static WRITING: Mutex<()> = Mutex::new(());
+        let Some(path) = self.config.source_file() else { return Ok(None) };
+        let _one_at_a_time = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+        BrokerConfig::update_properties_file(path, key, value)?;
+        tracing::info!(file = %path.display(), key, value, "config file updated");
+        Ok(Some(path.to_path_buf()))
     }
 
     pub fn role(&self) -> BrokerRole {

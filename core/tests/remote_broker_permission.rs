@@ -2,7 +2,8 @@
 //! changed at runtime by UPDATE_BROKER_CONFIG (`mqadmin updateBrokerConfig -k
 //! brokerPermission -v 4`, the way to drain a broker's writes): sends (and send-backs) refused
 //! NO_PERMISSION without write, pulls without read, routes advertising only what both allow.
-//! Any other key is refused at runtime, naming it.
+//! Any other key is refused at runtime, naming it. A change is written into the properties
+//! file the broker started from, so a restart keeps it.
 
 mod common;
 mod remote_common;
@@ -113,4 +114,45 @@ fn brokerpermission_from_the_properties_applies_from_the_start() {
     let e = rmqha_core::config::BrokerConfig::from_properties_str("brokerName=b\nbrokerPermission=7\n")
         .unwrap_err();
     assert_eq!((e.key.as_deref(), e.line), (Some("brokerPermission"), Some(2)), "{e}");
+}
+
+#[test]
+fn a_change_is_written_into_the_brokers_properties_file_and_outlives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("broker.properties");
+    let original = format!(
+        "# broker-a, drained by hand when needed\r\nbrokerName=broker-a\r\nbindAddress=127.0.0.1\r\n\
+         listenPort=0\r\nhaListenPort=0\r\nstorePathRootDir={}\r\nmapedFileSizeCommitLog=1048576\r\n\
+         ! the default, written out\r\nbrokerPermission = 6\r\nflushDiskType=ASYNC_FLUSH\r\n",
+        dir.path().join("store").display()
+    );
+    std::fs::write(&file, &original).unwrap();
+    let b = Broker::start_from_file(&file).unwrap();
+    b.create_topic("T", 1).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let r = update(&c, "brokerPermission=4");
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text, original.replace("brokerPermission = 6", "brokerPermission=4"), "only its line changed");
+    let bak = dir.path().join("broker.properties.bak");
+    assert_eq!(std::fs::read_to_string(&bak).unwrap(), original, "the previous content kept");
+    assert!(!dir.path().join("broker.properties.tmp").exists());
+    b.shutdown();
+
+    // Restarted from the same file: still read only.
+    let b = Broker::start_from_file(&file).unwrap();
+    assert_eq!(b.broker_permission(), 4);
+    let c = client(b.remoting_addrs()[0]);
+    assert_eq!(send(&c).code, code::NO_PERMISSION);
+
+    // The file gone (or not writable): the change still holds, and the answer says until when.
+    std::fs::remove_file(&file).unwrap();
+    let r = update(&c, "brokerPermission=6");
+    assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    let remark = r.remark.unwrap_or_default();
+    assert!(remark.contains("brokerPermission is 6 now, but only until the broker restarts"), "{remark}");
+    assert!(remark.contains("broker.properties"), "names the file: {remark}");
+    assert_eq!(b.broker_permission(), 6);
+    assert_eq!(send(&c).code, code::SUCCESS);
+    b.shutdown();
 }

@@ -245,6 +245,8 @@ macro_rules! broker_config {
             pub warnings: Vec<String>,
             /// The line of the properties file being read, for warnings.
             reading_line: Option<usize>,
+            /// The properties file the config was read from, if any.
+            source: Option<PathBuf>,
         }
 
         impl Default for BrokerConfig {
@@ -256,6 +258,7 @@ macro_rules! broker_config {
                     spelled_old: Default::default(),
                     warnings: Vec::new(),
                     reading_line: None,
+                    source: None,
                 }
             }
         }
@@ -801,10 +804,78 @@ impl BrokerConfig {
             Ok(t) => t,
             Err(e) => e.into_bytes().iter().map(|&b| char::from(b)).collect(),
         };
-        Self::read_properties_str(&text).map_err(|mut e| {
+        let mut cfg = Self::read_properties_str(&text).map_err(|mut e| {
             e.path = Some(path.to_path_buf());
             e
-        })
+        })?;
+        cfg.source = Some(path.to_path_buf());
+        Ok(cfg)
+    }
+
+    /// The properties file this config was read from (`None`: built in code).
+    pub fn source_file(&self) -> Option<&Path> {
+        self.source.as_deref()
+    }
+
+    /// Writes `key=value` into the properties file at `path`, as a broker does when a
+    /// setting changes at run time (RocketMQ's `Configuration.persist`), but keeping the
+    /// file's comments, order and other lines (see [`set_property`](super::set_property);
+    /// RocketMQ rewrites the whole file from memory). Replaces the file atomically and
+    /// durably (a temporary file beside it, fsync, rename, fsync of the directory), with its
+    /// permissions, and keeps the previous content as `<file>.bak`, as RocketMQ's
+    /// `MixAll.string2File` does. `key` must be one rmqha knows (either spelling).
+    pub fn update_properties_file(path: &Path, key: &str, value: &str) -> Result<(), ConfigError> {
+        let fail = |what: &str, e: std::io::Error| ConfigError {
+            path: Some(path.to_path_buf()),
+            ..ConfigError::new(format!("cannot {what}: {e}"))
+        };
+        let canonical = Self::canonical_key(key)
+            .ok_or_else(|| ConfigError::new(format!("unknown config key {}", crate::clip(key, 64))))?;
+        let old = std::fs::read(path).map_err(|e| fail("read config file", e))?;
+        let (text, latin1) = match std::str::from_utf8(&old) {
+            Ok(t) => (t.to_owned(), false),
+            Err(_) => (old.iter().map(|&b| char::from(b)).collect::<String>(), true),
+        };
+        let updated =
+            super::set_property(&text, |k| Self::canonical_key(k) == Some(canonical), canonical, value)
+                .map_err(|e| ConfigError {
+                    path: Some(path.to_path_buf()),
+                    line: Some(e.line),
+                    ..ConfigError::new(format!(
+                        "cannot update {canonical} in a file that does not parse: {}",
+                        e.reason
+                    ))
+                })?;
+        // The new line is ASCII (escaped); the rest goes back as it came.
+        let out: Vec<u8> =
+            if latin1 { updated.chars().map(|c| c as u8).collect() } else { updated.into_bytes() };
+        let sibling = |suffix: &str| {
+            let mut s = path.as_os_str().to_owned();
+            s.push(suffix);
+            PathBuf::from(s)
+        };
+        let write = |to: &Path, bytes: &[u8]| -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(to)?;
+            f.write_all(bytes)?;
+            f.sync_all()
+        };
+        let bak = sibling(".bak");
+        write(&bak, &old).map_err(|e| fail(&format!("write {}", bak.display()), e))?;
+        let tmp = sibling(".tmp");
+        let placed = write(&tmp, &out)
+            .and_then(|()| std::fs::set_permissions(&tmp, std::fs::metadata(path)?.permissions()))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(fail(&format!("replace the config file through {}", tmp.display()), e));
+        }
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| fail("fsync its directory", e))?;
+        Ok(())
     }
 
     /// Reads properties text (see [`BrokerConfig::from_properties_file`]).

@@ -184,9 +184,119 @@ fn flush_high(out: &mut String, pending: &mut Option<u16>) {
     }
 }
 
+/// Sets a key in a properties text and keeps the rest of it as it was (comments, order,
+/// line endings): every entry whose key `is_key` picks (an old spelling, say) becomes
+/// `key=value` on the line where it began, its continuation lines dropped; with none,
+/// `key=value` is appended. The value is escaped as Java's `Properties.store` writes it
+/// (`\uXXXX` beyond ASCII: RocketMQ reads the file as ISO-8859-1).
+pub fn set_property(
+    text: &str,
+    is_key: impl Fn(&str) -> bool,
+    key: &str,
+    value: &str,
+) -> Result<String, PropertiesSyntaxError> {
+    let lines: std::collections::BTreeSet<usize> =
+        parse_properties(text)?.into_iter().filter(|e| is_key(&e.key)).map(|e| e.line).collect();
+    let entry = format!("{}={}", escape(key, true), escape(value, false));
+    // Physical lines with their ends, numbered as `parse_properties` numbers them.
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len() + entry.len() + 1);
+    let (mut i, mut line_no) = (0, 1);
+    let mut skipping = false;
+    while i < chars.len() {
+        let start = i;
+        while i < chars.len() && !is_eol(chars[i]) {
+            i += 1;
+        }
+        let content: String = chars[start..i].iter().collect();
+        let end = if i < chars.len() { skip_eol(&chars, i) } else { i };
+        let eol: String = chars[i..end].iter().collect();
+        i = end;
+        let continues = content.chars().rev().take_while(|&c| c == '\\').count() % 2 == 1;
+        if lines.contains(&line_no) {
+            out.push_str(&entry);
+            out.push_str(if eol.is_empty() { "\n" } else { &eol });
+            skipping = continues;
+        } else if skipping {
+            skipping = continues;
+        } else {
+            out.push_str(&content);
+            out.push_str(&eol);
+        }
+        line_no += 1;
+    }
+    if lines.is_empty() {
+        if !(out.is_empty() || out.ends_with('\n') || out.ends_with('\r')) {
+            out.push('\n');
+        }
+        out.push_str(&entry);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Java's `Properties.saveConvert`: a key escapes its spaces, a value only a leading one.
+fn escape(s: &str, is_key: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (n, c) in s.chars().enumerate() {
+        match c {
+            ' ' if n == 0 || is_key => out.push_str("\\ "),
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\u{c}' => out.push_str("\\f"),
+            '=' | ':' | '#' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (' '..='~').contains(&c) => out.push(c),
+            c => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{u:04X}"));
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_property_replaces_each_entry_in_place_and_keeps_the_rest() {
+        let text = "# drain it\r\nbrokerName = a\r\nbrokerPermission : 6\r\n! end\r\nx=1\\\n  2\nx 3";
+        let set = |t: &str, k: &str, v: &str| set_property(t, |key| key == k, k, v).unwrap();
+        assert_eq!(
+            set(text, "brokerPermission", "4"),
+            "# drain it\r\nbrokerName = a\r\nbrokerPermission=4\r\n! end\r\nx=1\\\n  2\nx 3"
+        );
+        // A continued entry loses its continuation lines; the last line had no newline.
+        assert_eq!(
+            set(text, "x", "9"),
+            "# drain it\r\nbrokerName = a\r\nbrokerPermission : 6\r\n! end\r\nx=9\nx=9\n"
+        );
+        // A key the text lacks is appended, after a newline of its own if the text ends without.
+        assert_eq!(set("a=1", "b", " é=\\"), "a=1\nb=\\ \\u00E9\\=\\\\\n");
+        assert_eq!(set("", "b", "2"), "b=2\n");
+        let back = parse_properties(&set("a=1", "b", " é=\\ #x")).unwrap();
+        assert_eq!((back[1].key.as_str(), back[1].value.as_str()), ("b", " é=\\ #x"));
+        // Old spellings are replaced too, under the key given.
+        let t = set_property(
+            "mapedFileSizeCommitLog=1\n",
+            |k| k.starts_with("ma"),
+            "mappedFileSizeCommitLog",
+            "2",
+        );
+        assert_eq!(t.unwrap(), "mappedFileSizeCommitLog=2\n");
+        assert!(
+            set_property("a=\\u12", |_| true, "a", "1").is_err(),
+            "a text that does not parse is refused"
+        );
+    }
 
     fn kv(text: &str) -> Vec<(String, String, usize)> {
         parse_properties(text).unwrap().into_iter().map(|e| (e.key, e.value, e.line)).collect()

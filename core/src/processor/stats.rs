@@ -164,11 +164,15 @@ impl StatsProcessor {
     }
 
     /// 4.9 `updateBrokerConfig` (`mqadmin updateBrokerConfig -k KEY -v VALUE`): the body a
-    /// properties text of keys to change. rmqha changes `brokerPermission` at runtime (not
-    /// written back to the properties file: a restart takes the file's value); every other
-    /// known key is refused naming it, since it takes effect only at a start (4.9 stores any
-    /// key in memory and its file, whether or not anything reads it again), and so is an
-    /// unknown key or a bad value. All or nothing: one refused key changes nothing.
+    /// properties text of keys to change. rmqha changes `brokerPermission` at runtime and
+    /// writes it into the properties file the broker was started from (its line replaced in
+    /// place, the rest of the file kept; 4.9 rewrites the whole file from memory), so a
+    /// restart keeps it; every other known key is refused naming it, since it takes effect
+    /// only at a start (4.9 stores any key in memory and its file, whether or not anything
+    /// reads it again), and so is an unknown key or a bad value. All or nothing: one refused
+    /// key changes nothing. A file that cannot be written is SYSTEM_ERROR saying that the
+    /// value holds until the broker restarts (it is applied first: a read-only file, as a
+    /// mounted Kubernetes ConfigMap is, must not stop an operator draining a broker).
     fn update_broker_config(&self, b: &Broker, req: &RemotingCommand) -> Answer {
         let refuse = |why: String| reply(req, response_code::SYSTEM_ERROR, why);
         let text = std::str::from_utf8(&req.body)
@@ -202,6 +206,10 @@ impl StatsProcessor {
             b.set_broker_permission(perm).map_err(|e| refuse(e.to_string()))?;
             self.config_version.lock().unwrap_or_else(|e| e.into_inner()).next_version();
         }
+        // Written even when unchanged: an earlier write may have failed.
+        b.persist_config_value("brokerPermission", &perm.to_string()).map_err(|e| {
+            refuse(format!("brokerPermission is {perm} now, but only until the broker restarts: {e}"))
+        })?;
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
     }
 }
