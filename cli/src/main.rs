@@ -4,6 +4,7 @@
 mod bench;
 mod broker_cmd;
 mod client_cmd;
+mod config_cmd;
 mod demo;
 mod ha_bench;
 mod metrics_http;
@@ -36,6 +37,9 @@ enum Command {
     Progress(progress::ProgressArgs),
     /// Move a consumer group's offsets on a topic to a store time (and tell its consumers).
     ResetOffset(reset_offset::ResetOffsetArgs),
+    /// Print a running broker's settings, or change one at run time (`--set
+    /// brokerPermission=4` drains its writes; the broker keeps it in its properties file).
+    Config(config_cmd::ConfigArgs),
     /// Send a message (or one per line) to a running broker over RocketMQ's protocol.
     Put(client_cmd::PutArgs),
     /// Pull messages of one queue from a running broker over RocketMQ's protocol.
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
         Command::Status(_)
             | Command::Progress(_)
             | Command::ResetOffset(_)
+            | Command::Config(_)
             | Command::Get(_)
             | Command::Put(_)
             | Command::Truncate(_)
@@ -107,6 +112,10 @@ fn main() -> ExitCode {
         Command::ResetOffset(a) => {
             init_logging("warn");
             reset_offset::run(a)
+        }
+        Command::Config(a) => {
+            init_logging("warn");
+            config_cmd::run(a)
         }
         Command::Bench(BenchCommand::Store(a)) => {
             init_logging("warn");

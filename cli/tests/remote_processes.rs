@@ -575,3 +575,54 @@ fn reset_offset_moves_a_groups_offsets() {
         rmqha(&["reset-offset", &addr, "--group", "rewinding", "--topic", "Bad", "--to", "soon"], b"");
     assert!(!ok && err.contains("--to \"soon\" is not end, now"), "{err}");
 }
+
+/// `rmqha config`: the broker's settings, and `--set brokerPermission=4` draining its writes;
+/// the broker writes the change into its properties file, so a restart keeps it.
+#[test]
+fn config_shows_settings_and_a_drain_outlives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("broker-a.properties");
+    let original = std::fs::read_to_string(common::examples().join("broker-a.properties")).unwrap();
+    std::fs::write(&conf, &original).unwrap();
+    let store = dir.path().join("store");
+    let sets = ["brokerRole=ASYNC_MASTER".to_string(), "haListenPort=0".to_string()];
+    let master = Proc::broker_from(&conf, &store, &sets);
+    let addr = format!("127.0.0.1:{}", master.ports().0);
+
+    let (ok, out, err) = rmqha(&["config", &addr, "--key", "brokerPermission", "--key", "brokerName"], b"");
+    assert!(ok, "{out} {err}");
+    assert_eq!(out, "brokerName=broker-a\nbrokerPermission=6\n");
+    let (ok, out, err) = rmqha(&["config", &addr, "--json"], b"");
+    assert!(ok, "{out} {err}");
+    let all: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(all["brokerRole"], "ASYNC_MASTER", "{out}");
+
+    let (ok, out, err) = rmqha(&["config", &addr, "--set", "brokerPermission=4"], b"");
+    assert!(ok, "{out} {err}");
+    assert_eq!(out, "brokerPermission=4\n");
+    let (ok, out, _) = rmqha(&["put", &addr, "--topic", "Drained", "--queue", "0"], b"x");
+    assert!(!ok && out.is_empty(), "a drained broker takes no sends");
+    // Refused keys are named, and change nothing.
+    let (ok, out, err) =
+        rmqha(&["config", &addr, "--set", "brokerPermission=6", "--set", "listenPort=1"], b"");
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(err.contains("listenPort cannot change while the broker runs"), "{err}");
+    let (ok, _, err) = rmqha(&["config", &addr, "--key", "noSuchKey"], b"");
+    assert!(!ok && err.contains("has no setting noSuchKey"), "{err}");
+
+    // The file now says 4, the rest of it as it was; a restart keeps the drain.
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("brokerPermission")).collect();
+    assert_eq!(lines, ["brokerPermission=4"], "{text}");
+    assert_eq!(
+        text.lines().filter(|l| !l.contains("brokerPermission")).collect::<Vec<_>>(),
+        original.lines().filter(|l| !l.contains("brokerPermission")).collect::<Vec<_>>()
+    );
+    master.stop();
+    let master = Proc::broker_from(&conf, &store, &sets);
+    let addr = format!("127.0.0.1:{}", master.ports().0);
+    let (ok, out, err) = rmqha(&["config", &addr, "--key", "brokerPermission"], b"");
+    assert!(ok, "{out} {err}");
+    assert_eq!(out, "brokerPermission=4\n");
+    master.stop();
+}

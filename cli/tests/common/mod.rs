@@ -39,8 +39,13 @@ impl Proc {
     /// `rmqha broker -c examples/<conf>` on `store`, on 127.0.0.1 with a free listen port and
     /// 1 MiB CommitLog files; `extra` are more `--set KEY=VALUE` overrides.
     pub fn broker(conf: &str, store: &Path, extra: &[String]) -> Proc {
+        Self::broker_from(&examples().join(conf), store, extra)
+    }
+
+    /// [`Proc::broker`] with the properties file at `conf`.
+    pub fn broker_from(conf: &Path, store: &Path, extra: &[String]) -> Proc {
         let mut cmd = Command::new(RMQHA);
-        cmd.arg("broker").arg("-c").arg(examples().join(conf));
+        cmd.arg("broker").arg("-c").arg(conf);
         for s in [
             format!("storePathRootDir={}", store.display()),
             "listenPort=0".into(),
