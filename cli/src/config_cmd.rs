@@ -14,9 +14,10 @@ use rmqha_core::remoting::{RemotingCommand, request_code};
 pub struct ConfigArgs {
     /// The broker's remoting address (listenPort).
     addr: String,
-    /// Change a setting at run time (repeatable; all or nothing). The broker takes only
-    /// `brokerPermission` (6 read and write, 4 read only, 2 write only) and refuses any other
-    /// key, naming it.
+    /// Change a setting at run time (repeatable; all or nothing). The broker takes
+    /// `brokerPermission` (6 read and write, 4 read only, 2 write only),
+    /// `autoCreateTopicEnable`, `autoCreateSubscriptionGroup`, `slaveReadEnable` and
+    /// `notifyConsumerIdsChangedEnable`, and refuses any other key, naming it.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Print only these keys (repeatable).

@@ -78,6 +78,16 @@ impl RequestHandler for LateHandler {
 }
 
 /// A running broker.
+/// The settings a running broker changes (UPDATE_BROKER_CONFIG, [`Broker::update_config`]);
+/// every other key takes effect only at a start.
+pub const RUNTIME_CONFIG_KEYS: [&str; 5] = [
+    "brokerPermission",
+    "autoCreateTopicEnable",
+    "autoCreateSubscriptionGroup",
+    "slaveReadEnable",
+    "notifyConsumerIdsChangedEnable",
+];
+
 pub struct Broker {
     config: Arc<BrokerConfig>,
     store: Arc<MessageStore>,
@@ -94,6 +104,8 @@ pub struct Broker {
     ha_port: u16,
     /// `brokerPermission` now (UPDATE_BROKER_CONFIG changes it at runtime).
     permission: std::sync::atomic::AtomicI32,
+    /// The switches of [`RUNTIME_CONFIG_KEYS`] now, by their index there (0 unused).
+    switches: [AtomicBool; RUNTIME_CONFIG_KEYS.len()],
     stop: Arc<StopSignal>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     shut: AtomicBool,
@@ -339,6 +351,9 @@ impl Broker {
             listen_port,
             ha_port,
             permission: std::sync::atomic::AtomicI32::new(config.broker_permission),
+            switches: std::array::from_fn(|i| {
+                AtomicBool::new(config.get(RUNTIME_CONFIG_KEYS[i]).as_deref() == Some("true"))
+            }),
             stop: StopSignal::new(),
             threads: Mutex::new(Vec::new()),
             shut: AtomicBool::new(false),
@@ -452,7 +467,7 @@ impl Broker {
     }
 
     /// Changes `brokerPermission` until the broker stops (the properties file is left as it
-    /// is; [`persist_config_value`](Self::persist_config_value) writes it there): 4 makes it read only (remote sends refused NO_PERMISSION, routes advertise no
+    /// is; [`update_config`](Self::update_config) writes it there too): 4 makes it read only (remote sends refused NO_PERMISSION, routes advertise no
     /// write), 2 write only, 6 both again. Refuses any other value.
     pub fn set_broker_permission(&self, perm: i32) -> Result<()> {
         crate::config::check_broker_permission(perm)
@@ -464,17 +479,118 @@ impl Broker {
         Ok(())
     }
 
-    /// Writes `key=value` into the properties file the broker was started from (see
-    /// `BrokerConfig::update_properties_file`), so that a setting changed at run time
-    /// outlives a restart, as RocketMQ's UPDATE_BROKER_CONFIG persists. Returns the file, or
+    /// Writes `key=value` pairs into the properties file the broker was started from (see
+    /// `BrokerConfig::update_properties_file`), so that settings changed at run time outlive
+    /// a restart, as RocketMQ's UPDATE_BROKER_CONFIG persists them. Returns the file, or
     /// `None` for a broker whose config was built in code (nothing to write to).
-    pub fn persist_config_value(&self, key: &str, value: &str) -> Result<Option<PathBuf>> {
+    pub fn persist_config_values(&self, entries: &[(&str, &str)]) -> Result<Option<PathBuf>> {
         static WRITING: Mutex<()> = Mutex::new(());
         let Some(path) = self.config.source_file() else { return Ok(None) };
         let _one_at_a_time = WRITING.lock().unwrap_or_else(|e| e.into_inner());
-        BrokerConfig::update_properties_file(path, key, value)?;
-        tracing::info!(file = %path.display(), key, value, "config file updated");
+        BrokerConfig::update_properties_file(path, entries)?;
+        tracing::info!(file = %path.display(), ?entries, "config file updated");
         Ok(Some(path.to_path_buf()))
+    }
+
+    /// `autoCreateTopicEnable` now.
+    pub fn auto_create_topic_enable(&self) -> bool {
+        self.switch(1)
+    }
+
+    /// `autoCreateSubscriptionGroup` now.
+    pub fn auto_create_subscription_group(&self) -> bool {
+        self.switch(2)
+    }
+
+    /// `slaveReadEnable` now.
+    pub fn slave_read_enable(&self) -> bool {
+        self.switch(3)
+    }
+
+    /// `notifyConsumerIdsChangedEnable` now.
+    pub fn notify_consumer_ids_changed_enable(&self) -> bool {
+        self.switch(4)
+    }
+
+    fn switch(&self, i: usize) -> bool {
+        self.switches[i].load(Ordering::Acquire)
+    }
+
+    /// The value of a key of [`RUNTIME_CONFIG_KEYS`] now, as a properties file holds it
+    /// (`None` for any other key: its value is the config's).
+    pub fn runtime_config_value(&self, key: &str) -> Option<String> {
+        match RUNTIME_CONFIG_KEYS.iter().position(|&k| k == key)? {
+            0 => Some(self.broker_permission().to_string()),
+            i => Some(self.switch(i).to_string()),
+        }
+    }
+
+    /// Changes settings while the broker runs (UPDATE_BROKER_CONFIG, `rmqha config --set`):
+    /// only [`RUNTIME_CONFIG_KEYS`]; all or nothing (an unknown key, one that takes effect
+    /// only at a start, or a bad value changes nothing, and the error names it). The values
+    /// are applied, then written into the properties file the broker was started from (see
+    /// [`persist_config_values`](Self::persist_config_values)); if that write fails they
+    /// hold until the broker stops, and the error says so. Returns the keys whose value
+    /// changed, with their new values.
+    pub fn update_config(&self, entries: &[(&str, &str)]) -> Result<Vec<(&'static str, String)>> {
+        let mut check = BrokerConfig::clone(&self.config);
+        let mut parsed: Vec<(usize, String)> = Vec::with_capacity(entries.len());
+        for &(key, value) in entries {
+            let (key, value) = (key.trim(), value.trim());
+            let Some(canonical) = BrokerConfig::canonical_key(key) else {
+                return Err(Error::InvalidArgument(format!("unknown config key {}", crate::clip(key, 64))));
+            };
+            let Some(i) = RUNTIME_CONFIG_KEYS.iter().position(|&k| k == canonical) else {
+                return Err(Error::InvalidArgument(format!(
+                    "{key} cannot change while the broker runs (only {} can): set it in the broker's properties \
+                     file and restart",
+                    RUNTIME_CONFIG_KEYS.join(", ")
+                )));
+            };
+            check.set(canonical, value).map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "invalid value {:?} for {key}: {}",
+                    crate::clip(value, 64),
+                    e.reason
+                ))
+            })?;
+            if i == 0 {
+                crate::config::check_broker_permission(check.broker_permission).map_err(|why| {
+                    Error::InvalidArgument(format!(
+                        "invalid value {:?} for {key}: {why}",
+                        crate::clip(value, 64)
+                    ))
+                })?;
+            }
+            let value = check.get(canonical).unwrap_or_default();
+            parsed.retain(|(j, _)| *j != i);
+            parsed.push((i, value));
+        }
+        let mut changed = Vec::new();
+        for (i, value) in &parsed {
+            let key = RUNTIME_CONFIG_KEYS[*i];
+            if self.runtime_config_value(key).as_deref() == Some(value.as_str()) {
+                continue;
+            }
+            if *i == 0 {
+                self.set_broker_permission(check.broker_permission)?;
+            } else {
+                self.switches[*i].store(value == "true", Ordering::Release);
+                tracing::warn!("{key} changed to {value}");
+                if key == "autoCreateTopicEnable" && value == "true" {
+                    crate::processor::seed_system_topics(self); // TBW102, as at a start
+                }
+            }
+            changed.push((key, value.clone()));
+        }
+        // Written even when unchanged: an earlier write may have failed.
+        let pairs: Vec<(&str, &str)> =
+            parsed.iter().map(|(i, v)| (RUNTIME_CONFIG_KEYS[*i], v.as_str())).collect();
+        self.persist_config_values(&pairs).map_err(|e| {
+            let now: Vec<String> = pairs.iter().map(|(k, v)| format!("{k} is {v}")).collect();
+            Error::Store(format!("{} now, but only until the broker restarts: {e}", now.join(", ")))
+        })?;
+        Ok(changed)
     }
 
     pub fn role(&self) -> BrokerRole {

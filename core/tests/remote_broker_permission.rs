@@ -2,8 +2,9 @@
 //! changed at runtime by UPDATE_BROKER_CONFIG (`mqadmin updateBrokerConfig -k
 //! brokerPermission -v 4`, the way to drain a broker's writes): sends (and send-backs) refused
 //! NO_PERMISSION without write, pulls without read, routes advertising only what both allow.
-//! Any other key is refused at runtime, naming it. A change is written into the properties
-//! file the broker started from, so a restart keeps it.
+//! The other switches UPDATE_BROKER_CONFIG changes (`autoCreateTopicEnable`, ...) take effect
+//! at once; any other key is refused at runtime, naming it. A change is written into the
+//! properties file the broker started from, so a restart keeps it.
 
 mod common;
 mod remote_common;
@@ -84,6 +85,7 @@ fn brokerpermission_changed_at_runtime_drains_writes_or_reads() {
         ("brokerPermission=5", "must be 6 (read and write), 4 (read only) or 2 (write only)"),
         ("brokerPermission=rw", "brokerPermission"),
         ("brokerPermission=6\nlistenPort=1", "listenPort cannot change while the broker runs"),
+        ("brokerPermission=6\nslaveReadEnable=maybe", "invalid value \"maybe\" for slaveReadEnable"),
         ("flushDiskType=SYNC_FLUSH", "flushDiskType cannot change while the broker runs"),
         ("noSuchKey=1", "unknown config key noSuchKey"),
         ("", "names no key"),
@@ -154,5 +156,42 @@ fn a_change_is_written_into_the_brokers_properties_file_and_outlives_a_restart()
     assert!(remark.contains("broker.properties"), "names the file: {remark}");
     assert_eq!(b.broker_permission(), 6);
     assert_eq!(send(&c).code, code::SUCCESS);
+    b.shutdown();
+}
+
+#[test]
+fn switches_change_at_runtime_and_show_in_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[("autoCreateTopicEnable", "false")]);
+    let c = client(b.remoting_addrs()[0]);
+    let fresh = |topic: &str| call(&c, send_v2(&Msg::new(topic, b"x").queue(0)));
+    let value = |key: &str| {
+        let r = call(&c, RemotingCommand::request(request_code::GET_BROKER_CONFIG));
+        let body = String::from_utf8(r.body).unwrap();
+        body.lines().find_map(|l| l.strip_prefix(&format!("{key}="))).unwrap().to_string()
+    };
+    assert_eq!(fresh("Fresh1").code, code::TOPIC_NOT_EXIST);
+    assert_eq!(value("autoCreateTopicEnable"), "false");
+
+    // On: the template topic is put in place as at a start, and a send creates its topic.
+    let r = update(&c, "autoCreateTopicEnable=true\nslaveReadEnable = true");
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert!(b.auto_create_topic_enable() && b.slave_read_enable());
+    assert!(b.topic_config("TBW102").is_some(), "the template is seeded");
+    assert_eq!(fresh("Fresh1").code, code::SUCCESS);
+    assert!(b.topic_config("Fresh1").is_some());
+    assert_eq!((value("autoCreateTopicEnable"), value("slaveReadEnable")), ("true".into(), "true".into()));
+
+    // Off again: the next new topic is refused, and the one created stays.
+    assert_eq!(update(&c, "autoCreateTopicEnable=false").code, code::SUCCESS);
+    assert_eq!(fresh("Fresh2").code, code::TOPIC_NOT_EXIST);
+    assert_eq!(fresh("Fresh1").code, code::SUCCESS);
+
+    // The embedding API does the same, and says what changed.
+    let changed =
+        b.update_config(&[("autoCreateSubscriptionGroup", "false"), ("brokerPermission", "6")]).unwrap();
+    assert_eq!(changed, vec![("autoCreateSubscriptionGroup", "false".to_string())]);
+    assert!(!b.auto_create_subscription_group());
+    assert_eq!(b.runtime_config_value("listenPort"), None, "not a runtime key");
     b.shutdown();
 }

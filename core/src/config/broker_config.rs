@@ -267,7 +267,9 @@ macro_rules! broker_config {
             /// Every key rmqha understands, in canonical spelling.
             pub const KEYS: &'static [&'static str] = &[$($key),*];
 
-            fn canonical_key(key: &str) -> Option<&'static str> {
+            /// The canonical spelling of a key rmqha knows (`mapedFileSizeCommitLog` gives
+            /// `mappedFileSizeCommitLog`); `None` for any other.
+            pub fn canonical_key(key: &str) -> Option<&'static str> {
                 match key {
                     $( $key $(| $alias)* => Some($key), )*
                     _ => None,
@@ -817,35 +819,37 @@ impl BrokerConfig {
         self.source.as_deref()
     }
 
-    /// Writes `key=value` into the properties file at `path`, as a broker does when a
-    /// setting changes at run time (RocketMQ's `Configuration.persist`), but keeping the
+    /// Writes `key=value` pairs into the properties file at `path`, as a broker does when
+    /// settings change at run time (RocketMQ's `Configuration.persist`), but keeping the
     /// file's comments, order and other lines (see [`set_property`](super::set_property);
     /// RocketMQ rewrites the whole file from memory). Replaces the file atomically and
     /// durably (a temporary file beside it, fsync, rename, fsync of the directory), with its
     /// permissions, and keeps the previous content as `<file>.bak`, as RocketMQ's
-    /// `MixAll.string2File` does. `key` must be one rmqha knows (either spelling).
-    pub fn update_properties_file(path: &Path, key: &str, value: &str) -> Result<(), ConfigError> {
+    /// `MixAll.string2File` does. Each key must be one rmqha knows (either spelling).
+    pub fn update_properties_file(path: &Path, entries: &[(&str, &str)]) -> Result<(), ConfigError> {
         let fail = |what: &str, e: std::io::Error| ConfigError {
             path: Some(path.to_path_buf()),
             ..ConfigError::new(format!("cannot {what}: {e}"))
         };
-        let canonical = Self::canonical_key(key)
-            .ok_or_else(|| ConfigError::new(format!("unknown config key {}", crate::clip(key, 64))))?;
         let old = std::fs::read(path).map_err(|e| fail("read config file", e))?;
         let (text, latin1) = match std::str::from_utf8(&old) {
             Ok(t) => (t.to_owned(), false),
             Err(_) => (old.iter().map(|&b| char::from(b)).collect::<String>(), true),
         };
-        let updated =
-            super::set_property(&text, |k| Self::canonical_key(k) == Some(canonical), canonical, value)
-                .map_err(|e| ConfigError {
-                    path: Some(path.to_path_buf()),
-                    line: Some(e.line),
-                    ..ConfigError::new(format!(
-                        "cannot update {canonical} in a file that does not parse: {}",
-                        e.reason
-                    ))
-                })?;
+        let mut updated = text;
+        for &(key, value) in entries {
+            let canonical = Self::canonical_key(key)
+                .ok_or_else(|| ConfigError::new(format!("unknown config key {}", crate::clip(key, 64))))?;
+            let is_key = |k: &str| Self::canonical_key(k) == Some(canonical);
+            updated = super::set_property(&updated, is_key, canonical, value).map_err(|e| ConfigError {
+                path: Some(path.to_path_buf()),
+                line: Some(e.line),
+                ..ConfigError::new(format!(
+                    "cannot update {canonical} in a file that does not parse: {}",
+                    e.reason
+                ))
+            })?;
+        }
         // The new line is ASCII (escaped); the rest goes back as it came.
         let out: Vec<u8> =
             if latin1 { updated.chars().map(|c| c as u8).collect() } else { updated.into_bytes() };

@@ -179,7 +179,7 @@ impl ClientManageProcessor {
 
     /// NOTIFY_CONSUMER_IDS_CHANGED to each live member of `group` (see the module doc).
     fn notify_members(&self, broker: &Broker, group: &str) {
-        if !broker.config().notify_consumer_ids_changed_enable {
+        if !broker.notify_consumer_ids_changed_enable() {
             return;
         }
         for (client, member) in self.shared.clients.consumer_channels(group) {

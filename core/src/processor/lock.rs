@@ -227,10 +227,7 @@ fn lockable_queues(b: &Broker, topic: &str) -> Option<i32> {
     if let Some(tc) = effective_topic(b, topic) {
         return Some(tc.read_queue_nums.max(tc.write_queue_nums));
     }
-    if b.role() == BrokerRole::Slave
-        || !b.config().auto_create_topic_enable
-        || topic_name_error(topic).is_some()
-    {
+    if b.role() == BrokerRole::Slave || !b.auto_create_topic_enable() || topic_name_error(topic).is_some() {
         return None;
     }
     let template = b.tables().topics().get(AUTO_CREATE_TOPIC_KEY_TOPIC)?;

@@ -19,7 +19,7 @@
 //! | `query` | QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 |
 //! | `topic` | UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, DELETE_SUBSCRIPTIONGROUP 207 (and the auto-creation rules used by send and pull) |
 //! | `route` (+ `registrar` on a slave) | GET_ROUTEINFO_BY_TOPIC 105, GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206, REGISTER_BROKER 103, UNREGISTER_BROKER 104 |
-//! | `stats` (+ `rates`) | GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208, GET_BROKER_CONFIG 26, UPDATE_BROKER_CONFIG 25 (brokerPermission only), GET_EARLIEST_MSG_STORETIME 32, QUERY_TOPIC_CONSUME_BY_WHO 300 (operators' tools) |
+//! | `stats` (+ `rates`) | GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208, GET_BROKER_CONFIG 26, UPDATE_BROKER_CONFIG 25 (`RUNTIME_CONFIG_KEYS` only), GET_EARLIEST_MSG_STORETIME 32, QUERY_TOPIC_CONSUME_BY_WHO 300 (operators' tools) |
 //! | `queue_query` | QUERY_CONSUME_QUEUE 321 (a queue's ConsumeQueue units, `mqadmin queryCq`) |
 //! | `consumer_call` | GET_CONSUMER_RUNNING_INFO 307, CONSUME_MESSAGE_DIRECTLY 309 (forwarded to one consumer client, answered with its response: `mqadmin consumerStatus`, `consumeMessage`) |
 //!
@@ -95,7 +95,7 @@ pub use send::SendProcessor;
 pub use send_back::SendBackProcessor;
 pub use stats::StatsProcessor;
 pub use topic::TopicProcessor;
-pub(crate) use topic::{MAX_QUEUE_NUMS, topic_name_error};
+pub(crate) use topic::{MAX_QUEUE_NUMS, seed_system_topics, topic_name_error};
 
 /// Java `MixAll.MASTER_ID`.
 pub const MASTER_ID: i64 = 0;

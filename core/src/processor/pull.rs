@@ -220,7 +220,7 @@ impl PullProcessor {
         }
         let mut code = status_code(r.status, h.queue_offset);
         let role = b.role();
-        let slave_read = b.config().slave_read_enable;
+        let slave_read = b.slave_read_enable();
         let mut suggest = if slave_read {
             if r.suggest_pulling_from_slave {
                 group.which_broker_when_consume_slowly

@@ -1,7 +1,7 @@
 //! What operators' tools ask a broker (`mqadmin topicStatus`, `consumerProgress`,
 //! `getBrokerConfig`, `updateBrokerConfig`, `topicList -c`, RocketMQ Dashboard):
 //! GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_BROKER_CONFIG (26),
-//! UPDATE_BROKER_CONFIG (25, `brokerPermission` only), GET_EARLIEST_MSG_STORETIME (32) and
+//! UPDATE_BROKER_CONFIG (25, `Broker::update_config`'s keys only), GET_EARLIEST_MSG_STORETIME (32) and
 //! QUERY_TOPIC_CONSUME_BY_WHO (300), as RocketMQ 4.9's `AdminBrokerProcessor` answers them.
 //!
 //! The two stats bodies are maps keyed by `MessageQueue`, which RocketMQ's fastjson writes
@@ -120,10 +120,9 @@ impl StatsProcessor {
     /// [`REDACTED`](crate::config::REDACTED); the config's version in the `version` header field.
     fn broker_config(&self, b: &Broker, req: &RemotingCommand) -> Answer {
         let mut body = String::new();
-        let perm = b.broker_permission().to_string();
         for (k, v) in b.config().to_map_redacted() {
             // What changes at runtime, as it is now.
-            let v = if k == "brokerPermission" { perm.as_str() } else { v.as_str() };
+            let v = b.runtime_config_value(&k).unwrap_or(v);
             let _ = writeln!(body, "{k}={v}");
         }
         let version = serde_json::to_string(&*self.config_version.lock().unwrap_or_else(|e| e.into_inner()))
@@ -164,14 +163,11 @@ impl StatsProcessor {
     }
 
     /// 4.9 `updateBrokerConfig` (`mqadmin updateBrokerConfig -k KEY -v VALUE`): the body a
-    /// properties text of keys to change. rmqha changes `brokerPermission` at runtime and
-    /// writes it into the properties file the broker was started from (its line replaced in
-    /// place, the rest of the file kept; 4.9 rewrites the whole file from memory), so a
-    /// restart keeps it; every other known key is refused naming it, since it takes effect
-    /// only at a start (4.9 stores any key in memory and its file, whether or not anything
-    /// reads it again), and so is an unknown key or a bad value. All or nothing: one refused
-    /// key changes nothing. A file that cannot be written is SYSTEM_ERROR saying that the
-    /// value holds until the broker restarts (it is applied first: a read-only file, as a
+    /// properties text of keys to change, applied by [`Broker::update_config`] (the keys of
+    /// `RUNTIME_CONFIG_KEYS` at once, written into the broker's properties file; any other
+    /// refused, naming it, as it takes effect only at a start, where 4.9 stores whatever it is
+    /// sent; all or nothing). A file that cannot be written is SYSTEM_ERROR saying that the
+    /// values hold until the broker restarts (they are applied first: a read-only file, as a
     /// mounted Kubernetes ConfigMap is, must not stop an operator draining a broker).
     fn update_broker_config(&self, b: &Broker, req: &RemotingCommand) -> Answer {
         let refuse = |why: String| reply(req, response_code::SYSTEM_ERROR, why);
@@ -182,34 +178,11 @@ impl StatsProcessor {
         if entries.is_empty() {
             return Err(refuse("UPDATE_BROKER_CONFIG names no key (a body of key=value lines)".into()));
         }
-        let mut perm = b.broker_permission();
-        for e in &entries {
-            let (key, value) = (e.key.trim(), e.value.trim());
-            if !crate::config::BrokerConfig::KEYS.contains(&key) {
-                return Err(refuse(format!("unknown config key {}", crate::clip(key, 64))));
-            }
-            if key != "brokerPermission" {
-                return Err(refuse(format!(
-                    "{key} cannot change while the broker runs (only brokerPermission can): set it in the \
-                     broker's properties file and restart"
-                )));
-            }
-            perm = value
-                .parse()
-                .map_err(|_| "expected an integer".to_string())
-                .and_then(|p| crate::config::check_broker_permission(p).map(|()| p).map_err(str::to_string))
-                .map_err(|why| {
-                    refuse(format!("invalid value {:?} for brokerPermission: {why}", crate::clip(value, 64)))
-                })?;
-        }
-        if perm != b.broker_permission() {
-            b.set_broker_permission(perm).map_err(|e| refuse(e.to_string()))?;
+        let pairs: Vec<(&str, &str)> = entries.iter().map(|e| (e.key.as_str(), e.value.as_str())).collect();
+        let changed = b.update_config(&pairs).map_err(|e| refuse(e.to_string()))?;
+        if !changed.is_empty() {
             self.config_version.lock().unwrap_or_else(|e| e.into_inner()).next_version();
         }
-        // Written even when unchanged: an earlier write may have failed.
-        b.persist_config_value("brokerPermission", &perm.to_string()).map_err(|e| {
-            refuse(format!("brokerPermission is {perm} now, but only until the broker restarts: {e}"))
-        })?;
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
     }
 }

@@ -28,7 +28,7 @@ const TOPIC_MAX_LENGTH: usize = 127;
 /// creates their topic from it on the first send. An existing entry (from `topics.json`) wins.
 pub(crate) fn seed_system_topics(broker: &Broker) {
     let config = broker.config();
-    if broker.role() == BrokerRole::Slave || !config.auto_create_topic_enable {
+    if broker.role() == BrokerRole::Slave || !broker.auto_create_topic_enable() {
         return;
     }
     let queues = config.default_topic_queue_nums.max(1);
@@ -114,7 +114,7 @@ pub(crate) fn create_in_send(
     }
     let template = broker.tables().topics().get(default_topic)?;
     let mut perm = template.perm;
-    if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !broker.config().auto_create_topic_enable {
+    if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC && !broker.auto_create_topic_enable() {
         perm = TopicConfig::PERM_READ | TopicConfig::PERM_WRITE;
     }
     if perm & TopicConfig::PERM_INHERIT == 0 {
@@ -201,7 +201,7 @@ pub(crate) fn find_subscription_groups(
 ) -> Vec<Option<SubscriptionGroupConfig>> {
     let groups = broker.tables().subscription_groups();
     let mut out: Vec<Option<SubscriptionGroupConfig>> = names.iter().map(|g| groups.get(g)).collect();
-    if !broker.config().auto_create_subscription_group {
+    if !broker.auto_create_subscription_group() {
         return out;
     }
     let mut missing = Vec::new();
