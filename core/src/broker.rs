@@ -315,6 +315,16 @@ impl Broker {
                 bind_address: config.ha_client_bind_address.parse().ok(),
                 auth_secret,
                 truncate_diverged: config.ha_slave_truncate_diverged,
+                on_truncated: Some(crate::ha::TruncateHook({
+                    // Offsets past the cut name positions the master fills with other
+                    // messages; the config sync's merge would keep them (it keeps the larger).
+                    let (store, tables) = (Arc::downgrade(&store), Arc::downgrade(&tables));
+                    Arc::new(move |_| {
+                        if let (Some(store), Some(tables)) = (store.upgrade(), tables.upgrade()) {
+                            cap_consumer_offsets(&store, &tables);
+                        }
+                    })
+                })),
             };
             match HaSlave::start(store.clone(), &config.ha_master_address, opts) {
                 Ok(s) => (None, Some(s), 0),

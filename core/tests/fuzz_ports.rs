@@ -168,6 +168,7 @@ fn slave_opts() -> HaSlaveOptions {
         bind_address: None,
         auth_secret: None,
         truncate_diverged: false,
+        on_truncated: None,
     }
 }
 

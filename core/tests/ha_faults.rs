@@ -1098,6 +1098,10 @@ fn with_truncate_diverged_an_old_master_cuts_its_tail_back_and_follows_the_new_o
         for i in 0..tail {
             a.put_message_sync(&message("OldTail", 0, i, 300)).unwrap();
         }
+        assert!(a.store().wait_dispatched(Duration::from_secs(10)));
+        // A consumer of the old master read its tail.
+        a.commit_consumer_offset("G", "OldTail", 0, tail as i64).unwrap();
+        a.commit_consumer_offset("G", "Common", 0, 100).unwrap();
         let old_end = a.max_offset();
         a.shutdown();
         drop(a);
@@ -1123,6 +1127,9 @@ fn with_truncate_diverged_an_old_master_cuts_its_tail_back_and_follows_the_new_o
         assert_eq!(a.queue_max_offset("OldTail", 0), 0, "the old tail was cut (queue included)");
         assert_eq!(a.queue_max_offset("NewMaster", 0), new as i64);
         assert!(a.max_offset() > common_end);
+        // Its offsets past the cut moved back with it; those before it stay.
+        assert_eq!(a.consumer_offset("G", "OldTail", 0), 0, "case {tail}/{new}");
+        assert_eq!(a.consumer_offset("G", "Common", 0), 100);
         a.shutdown();
         b.shutdown();
         assert_same_commit_logs(ad.path(), bd.path());

@@ -6,4 +6,4 @@ pub mod master;
 pub mod slave;
 
 pub use master::{HaMaster, HaMasterOptions, RefusedSlave, SlaveInfo};
-pub use slave::{HaSlave, HaSlaveOptions, SlaveStatus};
+pub use slave::{HaSlave, HaSlaveOptions, SlaveStatus, TruncateHook};

@@ -30,6 +30,20 @@ pub struct HaSlaveOptions {
     /// `haSlaveTruncateDiverged`: cut a log that diverged from the master's back to where it
     /// diverged and reconnect, instead of refusing to follow.
     pub truncate_diverged: bool,
+    /// Called after such a cut, with the log's new end (the broker moves consumer offsets
+    /// left past their queues' new ends back to them).
+    pub on_truncated: Option<TruncateHook>,
+}
+
+/// What a slave does after cutting its diverged log back (see
+/// [`HaSlaveOptions::on_truncated`]).
+#[derive(Clone)]
+pub struct TruncateHook(pub Arc<dyn Fn(u64) + Send + Sync>);
+
+impl std::fmt::Debug for TruncateHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TruncateHook")
+    }
 }
 
 /// What the slave knows of its master.
@@ -156,6 +170,9 @@ impl Shared {
                     end.saturating_sub(record as i64)
                 );
                 self.retry_now.store(true, Ordering::Release);
+                if let Some(hook) = &self.opts.on_truncated {
+                    (hook.0)(record);
+                }
                 format!(
                     "{what}: the logs diverged; cut back from {end} to {record} (haSlaveTruncateDiverged)"
                 )
