@@ -2,6 +2,8 @@
 //! UNREGISTER_CLIENT or by closing its connection, or a heartbeat adds or drops a topic) the
 //! broker pushes it to each live member, so they rebalance at once (4.9's
 //! `DefaultConsumerIdsChangeListener`); `notifyConsumerIdsChangedEnable=false` turns it off.
+//! A member whose heartbeats stop on an open connection is dropped after
+//! `channelExpiredTimeout`, its connection closed and its group told (RocketMQ 5).
 
 mod common;
 mod remote_common;
@@ -114,5 +116,49 @@ fn no_pushes_with_notify_consumer_ids_changed_off() {
     let c = join(&b, "c", "G", &["T", "U"]);
     drop(c);
     not_told(&mut a);
+    b.shutdown();
+}
+
+#[test]
+fn a_member_whose_heartbeats_stop_is_dropped_its_connection_closed_and_its_group_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[("channelExpiredTimeout", "2000")]);
+    let mut a = join(&b, "a", "G", &["T"]);
+    told(&mut a, "G");
+    let mut hung = join(&b, "hung", "G", &["T"]);
+    told(&mut a, "G");
+    told(&mut hung, "G");
+    let c = client(b.remoting_addrs()[0]);
+    let members = || {
+        let r = call(&c, RemotingCommand::request(38).with_ext("consumerGroup", "G"));
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let mut ids: Vec<String> =
+            v["consumerIdList"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(members(), ["a", "hung"]);
+
+    // `a` keeps beating (every 250 ms, well inside the 2 s); `hung` says nothing.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let mut notified = false;
+    while !notified {
+        assert!(std::time::Instant::now() < deadline, "a was never told that hung left");
+        a.send(heartbeat("a", "G", &[("T", "*", 1)]), 9);
+        loop {
+            let m = a.try_recv(TIMEOUT).expect("the heartbeat's answer");
+            if m.is_response() {
+                assert_eq!((m.opaque, m.code), (9, code::SUCCESS), "{m:?}");
+                break;
+            }
+            assert_eq!((m.code, m.ext("consumerGroup")), (NOTIFY, Some("G")), "{m:?}");
+            notified = true;
+        }
+        if !notified {
+            notified = a.recv_code(NOTIFY, Duration::from_millis(250)).is_some();
+        }
+    }
+    assert_eq!(members(), ["a"], "hung is gone; a, beating, stays");
+    assert!(hung.closed_by_server(), "the hung member's connection is closed");
     b.shutdown();
 }

@@ -479,6 +479,11 @@ broker_config! {
     /// leaves or the group's topics change, so that they rebalance at once rather than at
     /// their next periodic rebalance (every 20 s in the Java client).
     notify_consumer_ids_changed_enable: bool = true, "notifyConsumerIdsChangedEnable";
+    /// Milliseconds without a heartbeat after which a client is dropped (RocketMQ's
+    /// `channelExpiredTimeout`): a consumer whose connection is still open then has it
+    /// closed, and its group is told (NOTIFY_CONSUMER_IDS_CHANGED), as RocketMQ 5 does. The
+    /// broker looks every tenth of it, at most every 10 s.
+    channel_expired_timeout: i64 = 120_000, "channelExpiredTimeout";
     /// Milliseconds the broker waits for a consumer's answer to a request it forwards
     /// (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY) before answering the tool
     /// CONSUME_MSG_TIMEOUT (rmqha; RocketMQ's `Broker2Client.callClient` waits 10 s, the
@@ -974,6 +979,9 @@ impl BrokerConfig {
         let bad = |reason: &str| Err(ConfigError::for_key(key, value, reason));
         match key {
             "listenPort" if !(0..=65535).contains(&self.listen_port) => bad("must be 0..65535"),
+            "channelExpiredTimeout" if !(1000..=86_400_000).contains(&self.channel_expired_timeout) => {
+                bad("must be between 1000 and 86400000 ms")
+            }
             "haListenPort" if !(-1..=65535).contains(&self.ha_listen_port) => {
                 bad("must be 0..65535 (or -1 for listenPort+1)")
             }

@@ -17,8 +17,9 @@
 //! `DefaultConsumerIdsChangeListener`: they rebalance at once instead of at their next
 //! periodic rebalance (every 20 s in the Java client), so a joining member does not share
 //! its queues with their old owner meanwhile, and a leaving member's queues are not left
-//! unread. A member whose heartbeat expires without its connection closing is dropped
-//! without a push, as in 4.9.
+//! unread. A member whose heartbeats stop while its connection stays open (a hung client) is
+//! dropped after `channelExpiredTimeout` (120 s), its connection closed and its group told,
+//! as RocketMQ 5 does ([`expire_clients`]; 4.9 drops it without a push).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -177,17 +178,40 @@ impl ClientManageProcessor {
         RemotingCommand::response_to(req, response_code::SUCCESS, None)
     }
 
-    /// NOTIFY_CONSUMER_IDS_CHANGED to each live member of `group` (see the module doc).
     fn notify_members(&self, broker: &Broker, group: &str) {
-        if !broker.notify_consumer_ids_changed_enable() {
-            return;
+        notify_members(&self.shared, broker, group);
+    }
+}
+
+/// NOTIFY_CONSUMER_IDS_CHANGED to each live member of `group` (see the module doc).
+fn notify_members(shared: &Shared, broker: &Broker, group: &str) {
+    if !broker.notify_consumer_ids_changed_enable() {
+        return;
+    }
+    for (client, member) in shared.clients.consumer_channels(group) {
+        let push = RemotingCommand::request(request_code::NOTIFY_CONSUMER_IDS_CHANGED)
+            .with_ext("consumerGroup", group);
+        if let Err(e) = member.responder.push_oneway(push) {
+            tracing::debug!(group, client, "cannot tell a consumer its group changed: {e}");
         }
-        for (client, member) in self.shared.clients.consumer_channels(group) {
-            let push = RemotingCommand::request(request_code::NOTIFY_CONSUMER_IDS_CHANGED)
-                .with_ext("consumerGroup", group);
-            if let Err(e) = member.responder.push_oneway(push) {
-                tracing::debug!(group, client, "cannot tell a consumer its group changed: {e}");
-            }
+    }
+}
+
+/// The `rmqha-client-expiry` thread: every tenth of `channelExpiredTimeout` (at most 10 s,
+/// RocketMQ's `ClientHousekeepingService` period), drops the clients whose heartbeats stopped
+/// on an open connection, closes those connections and tells the rest of each group they
+/// left, as RocketMQ 5's `scanNotActiveChannel` does, until the services stop.
+pub(super) fn expire_clients(shared: &Shared) {
+    let every = shared.clients.expiry_scan_interval();
+    while shared.stop.sleep(every) {
+        let (groups, connections) = shared.clients.expire();
+        for c in &connections {
+            tracing::info!(peer = %c.peer(), "closing a client's connection: its heartbeats stopped");
+            c.close_connection();
+        }
+        let Some(broker) = shared.broker() else { return };
+        for group in &groups {
+            notify_members(shared, &broker, group);
         }
     }
 }

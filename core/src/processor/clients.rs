@@ -5,6 +5,9 @@
 //! A member is dropped when its connection closes (RocketMQ's channel-close event; here the
 //! connection's [`Responder`] reports it) or after 120 s without a heartbeat (RocketMQ's
 //! `channelExpiredTimeout`), whichever comes first; the table is pruned whenever it is read.
+//! A member whose heartbeats stopped while its connection stayed open (a hung client) is
+//! kept for [`ClientTable::expire`]: the broker closes that connection and tells the rest of
+//! its group, as RocketMQ 5's `scanNotActiveChannel` does (4.9 drops it without a word).
 //!
 //! A consumer heartbeat's subscriptions replace its group's, as RocketMQ's
 //! `ConsumerGroupInfo.updateSubscription`: a topic it leaves out is dropped (a pull for it
@@ -18,9 +21,6 @@ use std::time::{Duration, Instant};
 
 use crate::message::java_string_hash;
 use crate::remoting::{LanguageCode, Responder};
-
-/// Java `BrokerConfig.channelExpiredTimeout`.
-pub(crate) const CHANNEL_EXPIRED: Duration = Duration::from_secs(120);
 
 /// A tag expression (`TagA || TagB`, or `*` for everything), as Java's
 /// `FilterAPI.buildSubscriptionData` parses it into a tag set and a code set.
@@ -141,8 +141,8 @@ impl Channel {
         })
     }
 
-    fn alive(&self, now: Instant) -> bool {
-        self.responder.is_connected() && now.duration_since(self.last_update) < CHANNEL_EXPIRED
+    fn alive(&self, now: Instant, expiry: Duration) -> bool {
+        self.responder.is_connected() && now.duration_since(self.last_update) < expiry
     }
 }
 
@@ -230,23 +230,42 @@ struct Inner {
     /// Connections a heartbeat came from, so that closing any other (a tool's, a slave's
     /// config sync) costs no walk over every group.
     peers: HashSet<SocketAddr>,
+    /// Consumer groups a member left by expiring on an open connection, and those
+    /// connections, since the last [`ClientTable::expire`].
+    expired_groups: BTreeSet<String>,
+    expired_connections: Vec<Responder>,
+    /// `channelExpiredTimeout`.
+    expiry: Duration,
 }
 
 impl Inner {
     fn prune(&mut self) {
-        let now = Instant::now();
+        let (now, expiry) = (Instant::now(), self.expiry);
+        let (groups, connections) = (&mut self.expired_groups, &mut self.expired_connections);
         self.consumers.retain(|group, g| {
             g.channels.retain(|id, c| {
-                let keep = c.alive(now);
+                let keep = c.alive(now, expiry);
                 if !keep {
-                    tracing::info!(group, client = id, peer = %c.peer, "consumer gone (connection closed or heartbeat expired)");
+                    let why =
+                        if c.responder.is_connected() { "heartbeats stopped" } else { "connection closed" };
+                    tracing::info!(group, client = id, peer = %c.peer, "consumer gone ({why})");
+                    if c.responder.is_connected() {
+                        groups.insert(group.clone());
+                        connections.push(c.responder.clone());
+                    }
                 }
                 keep
             });
             !g.channels.is_empty()
         });
         self.producers.retain(|_, m| {
-            m.retain(|_, c| c.alive(now));
+            m.retain(|_, c| {
+                let keep = c.alive(now, expiry);
+                if !keep && c.responder.is_connected() {
+                    connections.push(c.responder.clone());
+                }
+                keep
+            });
             !m.is_empty()
         });
     }
@@ -272,12 +291,28 @@ pub(crate) enum SubscriptionLookup {
 }
 
 /// Consumer and producer groups and their live members.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ClientTable {
     inner: Mutex<Inner>,
 }
 
+impl Default for ClientTable {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(120))
+    }
+}
+
 impl ClientTable {
+    /// A table dropping clients after `expiry` without a heartbeat (`channelExpiredTimeout`).
+    pub(crate) fn new(expiry: Duration) -> Self {
+        ClientTable { inner: Mutex::new(Inner { expiry, ..Inner::default() }) }
+    }
+
+    /// How often [`expire`](Self::expire) should run: a tenth of the expiry, at most 10 s.
+    pub(crate) fn expiry_scan_interval(&self) -> Duration {
+        (self.lock().expiry / 10).min(Duration::from_secs(10))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -395,6 +430,19 @@ impl ClientTable {
         inner.prune();
         groups.sort();
         groups
+    }
+
+    /// Drops the members whose heartbeats stopped (see the module doc) and returns, once, the
+    /// consumer groups that lost one since the last call (sorted) and the connections those
+    /// members were on, still open, for the caller to close.
+    pub(crate) fn expire(&self) -> (Vec<String>, Vec<Responder>) {
+        let mut inner = self.lock();
+        inner.prune();
+        let groups = std::mem::take(&mut inner.expired_groups).into_iter().collect();
+        let mut connections = std::mem::take(&mut inner.expired_connections);
+        connections.sort_by_key(|r| r.peer());
+        connections.dedup_by_key(|r| r.peer());
+        (groups, connections)
     }
 
     /// The client ids of a consumer group's live members, sorted.

@@ -195,7 +195,9 @@ impl std::fmt::Debug for ClientServices {
 pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientServices> {
     let shared = Arc::new(Shared {
         broker: Arc::downgrade(broker),
-        clients: clients::ClientTable::default(),
+        clients: clients::ClientTable::new(std::time::Duration::from_millis(
+            broker.config().channel_expired_timeout.max(1000) as u64,
+        )),
         locks: lock::LockTable::default(),
         group: route::GroupTable::default(),
         long_poll: long_poll::LongPoll::new(broker.store().clone()),
@@ -236,6 +238,12 @@ pub fn install(broker: &Arc<Broker>, dispatch: &mut Dispatch) -> Result<ClientSe
         .name("rmqha-long-poll".into())
         .spawn(move || long_poll::run(&pull, &store))
         .map_err(|e| Error::Store(format!("cannot start thread rmqha-long-poll: {e}")))?;
+    services.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    let expiry = shared.clone();
+    let t = std::thread::Builder::new()
+        .name("rmqha-client-expiry".into())
+        .spawn(move || client_manage::expire_clients(&expiry))
+        .map_err(|e| Error::Store(format!("cannot start thread rmqha-client-expiry: {e}")))?;
     services.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
     if broker.role().is_master() {
         let t = start_transaction_checker(broker, &shared)?;

@@ -256,6 +256,13 @@ impl Responder {
         !self.conn.is_closed()
     }
 
+    /// Closes the connection (a client whose heartbeats stopped, as RocketMQ closes its
+    /// channel): what is queued to it is dropped, and the server's reader ends, which reports
+    /// the close as a peer's close would be.
+    pub fn close_connection(&self) {
+        self.conn.close();
+    }
+
     /// Writes `response` as the answer to the request.
     ///
     /// Fails with [`RemotingError::ResponderClosed`] if the connection is gone, `Io` if the
