@@ -77,9 +77,8 @@ impl RequestHandler for LateHandler {
     }
 }
 
-/// A running broker.
 /// The settings a running broker changes (UPDATE_BROKER_CONFIG, [`Broker::update_config`]);
-/// every other key takes effect only at a start.
+/// every other key takes effect only at a start. The order is that of `Broker::switches`.
 pub const RUNTIME_CONFIG_KEYS: [&str; 5] = [
     "brokerPermission",
     "autoCreateTopicEnable",
@@ -88,6 +87,7 @@ pub const RUNTIME_CONFIG_KEYS: [&str; 5] = [
     "notifyConsumerIdsChangedEnable",
 ];
 
+/// A running broker.
 pub struct Broker {
     config: Arc<BrokerConfig>,
     store: Arc<MessageStore>,
@@ -477,8 +477,9 @@ impl Broker {
     }
 
     /// Changes `brokerPermission` until the broker stops (the properties file is left as it
-    /// is; [`update_config`](Self::update_config) writes it there too): 4 makes it read only (remote sends refused NO_PERMISSION, routes advertise no
-    /// write), 2 write only, 6 both again. Refuses any other value.
+    /// is; [`update_config`](Self::update_config) writes it there too): 4 makes it read only
+    /// (remote sends refused NO_PERMISSION, routes advertise no write), 2 write only, 6 both
+    /// again. Refuses any other value.
     pub fn set_broker_permission(&self, perm: i32) -> Result<()> {
         crate::config::check_broker_permission(perm)
             .map_err(|why| Error::InvalidArgument(format!("brokerPermission {perm}: {why}")))?;

@@ -128,17 +128,23 @@ fn a_change_is_written_into_the_brokers_properties_file_and_outlives_a_restart()
          ! the default, written out\r\nbrokerPermission = 6\r\nflushDiskType=ASYNC_FLUSH\r\n",
         dir.path().join("store").display()
     );
-    std::fs::write(&file, &original).unwrap();
+    // Through a symbolic link, as a deployment that keeps its configs elsewhere has it.
+    let real_dir = dir.path().join("conf");
+    std::fs::create_dir(&real_dir).unwrap();
+    let real = real_dir.join("broker-a.conf");
+    std::fs::write(&real, &original).unwrap();
+    std::os::unix::fs::symlink(&real, &file).unwrap();
     let b = Broker::start_from_file(&file).unwrap();
     b.create_topic("T", 1).unwrap();
     let c = client(b.remoting_addrs()[0]);
     let r = update(&c, "brokerPermission=4");
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
-    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(std::fs::symlink_metadata(&file).unwrap().file_type().is_symlink(), "the link is kept");
+    let text = std::fs::read_to_string(&real).unwrap();
     assert_eq!(text, original.replace("brokerPermission = 6", "brokerPermission=4"), "only its line changed");
-    let bak = dir.path().join("broker.properties.bak");
+    let bak = real_dir.join("broker-a.conf.bak");
     assert_eq!(std::fs::read_to_string(&bak).unwrap(), original, "the previous content kept");
-    assert!(!dir.path().join("broker.properties.tmp").exists());
+    assert!(!real_dir.join("broker-a.conf.tmp").exists());
     b.shutdown();
 
     // Restarted from the same file: still read only.
@@ -148,7 +154,7 @@ fn a_change_is_written_into_the_brokers_properties_file_and_outlives_a_restart()
     assert_eq!(send(&c).code, code::NO_PERMISSION);
 
     // The file gone (or not writable): the change still holds, and the answer says until when.
-    std::fs::remove_file(&file).unwrap();
+    std::fs::remove_file(&real).unwrap();
     let r = update(&c, "brokerPermission=6");
     assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
     let remark = r.remark.unwrap_or_default();

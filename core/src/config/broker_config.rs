@@ -830,12 +830,15 @@ impl BrokerConfig {
     /// RocketMQ rewrites the whole file from memory). Replaces the file atomically and
     /// durably (a temporary file beside it, fsync, rename, fsync of the directory), with its
     /// permissions, and keeps the previous content as `<file>.bak`, as RocketMQ's
-    /// `MixAll.string2File` does. Each key must be one rmqha knows (either spelling).
+    /// `MixAll.string2File` does. A symbolic link is followed: the file it names is replaced,
+    /// and the link kept. Each key must be one rmqha knows (either spelling).
     pub fn update_properties_file(path: &Path, entries: &[(&str, &str)]) -> Result<(), ConfigError> {
         let fail = |what: &str, e: std::io::Error| ConfigError {
             path: Some(path.to_path_buf()),
             ..ConfigError::new(format!("cannot {what}: {e}"))
         };
+        let real = std::fs::canonicalize(path).map_err(|e| fail("find config file", e))?;
+        let path = real.as_path();
         let old = std::fs::read(path).map_err(|e| fail("read config file", e))?;
         let (text, latin1) = match std::str::from_utf8(&old) {
             Ok(t) => (t.to_owned(), false),
