@@ -3,11 +3,12 @@
 //! with theirs.
 //!
 //! A member is dropped when its connection closes (RocketMQ's channel-close event; here the
-//! connection's [`Responder`] reports it) or after 120 s without a heartbeat (RocketMQ's
-//! `channelExpiredTimeout`), whichever comes first; the table is pruned whenever it is read.
-//! A member whose heartbeats stopped while its connection stayed open (a hung client) is
-//! kept for [`ClientTable::expire`]: the broker closes that connection and tells the rest of
-//! its group, as RocketMQ 5's `scanNotActiveChannel` does (4.9 drops it without a word).
+//! connection's [`Responder`] reports it) or after `channelExpiredTimeout` (120 s) without a
+//! heartbeat, whichever comes first; the table is pruned whenever it is read. A member
+//! dropped for its heartbeats while its connection stayed open (a hung client) is also
+//! recorded for [`ClientTable::expire`], whose caller closes that connection and tells the
+//! rest of its group, as RocketMQ 5's `scanNotActiveChannel` does (4.9 drops it without a
+//! word).
 //!
 //! A consumer heartbeat's subscriptions replace its group's, as RocketMQ's
 //! `ConsumerGroupInfo.updateSubscription`: a topic it leaves out is dropped (a pull for it
