@@ -106,6 +106,9 @@ pub struct Broker {
     permission: std::sync::atomic::AtomicI32,
     /// The switches of [`RUNTIME_CONFIG_KEYS`] now, by their index there (0 unused).
     switches: [AtomicBool; RUNTIME_CONFIG_KEYS.len()],
+    /// Held through an `update_config`, so that two updates' values reach memory and the
+    /// file in the same order.
+    updating_config: Mutex<()>,
     stop: Arc<StopSignal>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     shut: AtomicBool,
@@ -364,6 +367,7 @@ impl Broker {
             switches: std::array::from_fn(|i| {
                 AtomicBool::new(config.get(RUNTIME_CONFIG_KEYS[i]).as_deref() == Some("true"))
             }),
+            updating_config: Mutex::new(()),
             stop: StopSignal::new(),
             threads: Mutex::new(Vec::new()),
             shut: AtomicBool::new(false),
@@ -577,6 +581,7 @@ impl Broker {
             parsed.retain(|(j, _)| *j != i);
             parsed.push((i, value));
         }
+        let _in_order = self.updating_config.lock().unwrap_or_else(|e| e.into_inner());
         let mut changed = Vec::new();
         for (i, value) in &parsed {
             let key = RUNTIME_CONFIG_KEYS[*i];
