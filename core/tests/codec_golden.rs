@@ -192,6 +192,50 @@ fn v2_record_with_two_byte_topic_length_decodes() {
     assert!(decode_record(&as_v1).is_err());
 }
 
+/// RocketMQ 5's `enabledAppendPropCRC`: the properties end with `__CRC32#`, 0x01, the CRC-32
+/// (masked to 31 bits) of every record byte before that property as ten decimal digits, least
+/// significant first (`MessageDecoder.createCrc32`), and 0x02. A `__CRC32#` a client sent is
+/// never written: only the broker's, last.
+#[test]
+fn a_record_crc_ends_the_properties_in_rocketmqs_form() {
+    let store_host: SocketAddr = "192.168.1.2:10911".parse().unwrap();
+    let mut msg = Message::new("TopicTest", &b"123456789"[..]).with_queue(3).with_tags("TagA");
+    msg.born_timestamp = 1_700_000_000_000;
+    msg.set_property("__CRC32#", "1234567890"); // forged: dropped
+    let plain = encode(&msg, store_host, 42, 4096, 1_700_000_000_123);
+    assert_eq!(properties::get(decode_record(&plain).unwrap().properties, "__CRC32#"), None);
+
+    let p = PreparedMessage::prepare(&msg, &store_host, 4 << 20, 999).unwrap().with_record_crc(true).unwrap();
+    assert_eq!(p.total_len, plain.len() + 20);
+    let mut rec = vec![0xEE; p.total_len];
+    p.write(&mut rec, 42, 4096, 1_700_000_000_123, &store_host);
+    // Everything before the property is the plain record with its lengths grown by 20.
+    let (head, tail) = rec.split_at(rec.len() - 20);
+    let mut want_head = plain.clone();
+    want_head[..4].copy_from_slice(&(plain.len() as i32 + 20).to_be_bytes());
+    let props_len_at = plain.len() - 2 - b"TAGS\x01TagA\x02".len();
+    want_head[props_len_at..props_len_at + 2]
+        .copy_from_slice(&(b"TAGS\x01TagA\x02".len() as i16 + 20).to_be_bytes());
+    assert_eq!(head, &want_head[..]);
+    let crc = reference_crc32(head) & 0x7FFF_FFFF;
+    let digits: String = format!("{crc:010}").chars().rev().collect();
+    let mut want_tail = b"__CRC32#\x01".to_vec();
+    want_tail.extend(digits.as_bytes());
+    want_tail.push(0x02);
+    assert_eq!(tail, &want_tail[..], "crc {crc}");
+    assert_eq!(rmqha_core::message::codec::record_crc(decode_record(&rec).unwrap().properties), Some(crc));
+
+    // Checked with the body CRC: a flipped header byte the body CRC cannot see is caught.
+    assert!(matches!(check_record(&rec, &CHECK), CheckResult::Message(_)));
+    let mut flipped = rec.clone();
+    flipped[12] ^= 1; // QUEUEID
+    assert!(matches!(check_record(&flipped, &CHECK), CheckResult::Invalid { skip: None }));
+    let unchecked = CheckOptions { check_crc: false, delay_levels_ms: &[] };
+    assert!(matches!(check_record(&flipped, &unchecked), CheckResult::Message(_)));
+    // A record without the property (written before, or by RocketMQ 4) is checked as before.
+    assert!(matches!(check_record(&plain, &CHECK), CheckResult::Message(_)));
+}
+
 #[test]
 fn blank_record_fills_the_rest_of_a_file() {
     let mut buf = vec![0u8; 256];

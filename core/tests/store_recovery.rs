@@ -29,15 +29,22 @@ struct Snapshot {
     before: Vec<(PutResult, Vec<u8>)>,
     last: PutResult,
     last_len: usize,
+    /// Written with `enabledAppendPropCRC`.
+    crc: bool,
 }
 
 fn config(dir: &Path) -> BrokerConfig {
-    store_config(dir, &[])
+    config_crc(dir, false)
 }
 
-fn record_len(msg: &Message) -> usize {
+fn config_crc(dir: &Path, crc: bool) -> BrokerConfig {
+    store_config(dir, if crc { &[("enabledAppendPropCRC", "true")] } else { &[] })
+}
+
+fn record_len_crc(msg: &Message, crc: bool) -> usize {
     let host: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    rmqha_core::message::PreparedMessage::prepare(msg, &host, 1 << 22, 1).unwrap().total_len
+    let p = rmqha_core::message::PreparedMessage::prepare(msg, &host, 1 << 22, 1).unwrap();
+    p.with_record_crc(crc).unwrap().total_len
 }
 
 /// The small record that ends every snapshot (tags but no keys: every byte matters).
@@ -48,11 +55,15 @@ fn last_message() -> Message {
 /// Puts ~1.1 files of messages and a small last record, then copies the running store.
 /// With `last_opens_a_file` the last record is the first one of a new file.
 fn snapshot(last_opens_a_file: bool, clean_exit: bool) -> Snapshot {
+    snapshot_with(last_opens_a_file, clean_exit, false)
+}
+
+fn snapshot_with(last_opens_a_file: bool, clean_exit: bool, crc: bool) -> Snapshot {
     let src = tempfile::tempdir().unwrap();
-    let store = MessageStore::open(config(src.path())).unwrap();
+    let store = MessageStore::open(config_crc(src.path(), crc)).unwrap();
     store.start().unwrap();
     let mut before = Vec::new();
-    let last_len = record_len(&last_message());
+    let last_len = record_len_crc(&last_message(), crc);
     let mut i = 0usize;
     while store.max_offset() < (FILE + 8_000) as i64 {
         let m = message(TOPIC, (i % QUEUES as usize) as i32, i, 300);
@@ -65,7 +76,7 @@ fn snapshot(last_opens_a_file: bool, clean_exit: bool) -> Snapshot {
         // Fill the file so that exactly last_len + 4 bytes remain: the last record then needs
         // a BLANK and a new file.
         let remaining = FILE - store.max_offset() as u64 % FILE;
-        let overhead = record_len(&Message::new(TOPIC, Vec::new()));
+        let overhead = record_len_crc(&Message::new(TOPIC, Vec::new()), crc);
         let body = remaining as usize - (last_len + 4) - overhead;
         let m = Message::new(TOPIC, vec![b'f'; body]).with_queue(2);
         let r = store.put_message_sync(&m).unwrap();
@@ -93,7 +104,7 @@ fn snapshot(last_opens_a_file: bool, clean_exit: bool) -> Snapshot {
         assert!(dir.path().join("abort").exists());
         drop(store);
     }
-    Snapshot { dir, before, last, last_len }
+    Snapshot { dir, before, last, last_len, crc }
 }
 
 fn expected_queue_len(s: &Snapshot, q: i32) -> i64 {
@@ -110,7 +121,7 @@ fn recover_damaged(s: &Snapshot, what: &str, full: bool, damage: impl FnOnce(&Pa
     damage(&file, pos);
     let damaged_tail = std::fs::read(&file).unwrap()[pos..].iter().any(|&b| b != 0);
 
-    let store = MessageStore::open(config(work.path())).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let store = MessageStore::open(config_crc(work.path(), s.crc)).unwrap_or_else(|e| panic!("{what}: {e}"));
     let rec = store.recovery().clone();
     assert_eq!(rec.last_exit_ok, !s.dir.path().join("abort").exists(), "{what}");
     assert_eq!(
@@ -217,6 +228,22 @@ fn corrupt_checked_fields_of_the_last_record_are_cut() {
     for (n, (at, field)) in positions.into_iter().enumerate() {
         let what = format!("byte {at} ({field}) flipped");
         recover_damaged(&s, &what, n % 9 == 0, |file, pos| {
+            let mut b = common::read_range(file, pos + at, pos + at + 1);
+            b[0] ^= 0xFF;
+            patch(file, pos + at, &b);
+        });
+    }
+}
+
+/// With `enabledAppendPropCRC` (RocketMQ 5's `__CRC32#` property) a flipped byte anywhere in
+/// the last record is found, the fields the body CRC leaves out (queue id, offsets, flags,
+/// timestamps, hosts, property text) included.
+#[test]
+fn with_record_crcs_a_flipped_byte_anywhere_in_the_last_record_is_cut() {
+    let s = snapshot_with(false, false, true);
+    for at in 0..s.last_len {
+        let what = format!("record CRC: byte {at} of {} flipped", s.last_len);
+        recover_damaged(&s, &what, at % 23 == 0, |file, pos| {
             let mut b = common::read_range(file, pos + at, pos + at + 1);
             b[0] ^= 0xFF;
             patch(file, pos + at, &b);

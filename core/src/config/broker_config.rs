@@ -403,8 +403,17 @@ broker_config! {
     flush_consume_queue_least_pages: i32 = 2, "flushConsumeQueueLeastPages";
     /// Milliseconds after which the ConsumeQueues and the checkpoint are flushed regardless.
     flush_consume_queue_thorough_interval: i64 = 60000, "flushConsumeQueueThoroughInterval";
-    /// Verify body CRCs while recovering.
+    /// Verify body CRCs while recovering (and the whole-record CRC of a record that has one,
+    /// see `enabledAppendPropCRC`).
     check_crc_on_recover: bool = true, "checkCRCOnRecover";
+    /// End each record's properties with RocketMQ 5's `__CRC32#` property: a CRC-32 of all of
+    /// the record's bytes before it, so recovery finds a flipped byte in a header field (a
+    /// queue offset, a timestamp, a length), which the body CRC does not cover. 20 bytes more
+    /// per record, and a CRC over the whole record under the put lock.
+    enabled_append_prop_crc: bool = false, "enabledAppendPropCRC";
+    /// RocketMQ 5 checks a record's `__CRC32#` only with this key; rmqha checks it whenever
+    /// `checkCRCOnRecover` is on, so it is read and kept but changes nothing.
+    force_verify_prop_crc: bool = false, "forceVerifyPropCRC";
     /// Build IndexFiles for message keys.
     message_index_enable: bool = true, "messageIndexEnable";
     /// Recover the index conservatively after a crash.
@@ -581,8 +590,6 @@ const UNSUPPORTED_KEYS: &[&str] = &[
     "asyncLearner",
     "enableSlaveActingMaster",
     "autoMessageVersionOnTopicLen",
-    "enabledAppendPropCRC",
-    "forceVerifyPropCRC",
     "readUnCommitted",
     "registerNameServerPeriod",
     "flushCommitLogLeastPages_",
@@ -591,6 +598,7 @@ const UNSUPPORTED_KEYS: &[&str] = &[
 /// RocketMQ keys that rmqha parses and keeps (they read back, and round-trip through
 /// `to_properties`) but that have nothing to act on here; setting one warns once, saying why.
 const NO_EFFECT_KEYS: &[(&str, &str)] = &[
+    ("forceVerifyPropCRC", "a record's __CRC32# property is verified whenever checkCRCOnRecover is on"),
     (
         "destroyMapedFileIntervalForcibly",
         "a deleted CommitLog file is unlinked at once and unmapped when its last reader lets go, so no deletion waits on a reader",

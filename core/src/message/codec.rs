@@ -225,13 +225,21 @@ pub enum InvalidMessage {
 pub struct PreparedMessage<'a> {
     pub msg: &'a Message,
     pub body_crc: u32,
+    /// The encoded properties' length, the whole-record CRC's 20 bytes included.
     pub props_len: usize,
     pub total_len: usize,
     pub sys_flag: i32,
     pub born_host: SocketAddr,
     pub born_timestamp: i64,
     pub tags_code: i64,
+    /// Whether the properties end with RocketMQ 5's whole-record CRC (see
+    /// [`with_record_crc`](Self::with_record_crc)).
+    pub record_crc: bool,
 }
+
+/// The bytes RocketMQ 5's whole-record CRC takes at the end of a record's properties
+/// (`CommitLog.CRC32_RESERVED_LEN`): `__CRC32#`, 0x01, ten digits, 0x02.
+pub const RECORD_CRC_LEN: usize = keys::CRC32.len() + 1 + 10 + 1;
 
 impl<'a> PreparedMessage<'a> {
     /// Validates `msg` and computes everything that does not depend on its position.
@@ -274,7 +282,24 @@ impl<'a> PreparedMessage<'a> {
             born_host,
             born_timestamp: if msg.born_timestamp == 0 { now_ms } else { msg.born_timestamp },
             tags_code,
+            record_crc: false,
         })
+    }
+
+    /// With `on`, the record's properties end with RocketMQ 5's `__CRC32#` property
+    /// (`enabledAppendPropCRC`): the CRC-32 (masked as the body's) of every byte of the record
+    /// before it, header fields included, as ten decimal digits, least significant first.
+    /// Recovery then finds a flipped byte anywhere in the record, not only in its body.
+    pub fn with_record_crc(mut self, on: bool) -> Result<Self, InvalidMessage> {
+        if on && !self.record_crc {
+            if self.props_len + RECORD_CRC_LEN > MAX_PROPERTIES_LEN {
+                return Err(InvalidMessage::PropertiesTooLarge);
+            }
+            self.props_len += RECORD_CRC_LEN;
+            self.total_len += RECORD_CRC_LEN;
+            self.record_crc = true;
+        }
+        Ok(self)
     }
 
     /// Writes the record into `dst` (exactly `total_len` bytes).
@@ -309,8 +334,24 @@ impl<'a> PreparedMessage<'a> {
         w.pos += 1;
         w.bytes(m.topic.as_bytes());
         w.i16(self.props_len as i16);
-        properties::encode_into(&m.properties, &mut w.buf[w.pos..w.pos + self.props_len]);
-        w.pos += self.props_len;
+        let own = self.props_len - if self.record_crc { RECORD_CRC_LEN } else { 0 };
+        properties::encode_into(&m.properties, &mut w.buf[w.pos..w.pos + own]);
+        w.pos += own;
+        if self.record_crc {
+            // RocketMQ 5's `MessageDecoder.createCrc32`, over everything before it.
+            let crc = crc32_masked(&w.buf[..w.pos]);
+            w.bytes(keys::CRC32.as_bytes());
+            w.buf[w.pos] = properties::NAME_VALUE_SEPARATOR;
+            w.pos += 1;
+            let mut rest = crc;
+            for _ in 0..10 {
+                w.buf[w.pos] = b'0' + (rest % 10) as u8;
+                rest /= 10;
+                w.pos += 1;
+            }
+            w.buf[w.pos] = properties::PROPERTY_SEPARATOR;
+            w.pos += 1;
+        }
         debug_assert_eq!(w.pos, self.total_len);
     }
 }
@@ -619,6 +660,14 @@ pub fn check_record<'a>(buf: &'a [u8], opts: &CheckOptions<'_>) -> CheckResult<'
     if opts.check_crc && crc32_masked(rec.body) as i32 != rec.body_crc {
         return CheckResult::Invalid { skip: None };
     }
+    if opts.check_crc {
+        if let Some(expected) = record_crc(rec.properties) {
+            let covered = rec.total_size as usize - RECORD_CRC_LEN;
+            if crc32_masked(&buf[..covered]) != expected {
+                return CheckResult::Invalid { skip: None };
+            }
+        }
+    }
     // Only the body has a checksum, and a torn write ends in a record's last bytes: its topic
     // and properties. Their shape gives a tear away: no writer puts a NUL in a topic
     // (RocketMQ's topic validator forbids it), and RocketMQ and rmqha both write properties as
@@ -659,6 +708,25 @@ pub fn check_record<'a>(buf: &'a [u8], opts: &CheckOptions<'_>) -> CheckResult<'
         sys_flag: rec.sys_flag,
         prepared_transaction_offset: rec.prepared_transaction_offset,
     })
+}
+
+/// The whole-record CRC a record's properties end with (RocketMQ 5's `__CRC32#` property, see
+/// [`PreparedMessage::with_record_crc`]), if they end with one in exactly that shape.
+pub fn record_crc(properties: &[u8]) -> Option<u32> {
+    let start = properties.len().checked_sub(RECORD_CRC_LEN)?;
+    let (before, tail) = properties.split_at(start);
+    if !(before.is_empty() || before.last() == Some(&properties::PROPERTY_SEPARATOR)) {
+        return None;
+    }
+    let name = keys::CRC32.as_bytes();
+    let digits = tail.strip_prefix(name)?.strip_prefix(&[properties::NAME_VALUE_SEPARATOR])?;
+    let digits = digits.strip_suffix(&[properties::PROPERTY_SEPARATOR])?;
+    if digits.len() != 10 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    // Least significant digit first.
+    let value = digits.iter().rev().fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
+    u32::try_from(value).ok()
 }
 
 /// Parses RocketMQ's `messageDelayLevel` ("1s 5s 10s 30s 1m ... 2h") into milliseconds.

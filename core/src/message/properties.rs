@@ -7,6 +7,8 @@ pub const PROPERTY_SEPARATOR: u8 = 2;
 
 /// Well-known property keys.
 pub mod keys {
+    /// RocketMQ 5's whole-record CRC (`enabledAppendPropCRC`); only a broker writes it.
+    pub const CRC32: &str = "__CRC32#";
     pub const KEYS: &str = "KEYS";
     pub const TAGS: &str = "TAGS";
     pub const WAIT: &str = "WAIT";
@@ -17,12 +19,18 @@ pub mod keys {
     pub const DUP_INFO: &str = "DUP_INFO";
 }
 
-/// The encoded length of `props`, skipping pairs with an empty value as the Java encoder
-/// skips nulls.
+/// Whether a pair is encoded: not with an empty value (the Java encoder skips nulls), and not
+/// [`keys::CRC32`], which only a broker writes, last, from the record's own bytes (one
+/// carried over from a message stored before, or sent by a client, would be stale or false).
+fn is_kept(k: &str, v: &str) -> bool {
+    !v.is_empty() && k != keys::CRC32
+}
+
+/// The encoded length of `props` (without empty values and `__CRC32#`, see `is_kept`).
 pub fn encoded_len<K: AsRef<str>, V: AsRef<str>>(props: &[(K, V)]) -> usize {
     props
         .iter()
-        .filter(|(_, v)| !v.as_ref().is_empty())
+        .filter(|(k, v)| is_kept(k.as_ref(), v.as_ref()))
         .map(|(k, v)| k.as_ref().len() + v.as_ref().len() + 2)
         .sum()
 }
@@ -31,10 +39,10 @@ pub fn encoded_len<K: AsRef<str>, V: AsRef<str>>(props: &[(K, V)]) -> usize {
 pub fn encode_into<K: AsRef<str>, V: AsRef<str>>(props: &[(K, V)], dst: &mut [u8]) {
     let mut p = 0;
     for (k, v) in props {
-        let (k, v) = (k.as_ref().as_bytes(), v.as_ref().as_bytes());
-        if v.is_empty() {
+        if !is_kept(k.as_ref(), v.as_ref()) {
             continue;
         }
+        let (k, v) = (k.as_ref().as_bytes(), v.as_ref().as_bytes());
         dst[p..p + k.len()].copy_from_slice(k);
         p += k.len();
         dst[p] = NAME_VALUE_SEPARATOR;

@@ -66,6 +66,9 @@ pub struct CommitLogOptions {
     pub max_message_size: usize,
     pub store_host: SocketAddr,
     pub check_crc_on_recover: bool,
+    /// `enabledAppendPropCRC`: each record ends with a whole-record CRC (see
+    /// `PreparedMessage::with_record_crc`).
+    pub append_record_crc: bool,
     pub delay_levels_ms: Vec<i64>,
     pub os_page_cache_busy_timeout_ms: i64,
     /// Appends go to the file with `pwrite` instead of stores through the mapping (a
@@ -477,28 +480,30 @@ impl CommitLog {
         for (slot, m) in prepared.iter_mut().zip(msgs) {
             // A born timestamp left at 0 ("now") becomes the store timestamp under the lock:
             // one clock read per put instead of two.
-            let p = PreparedMessage::prepare(m, &host, self.opts.max_message_size, 0).map_err(|e| {
-                let (status, why) = match e {
-                    InvalidMessage::Topic => {
-                        let why = format!(
-                            "topic {:?} must be 1 to 127 characters from a-z, A-Z, 0-9, %, |, _ and - \
+            let p = PreparedMessage::prepare(m, &host, self.opts.max_message_size, 0)
+                .and_then(|p| p.with_record_crc(self.opts.append_record_crc))
+                .map_err(|e| {
+                    let (status, why) = match e {
+                        InvalidMessage::Topic => {
+                            let why = format!(
+                                "topic {:?} must be 1 to 127 characters from a-z, A-Z, 0-9, %, |, _ and - \
                              (RocketMQ's TopicValidator; it names a ConsumeQueue directory)",
-                            m.topic
-                        );
-                        return AppendError::Status(PutStatus::MessageIllegal, why);
-                    }
-                    InvalidMessage::BodyTooLarge => {
-                        (PutStatus::MessageIllegal, "body larger than maxMessageSize")
-                    }
-                    InvalidMessage::PropertiesTooLarge => {
-                        (PutStatus::PropertiesSizeExceeded, "properties longer than 32767 bytes")
-                    }
-                    InvalidMessage::PropertyCharacters => {
-                        (PutStatus::MessageIllegal, "a property contains the byte 0x01 or 0x02")
-                    }
-                };
-                AppendError::Status(status, why.to_string())
-            })?;
+                                m.topic
+                            );
+                            return AppendError::Status(PutStatus::MessageIllegal, why);
+                        }
+                        InvalidMessage::BodyTooLarge => {
+                            (PutStatus::MessageIllegal, "body larger than maxMessageSize")
+                        }
+                        InvalidMessage::PropertiesTooLarge => {
+                            (PutStatus::PropertiesSizeExceeded, "properties longer than 32767 bytes")
+                        }
+                        InvalidMessage::PropertyCharacters => {
+                            (PutStatus::MessageIllegal, "a property contains the byte 0x01 or 0x02")
+                        }
+                    };
+                    AppendError::Status(status, why.to_string())
+                })?;
             total += p.total_len;
             *slot = Some(p);
         }
@@ -999,6 +1004,7 @@ mod tests {
             max_message_size: 1024,
             store_host: "127.0.0.1:0".parse().unwrap(),
             check_crc_on_recover: true,
+            append_record_crc: false,
             delay_levels_ms: Vec::new(),
             os_page_cache_busy_timeout_ms: 1000,
             append_with_pwrite: false,

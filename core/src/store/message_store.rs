@@ -181,6 +181,7 @@ impl MessageStore {
                     max_message_size: config.max_message_size as usize,
                     store_host,
                     check_crc_on_recover: config.check_crc_on_recover,
+                    append_record_crc: config.enabled_append_prop_crc,
                     delay_levels_ms: delay_levels,
                     os_page_cache_busy_timeout_ms: config.os_page_cache_busy_time_out_mills,
                     append_with_pwrite,
