@@ -61,6 +61,10 @@ pub struct StoreBenchArgs {
     /// baseline). `--prewarm false` measures puts that fault in fresh pages.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub prewarm: bool,
+    /// More store settings for every put case, as `KEY=VALUE` (repeatable), e.g.
+    /// `--set enabledAppendPropCRC=true` to measure the whole-record CRC.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
 }
 
 impl Default for StoreBenchArgs {
@@ -74,6 +78,7 @@ impl Default for StoreBenchArgs {
             sync_threads: vec![1, 8, 64],
             queues: 8,
             prewarm: true,
+            set: Vec::new(),
         }
     }
 }
@@ -403,6 +408,10 @@ fn config(args: &StoreBenchArgs, dir: &Path, sync: bool) -> Result<BrokerConfig,
     set("listenPort", "10911")?;
     if args.prewarm {
         set("warmMapedFileEnable", "true")?;
+    }
+    for kv in &args.set {
+        let (k, v) = kv.split_once('=').ok_or_else(|| format!("--set {kv:?} is not KEY=VALUE"))?;
+        set(k.trim(), v.trim())?;
     }
     Ok(c)
 }
