@@ -62,6 +62,8 @@ enum ChildCmd {
         flush_disk_type: String,
         #[arg(long)]
         seed: u64,
+        #[arg(long)]
+        record_crc: bool,
     },
     /// (internal) A slave from a properties file, like `rmqha broker -c FILE`.
     #[command(hide = true)]
@@ -98,6 +100,10 @@ struct RunArgs {
     /// appends with zeros written ahead, group commit).
     #[arg(long, default_value = "ASYNC_FLUSH", value_parser = ["ASYNC_FLUSH", "SYNC_FLUSH"])]
     flush_disk_type: String,
+    /// Both stores write a whole-record CRC into every record (`enabledAppendPropCRC`), which
+    /// recovery then checks: a good record it cut would show as a lost acknowledged message.
+    #[arg(long)]
+    record_crc: bool,
     /// Acknowledged messages to wait for before and after each fault.
     #[arg(long, default_value_t = 1000)]
     acks_per_phase: u64,
@@ -119,15 +125,27 @@ struct RunArgs {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.child {
-        Some(ChildCmd::ChildMaster { store, ack_log, generation, file_size, flush_disk_type, seed }) => {
+        Some(ChildCmd::ChildMaster {
+            store,
+            ack_log,
+            generation,
+            file_size,
+            flush_disk_type,
+            seed,
+            record_crc,
+        }) => {
             init_logging();
+            verify::RECORD_CRC.store(record_crc, std::sync::atomic::Ordering::Relaxed);
             child::run_master(&store, &ack_log, generation, file_size, &flush_disk_type, seed)
         }
         Some(ChildCmd::ChildSlave { config }) => {
             init_logging();
             child::run_slave(&config)
         }
-        None => run(cli.run),
+        None => {
+            verify::RECORD_CRC.store(cli.run.record_crc, std::sync::atomic::Ordering::Relaxed);
+            run(cli.run)
+        }
     };
     if let Err(e) = result {
         eprintln!("rmqha-chaos: {e}");
@@ -597,6 +615,9 @@ impl World {
             ])
             .args(["--seed", &self.seed.to_string()])
             .env("RMQHA_LOG", "warn");
+        if self.a.record_crc {
+            cmd.arg("--record-crc");
+        }
         let mut p = Proc::spawn(cmd, &format!("master #{}", self.generation), &err)?;
         self.round_logs.push(err);
         let line = p.wait_line("chaos-master ready", START_TIMEOUT)?;
@@ -1217,6 +1238,7 @@ fn run(a: RunArgs) -> Result<(), String> {
         "failure": failure,
         "seed": seed,
         "flush_disk_type": w.a.flush_disk_type,
+        "record_crc": w.a.record_crc,
         "seconds": elapsed.as_secs(),
         "rounds": s.rounds,
         "faults": s.faults,

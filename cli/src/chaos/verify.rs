@@ -6,10 +6,16 @@ use std::sync::Arc;
 
 use rmqha_core::{BrokerConfig, MessageStore};
 
+/// `--record-crc`: every store of the run writes and checks whole-record CRCs
+/// (`enabledAppendPropCRC`). Set once at the start of each process of the run.
+pub static RECORD_CRC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The settings every store of a run shares (master, slave, and stores opened offline), so the
 /// same files are read with the same geometry.
 pub fn store_settings(file_size: u64, flush_disk_type: &str) -> Vec<(&'static str, String)> {
+    let record_crc = RECORD_CRC.load(std::sync::atomic::Ordering::Relaxed);
     vec![
+        ("enabledAppendPropCRC", record_crc.to_string()),
         ("flushDiskType", flush_disk_type.into()),
         ("brokerClusterName", "Chaos".into()),
         ("brokerName", "chaos".into()),
