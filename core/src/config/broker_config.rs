@@ -1295,6 +1295,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_properties_file_update_keeps_latin1_bytes_and_takes_either_spelling() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.conf");
+        // A Latin-1 comment (0xE9), as Java's Properties files may hold; an old spelling.
+        let original = b"# caf\xE9\nbrokerName=a\nmapedFileSizeCommitLog=1048576\n".to_vec();
+        std::fs::write(&path, &original).unwrap();
+        BrokerConfig::update_properties_file(
+            &path,
+            &[("brokerPermission", "4"), ("mappedFileSizeCommitLog", "2097152")],
+        )
+        .unwrap();
+        let after = std::fs::read(&path).unwrap();
+        assert_eq!(after, b"# caf\xE9\nbrokerName=a\nmappedFileSizeCommitLog=2097152\nbrokerPermission=4\n");
+        assert_eq!(std::fs::read(dir.path().join("broker.conf.bak")).unwrap(), original);
+        let c = BrokerConfig::from_properties_file(&path).unwrap();
+        assert_eq!((c.broker_permission, c.mapped_file_size_commit_log), (4, 2_097_152));
+        assert_eq!(c.source_file(), Some(path.as_path()));
+
+        // An unknown key, or a file that is gone, changes nothing and says why.
+        let e = BrokerConfig::update_properties_file(&path, &[("noSuchKey", "1")]).unwrap_err();
+        assert!(e.to_string().contains("unknown config key noSuchKey"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), after);
+        let gone = dir.path().join("gone.conf");
+        let e = BrokerConfig::update_properties_file(&gone, &[("brokerPermission", "6")]).unwrap_err();
+        assert!(e.to_string().contains("gone.conf"), "{e}");
+        assert!(!dir.path().join("gone.conf.tmp").exists());
+    }
+
+    #[test]
     fn defaults_follow_rocketmq() {
         let c = BrokerConfig::default();
         assert_eq!(c.broker_role, BrokerRole::AsyncMaster);
