@@ -497,11 +497,10 @@ impl Broker {
     /// Writes `key=value` pairs into the properties file the broker was started from (see
     /// `BrokerConfig::update_properties_file`), so that settings changed at run time outlive
     /// a restart, as RocketMQ's UPDATE_BROKER_CONFIG persists them. Returns the file, or
-    /// `None` for a broker whose config was built in code (nothing to write to).
-    pub fn persist_config_values(&self, entries: &[(&str, &str)]) -> Result<Option<PathBuf>> {
-        static WRITING: Mutex<()> = Mutex::new(());
+    /// `None` for a broker whose config was built in code (nothing to write to). Called only
+    /// by `update_config`, under its lock, so writes never interleave.
+    fn persist_config_values(&self, entries: &[(&str, &str)]) -> Result<Option<PathBuf>> {
         let Some(path) = self.config.source_file() else { return Ok(None) };
-        let _one_at_a_time = WRITING.lock().unwrap_or_else(|e| e.into_inner());
         BrokerConfig::update_properties_file(path, entries)?;
         tracing::info!(file = %path.display(), ?entries, "config file updated");
         Ok(Some(path.to_path_buf()))
@@ -544,7 +543,7 @@ impl Broker {
     /// only [`RUNTIME_CONFIG_KEYS`]; all or nothing (an unknown key, one that takes effect
     /// only at a start, or a bad value changes nothing, and the error names it). The values
     /// are applied, then written into the properties file the broker was started from (see
-    /// [`persist_config_values`](Self::persist_config_values)); if that write fails they
+    /// `persist_config_values`); if that write fails they
     /// hold until the broker stops, and the error says so. Returns the keys whose value
     /// changed, with their new values.
     pub fn update_config(&self, entries: &[(&str, &str)]) -> Result<Vec<(&'static str, String)>> {

@@ -32,11 +32,17 @@ fn route_perm(c: &RemotingClient) -> i64 {
     v["queueDatas"][0]["perm"].as_i64().unwrap()
 }
 
-fn config_line(c: &RemotingClient) -> (String, String) {
+/// GET_BROKER_CONFIG: `key`'s value and the config's version.
+fn config_value(c: &RemotingClient, key: &str) -> (String, String) {
     let r = call(c, RemotingCommand::request(request_code::GET_BROKER_CONFIG));
     let body = String::from_utf8(r.body.clone()).unwrap();
-    let line = body.lines().find(|l| l.starts_with("brokerPermission=")).unwrap().to_string();
-    (line, r.ext("version").unwrap_or_default().to_string())
+    let value = body.lines().find_map(|l| l.strip_prefix(&format!("{key}="))).unwrap().to_string();
+    (value, r.ext("version").unwrap_or_default().to_string())
+}
+
+fn config_line(c: &RemotingClient) -> (String, String) {
+    let (v, version) = config_value(c, "brokerPermission");
+    (format!("brokerPermission={v}"), version)
 }
 
 fn send(c: &RemotingClient) -> RemotingCommand {
@@ -171,11 +177,7 @@ fn switches_change_at_runtime_and_show_in_the_config() {
     let b = master(dir.path(), &[("autoCreateTopicEnable", "false")]);
     let c = client(b.remoting_addrs()[0]);
     let fresh = |topic: &str| call(&c, send_v2(&Msg::new(topic, b"x").queue(0)));
-    let value = |key: &str| {
-        let r = call(&c, RemotingCommand::request(request_code::GET_BROKER_CONFIG));
-        let body = String::from_utf8(r.body).unwrap();
-        body.lines().find_map(|l| l.strip_prefix(&format!("{key}="))).unwrap().to_string()
-    };
+    let value = |key: &str| config_value(&c, key).0;
     assert_eq!(fresh("Fresh1").code, code::TOPIC_NOT_EXIST);
     assert_eq!(value("autoCreateTopicEnable"), "false");
 

@@ -84,9 +84,7 @@ impl State {
     /// Stamps `key` as rewound now: the wall clock in ms, or one past its previous stamp
     /// when the clock is behind it (set back, or another host's stamp taken over).
     fn stamp_rewind(&mut self, key: &str) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now = crate::store::clock::now_ms();
         match self.rewinds.get_mut(key) {
             Some(stamp) => *stamp = now.max(stamp.saturating_add(1)),
             None => {
@@ -151,14 +149,14 @@ impl ConsumerOffsetTable {
     fn commit_stamping(&self, group: &str, topic: &str, queue_id: i32, offset: i64, stamp: bool) -> bool {
         let key = offset_key(topic, group);
         let mut state = self.write();
-        let queues = state.table.entry(key).or_default();
+        let queues = state.table.entry(key.clone()).or_default();
         let old = queues.insert(queue_id, offset);
         if old == Some(offset) {
             return false;
         }
         let back = old.is_some_and(|old| old > offset);
         if back && stamp {
-            state.stamp_rewind(&offset_key(topic, group));
+            state.stamp_rewind(&key);
         }
         state.version.next_version();
         self.store.mark_dirty();
