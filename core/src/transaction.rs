@@ -38,6 +38,8 @@
 //!   (1,000,000 per queue) even when the cursors are not recorded for long (a SYNC_MASTER
 //!   without its slave): past it, the oldest whose op message is written are read back from
 //!   the op queue when asked again.
+//! - A commit whose op message's put failed (its message stored) stays decided in memory,
+//!   and the Checker's next round writes the missing op message rather than check it back.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -119,13 +121,19 @@ pub fn committed(half: &StoredMessage) -> Option<Message> {
 /// which way in [`OP_DECISION`] (rmqha's own property: 4.9 reads an op message's body and
 /// tags only).
 pub fn op_message(half: &StoredMessage, outcome: Outcome) -> Message {
-    Message::new(OP_TOPIC, half.queue_offset.to_string().into_bytes())
-        .with_queue(half.queue_id)
+    op_message_of(half.queue_id, half.queue_offset, origin(half), outcome)
+}
+
+/// The op message naming the half message at `target` in half queue `queue`, of
+/// transaction `origin`.
+fn op_message_of(queue: i32, target: i64, origin: i64, outcome: Outcome) -> Message {
+    Message::new(OP_TOPIC, target.to_string().into_bytes())
+        .with_queue(queue)
         .with_tags(OP_TAG)
         .with_property(keys::WAIT, "false")
         .with_property(OP_DECISION, outcome.as_str())
         // The transaction it decides, for when retention has deleted the half message named.
-        .with_property(PREPARED_QUEUE_OFFSET, origin(half).to_string())
+        .with_property(PREPARED_QUEUE_OFFSET, origin.to_string())
 }
 
 /// END_TRANSACTION's reference to a half message.
@@ -547,6 +555,30 @@ impl Decisions {
         }
     }
 
+    /// Claims every transaction of `queue` decided without its op message (a commit whose
+    /// message is stored but whose op message's put failed), for the Checker to write it.
+    pub(crate) fn claim_missing_ops(self: &Arc<Self>, queue: i32) -> Vec<Claim> {
+        let mut queues = self.queues.lock();
+        let Some(d) = queues.get_mut(&queue) else { return Vec::new() };
+        d.entries
+            .iter_mut()
+            .filter_map(|(&origin, e)| match e.state {
+                State::Decided { outcome: Some(outcome), op: None } => {
+                    e.state = State::Deciding(outcome);
+                    Some(Claim {
+                        decisions: self.clone(),
+                        queue,
+                        origin,
+                        outcome,
+                        op_only: true,
+                        settled: false,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The Checker put back `copy` (a half-queue offset) of transaction `origin`: an entry
     /// made meanwhile must outlive the half cursor passing the copy.
     pub(crate) fn note_copy(&self, queue: i32, origin: i64, copy: i64) {
@@ -932,6 +964,42 @@ impl Checker {
         // Transactions handled this round: an older copy of one is superseded by the copy
         // this round put back (or is decided).
         let mut handled: HashSet<i64> = HashSet::new();
+        // Committed, but the op message's put failed: written here. Asking the producer
+        // again would be asking what is decided (and an answer of rollback is refused); the
+        // entry would otherwise stay in memory for good once the cursor passed its copies.
+        for claim in self.decisions.claim_missing_ops(q) {
+            let (o, outcome) = (claim.origin, claim.outcome);
+            match self.store.put_message(&op_message_of(q, o, o, outcome)) {
+                Ok(h) if op_offset(&h).is_some() => {
+                    claim.settle(op_offset(&h));
+                    tracing::info!(
+                        queue = q,
+                        origin = o,
+                        "the missing op message of a {} transaction written",
+                        outcome.done()
+                    );
+                    handled.insert(o);
+                }
+                // The claim, dropped, leaves it decided without an op message: the next round
+                // tries again.
+                Ok(_) => {
+                    tracing::warn!(
+                        queue = q,
+                        origin = o,
+                        "the missing op message of a transaction was not stored"
+                    );
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        queue = q,
+                        origin = o,
+                        "the missing op message of a transaction was not written: {e}"
+                    );
+                    break;
+                }
+            }
+        }
         let start = now_ms();
         let max = half_q.max_offset_in_queue();
         let mut i = half_from;
@@ -1402,5 +1470,64 @@ mod tests {
         assert_eq!(q.spilled_ranges(10), vec![(0, 2500)]);
         assert_eq!(q.spilled_ranges(1200), vec![(1024, 1499)]);
         assert!(q.spilled_ranges(1500).is_empty() && q.spilled_ranges(2999).is_empty());
+    }
+
+    /// A commit whose op message's put failed: the Checker writes the op message itself
+    /// (no check-back, no copy put back), and the decision then leaves memory as any other.
+    #[test]
+    fn the_checker_writes_the_op_message_a_commit_could_not() {
+        let (_dir, store, tables) = open_store();
+        let half = put_half(&store, "a");
+        let d = Arc::new(Decisions::default());
+        let Verdict::Claimed(claim) = d.claim(&store, &tables, &half, Outcome::Commit) else {
+            panic!("claimed")
+        };
+        assert!(store.put_message_sync(&committed(&half).unwrap()).unwrap().status.is_stored());
+        // The op message's put failed.
+        claim.settle(None);
+        let state = || d.queues.lock()[&0].entries.get(&0).map(|e| e.state);
+        assert!(matches!(state(), Some(State::Decided { outcome: Some(Outcome::Commit), op: None })));
+
+        let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let lookups = asked.clone();
+        let producers: ProducerLookup = Arc::new(move |_, _| {
+            lookups.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            None
+        });
+        // Due at once: without the op message it would be checked back.
+        let settings = CheckSettings {
+            interval: Duration::from_secs(60),
+            timeout_ms: 0,
+            check_max: 15,
+            file_reserved_ms: i64::MAX,
+        };
+        let mut checker = Checker::new(store.clone(), tables.clone(), producers, None, settings, d.clone());
+        let stop = StopSignal::new();
+        checker.check_queue(0, &stop);
+        assert!(matches!(state(), Some(State::Decided { outcome: Some(Outcome::Commit), op: Some(0) })));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 0, "no check-back");
+        assert!(wait_dispatched_to(&store, store.max_offset(), Duration::from_secs(5)));
+        assert_eq!(store.queue_max_offset(HALF_TOPIC, 0), 1, "no copy put back");
+        let op_q = store.consume_queues().find(OP_TOPIC, 0).unwrap();
+        assert_eq!(op_q.max_offset_in_queue(), 1);
+        assert_eq!(
+            read_op(&store, &op_q, store.consume_queues().find(HALF_TOPIC, 0).as_deref(), 0),
+            Some((0, Some(Outcome::Commit)))
+        );
+        let op = store.message_at(op_q.get(0).unwrap().phy_offset).unwrap();
+        assert_eq!(op.body, b"0");
+
+        // The next rounds pass the half message and the op message; once recorded, the
+        // decision leaves memory, and a commit asked again decides nothing.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while d.len(0) > 0 {
+            assert!(std::time::Instant::now() < deadline, "the decision was never pruned");
+            store.flush().unwrap();
+            checker.check_queue(0, &stop);
+            checker.settle();
+        }
+        assert!(matches!(d.claim(&store, &tables, &half, Outcome::Commit), Verdict::Passed));
+        assert_eq!(op_q.max_offset_in_queue(), 1, "one op message");
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 0, "no check-back");
     }
 }

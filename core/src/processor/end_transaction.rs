@@ -208,8 +208,8 @@ impl EndTransactionProcessor {
                         None
                     }
                 };
-                // Committed either way: a missing op message leaves it to be checked back,
-                // and the answer then writes the op message (see the module doc).
+                // Committed either way: the Checker's next round writes a missing op
+                // message (see `Checker::check_queue`).
                 claim.settle(op);
                 request
             } else {
