@@ -50,6 +50,19 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
         pct("commitLogDiskRatio"),
         pct("consumeQueueDiskRatio")
     );
+    // The rates over the last 10 s, and the messages since the last local midnight (since
+    // the start, before the first one), as `mqadmin clusterList` shows them.
+    let first = |k: &str| get(k).split(' ').next().and_then(|r| r.parse::<f64>().ok()).unwrap_or(0.0);
+    let since = |now: &str, morning: &str| {
+        get(now).parse::<u64>().unwrap_or(0).saturating_sub(get(morning).parse::<u64>().unwrap_or(0))
+    };
+    println!(
+        "traffic  in {:.1} msgs/s  out {:.1} msgs/s (last 10 s); today {} stored, {} pulled",
+        first("putTps"),
+        first("getTransferedTps"),
+        since("msgPutTotalTodayNow", "msgPutTotalTodayMorning"),
+        since("msgGetTotalTodayNow", "msgGetTotalTodayMorning")
+    );
     if let Some(reason) = table.get("diskFull") {
         println!("FULL     {reason}");
     }

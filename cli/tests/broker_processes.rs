@@ -99,6 +99,22 @@ fn two_broker_processes_replicate_and_stop_cleanly() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "put failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout.lines().filter(|l| l.starts_with("SEND_OK")).count(), 50, "{stdout}");
+    // The traffic line: the puts show in the rate once the broker sampled them (every second).
+    let traffic = || {
+        let st = status(&mport);
+        st.lines()
+            .find(|l| l.starts_with("traffic "))
+            .unwrap_or_else(|| panic!("no traffic line:\n{st}"))
+            .to_string()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || !traffic().starts_with("traffic  in 0.0 ")),
+        "{}",
+        traffic()
+    );
+    let out = Command::new(RMQHA).args(["status", &format!("127.0.0.1:{mport}"), "--json"]).output().unwrap();
+    let table: std::collections::BTreeMap<String, String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(table["msgPutTotalTodayNow"], "50", "{table:?}");
 
     for p in [&mut slave, &mut master] {
         p.signal(libc::SIGTERM);

@@ -116,6 +116,8 @@ pub struct Broker {
     stopping: Mutex<()>,
     /// What went wrong in `shutdown`.
     stop_problems: Mutex<Vec<String>>,
+    /// Put and pull rates and daily totals (GET_BROKER_RUNTIME_INFO).
+    stats: Arc<crate::broker_stats::BrokerStats>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -373,6 +375,7 @@ impl Broker {
             shut: AtomicBool::new(false),
             stopping: Mutex::new(()),
             stop_problems: Mutex::new(Vec::new()),
+            stats: Arc::new(crate::broker_stats::BrokerStats::new(crate::store::clock::now_ms())),
         });
         let mut dispatch = Dispatch::new();
         let weak = Arc::downgrade(&broker);
@@ -395,6 +398,7 @@ impl Broker {
             None => dispatch,
         });
         broker.start_persist_thread()?;
+        broker.start_stats_thread()?;
         if broker.config.broker_role.is_master() {
             broker.start_scheduler()?;
         }
@@ -469,6 +473,29 @@ impl Broker {
             .map_err(|e| Error::Store(format!("cannot start thread rmqha-persist: {e}")))?;
         self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
         Ok(())
+    }
+
+    /// Samples the put and pull counters every second (`crate::broker_stats`).
+    fn start_stats_thread(&self) -> Result<()> {
+        let (stats, store, stop) = (self.stats.clone(), self.store.clone(), self.stop.clone());
+        let t = std::thread::Builder::new()
+            .name("rmqha-stats".into())
+            .spawn(move || {
+                loop {
+                    stats.sample(crate::store::clock::now_ms(), store.stored_counts().1);
+                    if !stop.sleep(Duration::from_secs(1)) {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| Error::Store(format!("cannot start thread rmqha-stats: {e}")))?;
+        self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+        Ok(())
+    }
+
+    /// Put and pull rates and daily totals, as GET_BROKER_RUNTIME_INFO reports them.
+    pub fn stats(&self) -> &crate::broker_stats::BrokerStats {
+        &self.stats
     }
 
     pub fn config(&self) -> &BrokerConfig {
@@ -947,6 +974,11 @@ impl Broker {
         put("listenPort", o.listen_port.to_string());
         put("haPort", o.ha_port.to_string());
         put("storePathRootDir", self.config.store_root().display().to_string());
+        let now = crate::store::clock::now_ms();
+        self.stats.runtime_info(now, self.store.stored_counts().1, &mut put);
+        // RocketMQ's key: the store time of the oldest message in the CommitLog (0: none).
+        let earliest = self.store.message_at(o.min_offset).map_or(0, |m| m.store_timestamp);
+        put("earliestMessageTimeStamp", earliest.to_string());
         // RocketMQ's keys: the used fraction of each directory's file system, read now (-1 if
         // it cannot be read), as the disk guard reads it.
         let ratio = |p: &std::path::Path| {

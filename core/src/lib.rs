@@ -15,6 +15,7 @@
 pub mod acl;
 pub mod broker;
 pub mod broker_admin;
+pub mod broker_stats;
 pub mod config;
 pub mod error;
 pub mod fork;

@@ -111,6 +111,16 @@ pub fn render(broker: &Broker) -> String {
     out.sample("rmqha_puts_stored_total", "", puts);
     out.family("rmqha_put_messages_stored_total", "counter", "Messages stored by puts, since start.");
     out.sample("rmqha_put_messages_stored_total", "", messages);
+    let (found, miss) = broker.stats().pulls();
+    out.family(
+        "rmqha_pulls_total",
+        "counter",
+        "Pulls answered with messages (found) and without (miss), since start.",
+    );
+    out.sample("rmqha_pulls_total", "result=\"found\"", found);
+    out.sample("rmqha_pulls_total", "result=\"miss\"", miss);
+    out.family("rmqha_pull_messages_total", "counter", "Messages pulls returned, since start.");
+    out.sample("rmqha_pull_messages_total", "", broker.stats().transferred());
     let m = broker.store().put_metrics().snapshot();
     out.family("rmqha_puts_refused_total", "counter", "Puts that stored nothing, by status.");
     for s in PutStatus::ALL.iter().filter(|s| !s.is_stored()) {

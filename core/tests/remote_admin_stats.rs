@@ -10,7 +10,7 @@ mod remote_common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmqha_core::broker_admin::{ConsumeStats, TopicStats};
+use rmqha_core::broker_admin::{ConsumeStats, KvTable, TopicStats};
 use rmqha_core::remoting::{RemotingCommand, request_code};
 use rmqha_core::{Broker, Message};
 
@@ -241,5 +241,63 @@ fn earliest_store_time_and_the_groups_consuming_a_topic() {
     assert_eq!(by_who("A2"), r#"{"groupList":["other_topic_cg"]}"#);
     let r = call(&c, RemotingCommand::request(request_code::QUERY_TOPIC_CONSUME_BY_WHO));
     assert_eq!(r.code, code::SYSTEM_ERROR, "the topic is required: {r:?}");
+    b.shutdown();
+}
+
+/// GET_BROKER_RUNTIME_INFO carries what `mqadmin clusterList` reads (RocketMQ's keys): the
+/// put and pull rates over 10 s / 1 min / 10 min, and the messages stored and pulled today.
+#[test]
+fn runtime_info_has_the_rates_and_daily_totals_cluster_list_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("Rates", 1).unwrap();
+    let times = put(&b, "Rates", 0, 5);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    let c = client(b.remoting_addrs()[0]);
+    let r = pull(&c, "Rates", 0, 0, 3);
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(decode_records(&r.body).len(), 3);
+    let r = pull(&c, "Rates", 0, 5, 3);
+    assert_eq!(r.code, code::PULL_NOT_FOUND, "{r:?}");
+
+    let info = || {
+        let r = call(&c, RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO));
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        KvTable::decode(&r.body, "runtime info").unwrap().table
+    };
+    let rates = |t: &std::collections::BTreeMap<String, String>, key: &str| -> Vec<f64> {
+        t[key].split(' ').map(|x| x.parse().unwrap_or_else(|_| panic!("{key}: {}", t[key]))).collect()
+    };
+    let t = info();
+    assert_eq!(t["msgPutTotalTodayNow"], "5");
+    assert_eq!(t["putMessageTimesTotal"], "5");
+    assert_eq!(t["msgPutTotalTodayMorning"], "0");
+    assert_eq!(t["msgPutTotalYesterdayMorning"], "0");
+    assert_eq!(t["msgGetTotalTodayNow"], "3");
+    assert_eq!(
+        (t["msgGetTotalTodayMorning"].as_str(), t["msgGetTotalYesterdayMorning"].as_str()),
+        ("0", "0")
+    );
+    assert_eq!(t["earliestMessageTimeStamp"], times[0].to_string());
+    assert!(t["runtime"].starts_with("[ 0 days, 0 hours, "), "{}", t["runtime"]);
+    assert!(t["bootTimestamp"].parse::<i64>().unwrap() <= times[0]);
+    for key in ["putTps", "getFoundTps", "getMissTps", "getTotalTps", "getTransferedTps"] {
+        assert_eq!(rates(&t, key).len(), 3, "{key}: {}", t[key]);
+    }
+    // Sampled every second: the puts and pulls show in the rates once a sample after them is.
+    assert!(
+        common::wait_until(Duration::from_secs(10), || {
+            let t = info();
+            rates(&t, "putTps")[0] > 0.0
+                && rates(&t, "getTransferedTps")[0] > 0.0
+                && rates(&t, "getMissTps")[0] > 0.0
+        }),
+        "no rates: {:?}",
+        info()
+    );
+    let metrics = b.metrics();
+    assert!(metrics.contains("rmqha_pull_messages_total 3\n"), "{metrics}");
+    assert!(metrics.contains("rmqha_pulls_total{result=\"found\"} 1\n"), "{metrics}");
+    assert!(metrics.contains("rmqha_pulls_total{result=\"miss\"} 1\n"), "{metrics}");
     b.shutdown();
 }

@@ -269,6 +269,9 @@ impl PullProcessor {
         }
         if code == response_code::SUCCESS {
             self.shared.rates.add(&h.topic, &h.group, r.records.len());
+            b.stats().count_pull(r.records.len());
+        } else {
+            b.stats().count_pull(0);
         }
         Ok(PullOutcome::Respond(pull_response(req, code, &r, suggest)))
     }
