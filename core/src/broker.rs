@@ -475,16 +475,36 @@ impl Broker {
         Ok(())
     }
 
-    /// Samples the put and pull counters every second (`crate::broker_stats`).
+    /// Samples the put and pull counters every second, and the stats items every
+    /// `ITEM_SAMPLE_SECS` (`crate::broker_stats`); the items' first snapshot is taken here,
+    /// before the broker is handed to its host, so what the host puts next counts.
     fn start_stats_thread(&self) -> Result<()> {
         let (stats, store, stop) = (self.stats.clone(), self.store.clone(), self.stop.clone());
+        let cluster = self.config.broker_cluster_name.clone();
+        let sample_items = move |stats: &crate::broker_stats::BrokerStats, now: i64, counts: (u64, u64)| {
+            // Each topic's messages: the sum of its queues' ends.
+            let topics: Vec<(String, u64)> = store
+                .consume_queues()
+                .queue_offset_table()
+                .into_iter()
+                .map(|(t, qs)| (t, qs.values().map(|&o| o.max(0) as u64).sum()))
+                .collect();
+            stats.sample_items(now, &cluster, &topics, counts);
+        };
+        sample_items(&stats, crate::store::clock::now_ms(), self.store.stored_counts());
+        let store = self.store.clone();
         let t = std::thread::Builder::new()
             .name("rmqha-stats".into())
             .spawn(move || {
-                loop {
-                    stats.sample(crate::store::clock::now_ms(), store.stored_counts().1);
+                for second in 1u64.. {
                     if !stop.sleep(Duration::from_secs(1)) {
                         break;
+                    }
+                    let now = crate::store::clock::now_ms();
+                    let counts = store.stored_counts();
+                    stats.sample(now, counts.1);
+                    if second % crate::broker_stats::ITEM_SAMPLE_SECS == 0 {
+                        sample_items(&stats, now, counts);
                     }
                 }
             })

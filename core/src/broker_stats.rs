@@ -12,6 +12,15 @@
 //! The daily totals are RocketMQ's: at each local midnight the message counts put and
 //! pulled so far become "today morning", and the previous ones "yesterday morning"; before
 //! the first midnight both are 0, so "today" counts from the start.
+//!
+//! VIEW_BROKER_STATS_DATA (`mqadmin statsAll`) reads RocketMQ's `BrokerStatsManager` items,
+//! each a count over the last minute, hour and day ([`ItemStats`]) from snapshots taken every
+//! 10 s (the last 7 kept), every 10 min (7) and every hour (25), as 4.9's `StatsItem`. The
+//! items served: `TOPIC_PUT_NUMS` (key: the topic), `GROUP_GET_NUMS` and `GROUP_GET_SIZE`
+//! (key: `topic@group`), `BROKER_PUT_NUMS` and `BROKER_GET_NUMS` (key: `brokerClusterName`).
+//! A topic's puts are read from its ConsumeQueues' ends at each snapshot, so the put path
+//! counts nothing per topic (it runs at millions of puts a second); they count a message
+//! when it is dispatched, and a delayed one in its own topic when it is delivered.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -54,6 +63,97 @@ pub struct BrokerStats {
     /// Messages pulls returned (`getMessageTransferedMsgCount`).
     transferred: AtomicU64,
     inner: Mutex<Inner>,
+    /// Pulls per `topic@group`: messages, bytes, pulls.
+    group_gets: Mutex<std::collections::HashMap<String, [u64; 3]>>,
+    items: Mutex<Items>,
+}
+
+/// RocketMQ's `BrokerStatsManager` item names served by VIEW_BROKER_STATS_DATA.
+pub const TOPIC_PUT_NUMS: &str = "TOPIC_PUT_NUMS";
+pub const GROUP_GET_NUMS: &str = "GROUP_GET_NUMS";
+pub const GROUP_GET_SIZE: &str = "GROUP_GET_SIZE";
+pub const BROKER_PUT_NUMS: &str = "BROKER_PUT_NUMS";
+pub const BROKER_GET_NUMS: &str = "BROKER_GET_NUMS";
+
+/// Seconds between two item snapshots.
+pub const ITEM_SAMPLE_SECS: u64 = 10;
+/// Item snapshot rounds between two hour snapshots (10 min) and two day snapshots (1 h).
+const HOUR_EVERY: u64 = 60;
+const DAY_EVERY: u64 = 360;
+
+/// A cumulative value (messages, bytes) and how many calls made it, at one moment.
+#[derive(Debug, Clone, Copy)]
+struct Snap {
+    at_ms: i64,
+    value: u64,
+    times: u64,
+}
+
+#[derive(Debug, Default)]
+struct Item {
+    minute: VecDeque<Snap>,
+    hour: VecDeque<Snap>,
+    day: VecDeque<Snap>,
+}
+
+#[derive(Debug, Default)]
+struct Items {
+    table: std::collections::HashMap<(&'static str, String), Item>,
+    rounds: u64,
+}
+
+/// One window of an item: 4.9's `StatsSnapshot`, VIEW_BROKER_STATS_DATA's `BrokerStatsItem`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WindowStats {
+    /// Counted between the window's first and last snapshots.
+    pub sum: u64,
+    /// `sum` per second over that time.
+    pub tps: f64,
+    /// `sum` per call (messages per pull, bytes per pull).
+    pub avgpt: f64,
+}
+
+/// An item over the last minute, hour and day.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ItemStats {
+    pub minute: WindowStats,
+    pub hour: WindowStats,
+    pub day: WindowStats,
+}
+
+impl ItemStats {
+    /// The body of a VIEW_BROKER_STATS_DATA answer (4.9 `BrokerStatsData`, fields in
+    /// fastjson's order).
+    pub fn to_json(&self) -> String {
+        let w =
+            |s: &WindowStats| format!("{{\"avgpt\":{:?},\"sum\":{},\"tps\":{:?}}}", s.avgpt, s.sum, s.tps);
+        format!(
+            "{{\"statsDay\":{},\"statsHour\":{},\"statsMinute\":{}}}",
+            w(&self.day),
+            w(&self.hour),
+            w(&self.minute)
+        )
+    }
+}
+
+/// 4.9 `StatsItem.computeStatsData`: from the first snapshot kept in `snaps` to `last`.
+fn window(snaps: &VecDeque<Snap>, last: Option<&Snap>) -> WindowStats {
+    let (Some(first), Some(last)) = (snaps.front(), last) else { return WindowStats::default() };
+    let sum = last.value.saturating_sub(first.value);
+    let ms = last.at_ms - first.at_ms;
+    let times = last.times.saturating_sub(first.times);
+    WindowStats {
+        sum,
+        tps: if ms > 0 { sum as f64 * 1000.0 / ms as f64 } else { 0.0 },
+        avgpt: if times > 0 { sum as f64 / times as f64 } else { 0.0 },
+    }
+}
+
+fn push(snaps: &mut VecDeque<Snap>, s: Snap, keep: usize) {
+    snaps.push_back(s);
+    while snaps.len() > keep {
+        snaps.pop_front();
+    }
 }
 
 impl BrokerStats {
@@ -71,7 +171,90 @@ impl BrokerStats {
                 next_morning_ms: next_local_midnight_ms(boot_ms),
                 ..Inner::default()
             }),
+            group_gets: Mutex::default(),
+            items: Mutex::default(),
         }
+    }
+
+    /// A pull by `group` of `topic` answered with `messages` messages of `bytes` bytes.
+    pub fn count_group_get(&self, topic: &str, group: &str, messages: usize, bytes: usize) {
+        let key = format!("{topic}@{group}");
+        let mut t = self.group_gets.lock().unwrap_or_else(|e| e.into_inner());
+        let c = t.entry(key).or_default();
+        c[0] += messages as u64;
+        c[1] += bytes as u64;
+        c[2] += 1;
+    }
+
+    /// Takes the items' snapshots at `now_ms` (every [`ITEM_SAMPLE_SECS`]): `topics` are each
+    /// topic's messages ever put (the sum of its queues' ends), `puts` the puts and messages
+    /// stored since the start, `cluster` the key of the broker-wide items. Items of topics and
+    /// `topic@group`s no longer there are dropped.
+    pub fn sample_items(&self, now_ms: i64, cluster: &str, topics: &[(String, u64)], puts: (u64, u64)) {
+        let (found, _) = self.pulls();
+        let mut current: Vec<((&'static str, String), u64, u64)> = Vec::with_capacity(topics.len() + 2);
+        current.push(((BROKER_PUT_NUMS, cluster.to_string()), puts.1, puts.0));
+        current.push(((BROKER_GET_NUMS, cluster.to_string()), self.transferred(), found));
+        for (topic, n) in topics {
+            current.push(((TOPIC_PUT_NUMS, topic.clone()), *n, *n));
+        }
+        {
+            let mut gets = self.group_gets.lock().unwrap_or_else(|e| e.into_inner());
+            // A topic deleted: its groups' counts go with it.
+            gets.retain(|k, _| {
+                k.rsplit_once('@').is_some_and(|(t, _)| topics.iter().any(|(topic, _)| topic == t))
+            });
+            for (k, c) in gets.iter() {
+                current.push(((GROUP_GET_NUMS, k.clone()), c[0], c[2]));
+                current.push(((GROUP_GET_SIZE, k.clone()), c[1], c[2]));
+            }
+        }
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let round = items.rounds;
+        items.rounds += 1;
+        let mut kept = std::collections::HashMap::with_capacity(current.len());
+        for (key, value, times) in current {
+            let mut item = items.table.remove(&key).unwrap_or_else(|| {
+                let mut item = Item::default();
+                if round > 0 {
+                    // Appeared since the last round: it counted from zero (4.9 starts a new
+                    // item's lists with a zero snapshot one step back).
+                    let zero = |back_ms: i64| Snap { at_ms: now_ms - back_ms, value: 0, times: 0 };
+                    item.minute.push_back(zero(ITEM_SAMPLE_SECS as i64 * 1000));
+                    item.hour.push_back(zero(600_000));
+                    item.day.push_back(zero(3_600_000));
+                }
+                item
+            });
+            let snap = Snap { at_ms: now_ms, value, times };
+            push(&mut item.minute, snap, 7);
+            if round % HOUR_EVERY == 0 {
+                push(&mut item.hour, snap, 7);
+            }
+            if round % DAY_EVERY == 0 {
+                push(&mut item.day, snap, 25);
+            }
+            kept.insert(key, item);
+        }
+        items.table = kept;
+    }
+
+    /// The item `name` of `key` (VIEW_BROKER_STATS_DATA); `None` if there is none.
+    pub fn item(&self, name: &str, key: &str) -> Option<ItemStats> {
+        let items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let name = [TOPIC_PUT_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE, BROKER_PUT_NUMS, BROKER_GET_NUMS]
+            .into_iter()
+            .find(|n| *n == name)?;
+        let item = items.table.get(&(name, key.to_string()))?;
+        // Every window ends at the newest snapshot: 4.9 ends the hour's at its last 10-minute
+        // one and the day's at its last hourly one, so a day's count leaves out up to the
+        // last hour.
+        let last = item.minute.back();
+        Some(ItemStats {
+            minute: window(&item.minute, last),
+            hour: window(&item.hour, last),
+            day: window(&item.day, last),
+        })
     }
 
     /// A pull answered with `messages` messages (0: without any).
@@ -291,6 +474,69 @@ mod tests {
         assert_eq!(t["msgPutTotalTodayMorning"], "90");
         assert_eq!(t["msgGetTotalYesterdayMorning"], "3");
         assert_eq!(t["msgGetTotalTodayMorning"], "4");
+    }
+
+    #[test]
+    fn items_count_over_their_windows_from_their_snapshots() {
+        let stats = BrokerStats::new(0);
+        let t = |n: u64| vec![("T".to_string(), n)];
+        // Round 0 at the start: history before it is not counted.
+        stats.sample_items(0, "c", &t(1000), (0, 0));
+        assert_eq!(stats.item(TOPIC_PUT_NUMS, "T").unwrap(), ItemStats::default());
+        assert!(stats.item(TOPIC_PUT_NUMS, "U").is_none() && stats.item("TOPIC_PUT_SIZE", "T").is_none());
+        // 30 messages every 10 s for 2 minutes.
+        for r in 1..=12u64 {
+            stats.sample_items(r as i64 * 10_000, "c", &t(1000 + 30 * r), (r, 2 * r));
+        }
+        let i = stats.item(TOPIC_PUT_NUMS, "T").unwrap();
+        // The minute keeps 7 snapshots: the last 60 s.
+        assert_eq!(i.minute, WindowStats { sum: 180, tps: 3.0, avgpt: 1.0 });
+        // The hour's first snapshot is round 0's; it ends at the newest one.
+        assert_eq!(i.hour.sum, 360);
+        assert_eq!(i.day.sum, 360);
+        let b = stats.item(BROKER_PUT_NUMS, "c").unwrap();
+        assert_eq!((b.minute.sum, b.minute.avgpt), (12, 2.0), "messages per put");
+        assert!(stats.item(BROKER_PUT_NUMS, "other").is_none());
+
+        // A group pulling from T after the start: counted from zero.
+        stats.count_group_get("T", "g", 5, 500);
+        stats.count_group_get("T", "g", 3, 300);
+        stats.count_pull(8);
+        stats.sample_items(130_000, "c", &t(1390), (13, 26));
+        let g = stats.item(GROUP_GET_NUMS, "T@g").unwrap();
+        assert_eq!(g.minute, WindowStats { sum: 8, tps: 0.8, avgpt: 4.0 });
+        assert_eq!(g.hour.sum, 8);
+        assert_eq!(stats.item(GROUP_GET_SIZE, "T@g").unwrap().minute.sum, 800);
+        assert_eq!(stats.item(BROKER_GET_NUMS, "c").unwrap().minute.sum, 8);
+        assert_eq!(
+            g.to_json(),
+            r#"{"statsDay":{"avgpt":4.0,"sum":8,"tps":0.0022222222222222222},"statsHour":{"avgpt":4.0,"sum":8,"tps":0.013333333333333334},"statsMinute":{"avgpt":4.0,"sum":8,"tps":0.8}}"#
+        );
+
+        // T deleted: its items and its groups' go.
+        stats.sample_items(140_000, "c", &[], (13, 26));
+        assert!(stats.item(TOPIC_PUT_NUMS, "T").is_none() && stats.item(GROUP_GET_NUMS, "T@g").is_none());
+        assert!(stats.group_gets.lock().unwrap().is_empty());
+        // A topic made again counts from zero.
+        stats.sample_items(150_000, "c", &t(4), (14, 30));
+        assert_eq!(stats.item(TOPIC_PUT_NUMS, "T").unwrap().minute.sum, 4);
+    }
+
+    #[test]
+    fn hour_and_day_snapshots_are_kept_every_ten_minutes_and_every_hour() {
+        let stats = BrokerStats::new(0);
+        // One message a second for 30 hours, a round every 10 s.
+        for r in 0..=(30 * 360u64) {
+            stats.sample_items(r as i64 * 10_000, "c", &[("T".to_string(), 10 * r)], (0, 0));
+        }
+        let i = stats.item(TOPIC_PUT_NUMS, "T").unwrap();
+        assert_eq!(i.minute.sum, 60);
+        assert_eq!(i.hour.sum, 3600, "7 snapshots 10 min apart");
+        assert_eq!(i.day.sum, 24 * 3600, "25 snapshots an hour apart");
+        assert!((i.day.tps - 1.0).abs() < 1e-9 && (i.hour.tps - 1.0).abs() < 1e-9);
+        let items = stats.items.lock().unwrap();
+        let item = &items.table[&(TOPIC_PUT_NUMS, "T".to_string())];
+        assert_eq!((item.minute.len(), item.hour.len(), item.day.len()), (7, 7, 25));
     }
 
     #[test]

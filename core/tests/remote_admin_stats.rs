@@ -301,3 +301,67 @@ fn runtime_info_has_the_rates_and_daily_totals_cluster_list_reads() {
     assert!(metrics.contains("rmqha_pulls_total{result=\"miss\"} 1\n"), "{metrics}");
     b.shutdown();
 }
+
+/// VIEW_BROKER_STATS_DATA (`mqadmin statsAll`): a topic's puts and a group's pulls over the
+/// last minute, hour and day, as RocketMQ's `BrokerStatsData`; an item not kept is
+/// SYSTEM_ERROR naming it.
+#[test]
+fn view_broker_stats_data_counts_a_topics_puts_and_a_groups_pulls() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let c = client(b.remoting_addrs()[0]);
+    let view = |name: &str, key: &str| {
+        call(
+            &c,
+            RemotingCommand::request(request_code::VIEW_BROKER_STATS_DATA)
+                .with_ext("statsName", name)
+                .with_ext("statsKey", key),
+        )
+    };
+    // Sampled at the start: the broker-wide items exist at once.
+    let r = view("BROKER_PUT_NUMS", "DefaultCluster");
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["statsMinute"]["sum"], 0, "{v}");
+    for window in ["statsMinute", "statsHour", "statsDay"] {
+        for field in ["sum", "tps", "avgpt"] {
+            assert!(v[window][field].is_number(), "{window}.{field}: {v}");
+        }
+    }
+    let r = view("TOPIC_PUT_NUMS", "Counted");
+    assert_eq!(r.code, code::SYSTEM_ERROR);
+    assert_eq!(r.remark.as_deref(), Some("The stats <TOPIC_PUT_NUMS> <Counted> not exist"));
+    let r =
+        call(&c, RemotingCommand::request(request_code::VIEW_BROKER_STATS_DATA).with_ext("statsName", "X"));
+    assert_eq!(r.code, code::SYSTEM_ERROR, "no statsKey: {r:?}");
+
+    b.create_topic("Counted", 1).unwrap();
+    put(&b, "Counted", 0, 7);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    let r = pull(&c, "Counted", 0, 0, 4);
+    assert_eq!(decode_records(&r.body).len(), 4);
+    // A new topic and group show at the next snapshot (every 10 s), counted from zero.
+    let sum = |name: &str, key: &str, window: &str| {
+        let r = view(name, key);
+        (r.code == code::SUCCESS).then(|| {
+            serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()[window]["sum"].as_u64().unwrap()
+        })
+    };
+    assert!(
+        common::wait_until(Duration::from_secs(25), || sum(
+            "GROUP_GET_NUMS",
+            "Counted@test_cg",
+            "statsMinute"
+        )
+        .is_some()),
+        "no item for the group"
+    );
+    for window in ["statsMinute", "statsHour", "statsDay"] {
+        assert_eq!(sum("TOPIC_PUT_NUMS", "Counted", window), Some(7), "{window}");
+        assert_eq!(sum("GROUP_GET_NUMS", "Counted@test_cg", window), Some(4), "{window}");
+    }
+    let size = sum("GROUP_GET_SIZE", "Counted@test_cg", "statsMinute").unwrap();
+    assert!(size > 4 * 2, "bytes of 4 records: {size}");
+    assert_eq!(sum("BROKER_GET_NUMS", "DefaultCluster", "statsMinute"), Some(4));
+    b.shutdown();
+}

@@ -1,8 +1,9 @@
 //! What operators' tools ask a broker (`mqadmin topicStatus`, `consumerProgress`,
 //! `getBrokerConfig`, `updateBrokerConfig`, `topicList -c`, RocketMQ Dashboard):
 //! GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_BROKER_CONFIG (26),
-//! UPDATE_BROKER_CONFIG (25, `Broker::update_config`'s keys only), GET_EARLIEST_MSG_STORETIME (32) and
-//! QUERY_TOPIC_CONSUME_BY_WHO (300), as RocketMQ 4.9's `AdminBrokerProcessor` answers them.
+//! UPDATE_BROKER_CONFIG (25, `Broker::update_config`'s keys only), GET_EARLIEST_MSG_STORETIME (32),
+//! QUERY_TOPIC_CONSUME_BY_WHO (300) and VIEW_BROKER_STATS_DATA (315, `mqadmin statsAll`), as
+//! RocketMQ 4.9's `AdminBrokerProcessor` answers them.
 //!
 //! The two stats bodies are maps keyed by `MessageQueue`, which RocketMQ's fastjson writes
 //! with each key an object inline (`{"offsetTable":{{"brokerName":"b","queueId":0,
@@ -41,6 +42,7 @@ impl StatsProcessor {
         request_code::UPDATE_BROKER_CONFIG,
         request_code::GET_EARLIEST_MSG_STORETIME,
         request_code::QUERY_TOPIC_CONSUME_BY_WHO,
+        request_code::VIEW_BROKER_STATS_DATA,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
@@ -187,6 +189,18 @@ impl StatsProcessor {
     }
 }
 
+/// 4.9 `ViewBrokerStatsData`: the item `statsName` of `statsKey` over the last minute, hour
+/// and day (`crate::broker_stats`); SYSTEM_ERROR `The stats <name> <key> not exist` for an
+/// item not kept (a name not served, a topic never put to, a group that never pulled).
+fn view_stats(b: &Broker, req: &RemotingCommand) -> Answer {
+    let name = req.ext_str("statsName").map_err(|e| bad_header(req, e))?;
+    let key = req.ext_str("statsKey").map_err(|e| bad_header(req, e))?;
+    let Some(item) = b.stats().item(name, key) else {
+        return Err(reply(req, response_code::SYSTEM_ERROR, format!("The stats <{name}> <{key}> not exist")));
+    };
+    Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(item.to_json().into_bytes()))
+}
+
 /// Entries of a `Map<MessageQueue, _>` as fastjson writes them (joined with `,` inside
 /// `{}`): per queue, the queue as an object (fields in fastjson's alphabetical order) as the
 /// key, `:`, the value's JSON.
@@ -216,6 +230,7 @@ impl RequestHandler for StatsProcessor {
             request_code::UPDATE_BROKER_CONFIG => self.update_broker_config(&b, &request),
             request_code::GET_EARLIEST_MSG_STORETIME => self.earliest_store_time(&b, &request),
             request_code::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(&b, &request),
+            request_code::VIEW_BROKER_STATS_DATA => view_stats(&b, &request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))

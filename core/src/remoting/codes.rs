@@ -74,6 +74,8 @@ pub mod request_code {
     /// The consumer groups of a topic (`mqadmin topicList -c`, the dashboard).
     pub const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
     pub const SEND_MESSAGE_V2: i32 = 310;
+    /// A `BrokerStatsManager` item over the last minute, hour and day (`mqadmin statsAll`).
+    pub const VIEW_BROKER_STATS_DATA: i32 = 315;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
     pub const QUERY_CONSUME_QUEUE: i32 = 321;
     pub const QUERY_DATA_VERSION: i32 = 322;
@@ -156,6 +158,7 @@ pub mod request_code {
             CONSUME_MESSAGE_DIRECTLY => "CONSUME_MESSAGE_DIRECTLY",
             QUERY_TOPIC_CONSUME_BY_WHO => "QUERY_TOPIC_CONSUME_BY_WHO",
             SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
+            VIEW_BROKER_STATS_DATA => "VIEW_BROKER_STATS_DATA",
             SEND_BATCH_MESSAGE => "SEND_BATCH_MESSAGE",
             QUERY_CONSUME_QUEUE => "QUERY_CONSUME_QUEUE",
             QUERY_DATA_VERSION => "QUERY_DATA_VERSION",
