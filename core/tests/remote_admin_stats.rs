@@ -365,3 +365,57 @@ fn view_broker_stats_data_counts_a_topics_puts_and_a_groups_pulls() {
     assert_eq!(sum("BROKER_GET_NUMS", "DefaultCluster", "statsMinute"), Some(4));
     b.shutdown();
 }
+
+/// GET_BROKER_CONSUME_STATS (`mqadmin brokerConsumeStats`, rocketmq-exporter): every
+/// subscription group's progress, one ConsumeStats per topic it committed on, and the
+/// broker's total lag, as 4.9's `ConsumeStatsList`.
+#[test]
+fn broker_consume_stats_list_every_groups_progress_and_the_total_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("A", 2).unwrap();
+    b.create_topic("B", 1).unwrap();
+    put(&b, "A", 0, 4);
+    put(&b, "A", 1, 1);
+    put(&b, "B", 0, 3);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    for g in ["g1", "g2"] {
+        b.put_subscription_group(rmqha_core::metadata::SubscriptionGroupConfig::new(g)).unwrap();
+    }
+    b.commit_consumer_offset("g1", "A", 0, 3).unwrap();
+    b.commit_consumer_offset("g1", "B", 0, 3).unwrap();
+    b.commit_consumer_offset("g2", "A", 1, 1).unwrap();
+    // Offsets of a group with no subscription group config: not listed (4.9 walks the
+    // subscription groups).
+    b.commit_consumer_offset("unlisted", "B", 0, 0).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let r = call(
+        &c,
+        RemotingCommand::request(request_code::GET_BROKER_CONSUME_STATS).with_ext("isOrder", "false"),
+    );
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let body = String::from_utf8(r.body.clone()).unwrap();
+    let addr = format!("127.0.0.1:{}", b.remoting_addrs()[0].port());
+    assert!(body.starts_with(&format!("{{\"brokerAddr\":\"{addr}\",\"consumeStatsList\":[")), "{body}");
+    // g1: A lags 1 (queue 0) + 1 (queue 1, no offset); B none. g2: A queue 0 lags 4.
+    assert!(body.ends_with("],\"totalDiff\":6}"), "{body}");
+    let g1 = body.find("{\"g1\":[").unwrap_or_else(|| panic!("no g1: {body}"));
+    let g2 = body.find("{\"g2\":[").unwrap_or_else(|| panic!("no g2: {body}"));
+    assert!(!body.contains("unlisted"), "{body}");
+    // Each ConsumeStats of g1 decodes as GET_CONSUME_STATS's body does.
+    let a_stats = &body[g1 + 7..];
+    let a_stats = &a_stats[..a_stats.find(",{\"consumeTps\"").unwrap()];
+    let decoded = ConsumeStats::decode(a_stats.as_bytes()).unwrap();
+    let lags: Vec<(String, i32, i64)> =
+        decoded.offsets.iter().map(|(q, o)| (q.topic.clone(), q.queue_id, o.lag())).collect();
+    assert_eq!(lags, [("A".to_string(), 0, 1), ("A".to_string(), 1, 1)]);
+    assert!(body[g2..].contains("\"topic\":\"A\"}:{\"brokerOffset\":4,\"consumerOffset\":0"), "{body}");
+    // Only orderly topics with isOrder=true: none here.
+    let r = call(
+        &c,
+        RemotingCommand::request(request_code::GET_BROKER_CONSUME_STATS).with_ext("isOrder", "true"),
+    );
+    let body = String::from_utf8(r.body).unwrap();
+    assert!(body.contains("{\"g1\":[]}") && body.ends_with("\"totalDiff\":0}"), "{body}");
+    b.shutdown();
+}

@@ -2,8 +2,9 @@
 //! `getBrokerConfig`, `updateBrokerConfig`, `topicList -c`, RocketMQ Dashboard):
 //! GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_BROKER_CONFIG (26),
 //! UPDATE_BROKER_CONFIG (25, `Broker::update_config`'s keys only), GET_EARLIEST_MSG_STORETIME (32),
-//! QUERY_TOPIC_CONSUME_BY_WHO (300) and VIEW_BROKER_STATS_DATA (315, `mqadmin statsAll`), as
-//! RocketMQ 4.9's `AdminBrokerProcessor` answers them.
+//! QUERY_TOPIC_CONSUME_BY_WHO (300), VIEW_BROKER_STATS_DATA (315, `mqadmin statsAll`) and
+//! GET_BROKER_CONSUME_STATS (317, `mqadmin brokerConsumeStats`), as RocketMQ 4.9's
+//! `AdminBrokerProcessor` answers them.
 //!
 //! The two stats bodies are maps keyed by `MessageQueue`, which RocketMQ's fastjson writes
 //! with each key an object inline (`{"offsetTable":{{"brokerName":"b","queueId":0,
@@ -43,6 +44,7 @@ impl StatsProcessor {
         request_code::GET_EARLIEST_MSG_STORETIME,
         request_code::QUERY_TOPIC_CONSUME_BY_WHO,
         request_code::VIEW_BROKER_STATS_DATA,
+        request_code::GET_BROKER_CONSUME_STATS,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
@@ -82,39 +84,80 @@ impl StatsProcessor {
             Some(t) => vec![t.to_string()],
             None => b.tables().consumer_offsets().topics_of_group(group),
         };
-        let store = b.store();
         // One offsetTable for every topic.
         let mut entries = Vec::new();
         let mut pulled = 0u64;
         for topic in &topics {
-            let Some(tc) = b.topic_config(topic) else {
-                tracing::debug!(group, topic = topic.as_str(), "consume stats: the topic is not configured");
-                continue;
-            };
-            if matches!(self.shared.clients.subscription(group, topic), SubscriptionLookup::NoTopic) {
-                continue;
+            if let Some(t) = self.group_on_topic(b, group, topic, false) {
+                entries.extend(t.entries);
+                pulled += t.pulled;
             }
-            let rows = (0..tc.read_queue_nums).map(|q| {
-                let broker_offset = store.queue_max_offset(topic, q).max(0);
-                let consumer_offset = b.consumer_offset(group, topic, q).max(0);
-                let last = if consumer_offset > 0 {
-                    store.queue_store_time(topic, q, consumer_offset - 1).filter(|&t| t > 0).unwrap_or(0)
-                } else {
-                    0
-                };
-                (
-                    q,
-                    format!(
-                        "{{\"brokerOffset\":{broker_offset},\"consumerOffset\":{consumer_offset},\"lastTimestamp\":{last}}}"
-                    ),
-                )
-            });
-            queue_entries(&mut entries, &b.config().broker_name, topic, rows);
-            pulled += self.shared.rates.last_minute(topic, group);
         }
         let tps = pulled as f64 / super::rates::WINDOW as f64;
         // `{:?}` writes a double as Java does at these magnitudes (0.0, 2.5).
         let body = format!("{{\"consumeTps\":{tps:?},\"offsetTable\":{{{}}}}}", entries.join(","));
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
+    }
+
+    /// `group`'s progress on `topic`, queue by queue (`offsetTable` entries), if the topic is
+    /// configured (and orderly, with `order_only`) and the group's live consumers, if any,
+    /// subscribe to it.
+    fn group_on_topic(&self, b: &Broker, group: &str, topic: &str, order_only: bool) -> Option<GroupOnTopic> {
+        let Some(tc) = b.topic_config(topic) else {
+            tracing::debug!(group, topic, "consume stats: the topic is not configured");
+            return None;
+        };
+        if (order_only && !tc.order)
+            || matches!(self.shared.clients.subscription(group, topic), SubscriptionLookup::NoTopic)
+        {
+            return None;
+        }
+        let store = b.store();
+        let mut diff = 0i64;
+        let rows = (0..tc.read_queue_nums).map(|q| {
+            let broker_offset = store.queue_max_offset(topic, q).max(0);
+            let consumer_offset = b.consumer_offset(group, topic, q).max(0);
+            diff += broker_offset - consumer_offset;
+            let last = if consumer_offset > 0 {
+                store.queue_store_time(topic, q, consumer_offset - 1).filter(|&t| t > 0).unwrap_or(0)
+            } else {
+                0
+            };
+            (
+                q,
+                format!(
+                    "{{\"brokerOffset\":{broker_offset},\"consumerOffset\":{consumer_offset},\"lastTimestamp\":{last}}}"
+                ),
+            )
+        });
+        let mut entries = Vec::new();
+        queue_entries(&mut entries, &b.config().broker_name, topic, rows);
+        Some(GroupOnTopic { entries, diff, pulled: self.shared.rates.last_minute(topic, group) })
+    }
+
+    /// 4.9 `fetchAllConsumeStatsInBroker`: for every subscription group, one ConsumeStats
+    /// per topic it committed offsets on (as GET_CONSUME_STATS, with the `consumeTps` of that
+    /// topic), only orderly topics with the header's `isOrder=true`, and the broker's total
+    /// lag (`totalDiff`); `ConsumeStatsList`'s body.
+    fn broker_consume_stats(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let order_only = req.ext("isOrder").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        let mut groups = Vec::new();
+        let mut total_diff = 0i64;
+        for group in b.tables().subscription_groups().all().into_keys() {
+            let mut stats = Vec::new();
+            for topic in b.tables().consumer_offsets().topics_of_group(&group) {
+                let Some(t) = self.group_on_topic(b, &group, &topic, order_only) else { continue };
+                total_diff += t.diff;
+                let tps = t.pulled as f64 / super::rates::WINDOW as f64;
+                stats.push(format!("{{\"consumeTps\":{tps:?},\"offsetTable\":{{{}}}}}", t.entries.join(",")));
+            }
+            groups.push(format!("{{{}:[{}]}}", json_string(&group), stats.join(",")));
+        }
+        let body = format!(
+            "{{\"brokerAddr\":{},\"consumeStatsList\":[{}],\"totalDiff\":{total_diff}}}",
+            json_string(&super::broker_addr(b)),
+            groups.join(",")
+        );
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
     }
 
@@ -189,6 +232,16 @@ impl StatsProcessor {
     }
 }
 
+/// One group's progress on one topic (see `StatsProcessor::group_on_topic`).
+struct GroupOnTopic {
+    /// `offsetTable` entries, one per read queue.
+    entries: Vec<String>,
+    /// The messages in those queues past the group's offsets.
+    diff: i64,
+    /// Messages the group pulled from the topic over the last minute.
+    pulled: u64,
+}
+
 /// 4.9 `ViewBrokerStatsData`: the item `statsName` of `statsKey` over the last minute, hour
 /// and day (`crate::broker_stats`); SYSTEM_ERROR `The stats <name> <key> not exist` for an
 /// item not kept (a name not served, a topic never put to, a group that never pulled).
@@ -231,6 +284,7 @@ impl RequestHandler for StatsProcessor {
             request_code::GET_EARLIEST_MSG_STORETIME => self.earliest_store_time(&b, &request),
             request_code::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(&b, &request),
             request_code::VIEW_BROKER_STATS_DATA => view_stats(&b, &request),
+            request_code::GET_BROKER_CONSUME_STATS => self.broker_consume_stats(&b, &request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))

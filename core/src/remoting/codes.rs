@@ -76,6 +76,9 @@ pub mod request_code {
     pub const SEND_MESSAGE_V2: i32 = 310;
     /// A `BrokerStatsManager` item over the last minute, hour and day (`mqadmin statsAll`).
     pub const VIEW_BROKER_STATS_DATA: i32 = 315;
+    /// Every subscription group's progress on every topic it committed offsets on
+    /// (`mqadmin brokerConsumeStats`, rocketmq-exporter).
+    pub const GET_BROKER_CONSUME_STATS: i32 = 317;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
     pub const QUERY_CONSUME_QUEUE: i32 = 321;
     pub const QUERY_DATA_VERSION: i32 = 322;
@@ -159,6 +162,7 @@ pub mod request_code {
             QUERY_TOPIC_CONSUME_BY_WHO => "QUERY_TOPIC_CONSUME_BY_WHO",
             SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
             VIEW_BROKER_STATS_DATA => "VIEW_BROKER_STATS_DATA",
+            GET_BROKER_CONSUME_STATS => "GET_BROKER_CONSUME_STATS",
             SEND_BATCH_MESSAGE => "SEND_BATCH_MESSAGE",
             QUERY_CONSUME_QUEUE => "QUERY_CONSUME_QUEUE",
             QUERY_DATA_VERSION => "QUERY_DATA_VERSION",
