@@ -140,7 +140,8 @@ impl StatsProcessor {
     /// topic), only orderly topics with the header's `isOrder=true`, and the broker's total
     /// lag (`totalDiff`); `ConsumeStatsList`'s body.
     fn broker_consume_stats(&self, b: &Broker, req: &RemotingCommand) -> Answer {
-        let order_only = req.ext("isOrder").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        // Required, as 4.9's `@CFNotNull`.
+        let order_only = req.ext_bool("isOrder").map_err(|e| bad_header(req, e))?;
         let mut groups = Vec::new();
         let mut total_diff = 0i64;
         for group in b.tables().subscription_groups().all().into_keys() {
