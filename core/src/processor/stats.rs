@@ -250,6 +250,7 @@ fn view_stats(b: &Broker, req: &RemotingCommand) -> Answer {
     let name = req.ext_str("statsName").map_err(|e| bad_header(req, e))?;
     let key = req.ext_str("statsKey").map_err(|e| bad_header(req, e))?;
     let Some(item) = b.stats().item(name, key) else {
+        let (name, key) = (crate::clip(name, 128), crate::clip(key, 256));
         return Err(reply(req, response_code::SYSTEM_ERROR, format!("The stats <{name}> <{key}> not exist")));
     };
     Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(item.to_json().into_bytes()))
