@@ -11,6 +11,7 @@ mod metrics_http;
 mod progress;
 mod remote_bench;
 mod reset_offset;
+mod stats_cmd;
 mod status;
 mod truncate_cmd;
 
@@ -35,6 +36,9 @@ enum Command {
     Status(status::StatusArgs),
     /// Print a consumer group's offsets and lag on a running broker, queue by queue.
     Progress(progress::ProgressArgs),
+    /// Print each topic's put rate and messages in over the last day, and each consuming
+    /// group's lag, pull rate and messages out (what `mqadmin statsAll` prints).
+    Stats(stats_cmd::StatsArgs),
     /// Move a consumer group's offsets on a topic to a store time (and tell its consumers).
     ResetOffset(reset_offset::ResetOffsetArgs),
     /// Print a running broker's settings, or change one at run time (`--set
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         cli.command,
         Command::Status(_)
             | Command::Progress(_)
+            | Command::Stats(_)
             | Command::ResetOffset(_)
             | Command::Config(_)
             | Command::Get(_)
@@ -108,6 +113,10 @@ fn main() -> ExitCode {
         Command::Progress(a) => {
             init_logging("warn");
             progress::run(a)
+        }
+        Command::Stats(a) => {
+            init_logging("warn");
+            stats_cmd::run(a)
         }
         Command::ResetOffset(a) => {
             init_logging("warn");

@@ -499,6 +499,46 @@ fn progress_prints_a_groups_lag_per_queue() {
     assert!(ok && out.contains("group nobody has no committed offsets"), "{out}");
 }
 
+/// `rmqha stats`: each topic's messages in and each consuming group's lag and messages out,
+/// from VIEW_BROKER_STATS_DATA (snapshots every 10 s) and GET_CONSUME_STATS.
+#[test]
+fn stats_print_each_topics_messages_in_and_each_groups_lag_and_messages_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_master, addr) = master_with_two_messages(dir.path());
+    let (ok, out, err) = get_bad(&addr, &["--queue", "0", "--offset", "0", "--group", "reader"]);
+    assert!(ok && out.lines().count() == 2, "{out} {err}");
+    let c = RemotingClient::new(&addr, ClientConfig::default());
+    let commit = RemotingCommand::request(15)
+        .with_ext("consumerGroup", "reader")
+        .with_ext("topic", "Bad")
+        .with_ext("queueId", 0)
+        .with_ext("commitOffset", 1);
+    assert_eq!(c.invoke_sync(commit, Duration::from_secs(5)).unwrap().code, 0);
+    // The topic and the group's first snapshot come within 10 s.
+    let row = || {
+        let (ok, out, err) = rmqha(&["stats", &addr, "--json"], b"");
+        assert!(ok, "{out} {err}");
+        out.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["topic"] == "Bad" && v["group"] == "reader")
+    };
+    assert!(
+        wait_until(Duration::from_secs(25), || row().is_some_and(|r| r["outMsg24Hour"] == 2)),
+        "{:?}",
+        row()
+    );
+    let r = row().unwrap();
+    assert_eq!((r["inMsg24Hour"].as_u64(), r["lag"].as_i64()), (Some(2), Some(1)), "{r}");
+    let (ok, out, err) = rmqha(&["stats", &addr], b"");
+    assert!(ok, "{out} {err}");
+    let cols: Vec<&str> =
+        out.lines().find(|l| l.starts_with("Bad ")).unwrap_or_default().split_whitespace().collect();
+    // topic, group, lag, in msgs/s, in last 24h, out msgs/s, out last 24h.
+    assert_eq!((cols[0], cols[1], cols[2], cols[4], cols[6]), ("Bad", "reader", "1", "2", "2"), "{out}");
+    let (ok, out, _) = rmqha(&["stats", &addr, "--topic", "Nothing"], b"");
+    assert!(ok && out.lines().any(|l| l.starts_with("Nothing ") && l.contains(" - ")), "{out}");
+}
+
 /// `rmqha reset-offset`: a group's offsets moved to a store time, the end, and back.
 #[test]
 fn reset_offset_moves_a_groups_offsets() {
