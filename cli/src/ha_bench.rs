@@ -49,7 +49,12 @@ fn slave(root: &Path, master: &Broker, file_size: u64) -> Result<Arc<Broker>, St
         root,
         "SLAVE",
         file_size,
-        &[("haMasterAddress", format!("127.0.0.1:{}", master.ha_port()))],
+        // As deployed: the master's remoting address too (config sync), which also keeps the
+        // start from warning, for every slave of every case, that the slave mirrors nothing.
+        &[
+            ("haMasterAddress", format!("127.0.0.1:{}", master.ha_port())),
+            ("masterAddress", format!("127.0.0.1:{}", master.remoting_addrs()[0].port())),
+        ],
     )?)
     .map_err(|e| e.to_string())
 }
