@@ -279,6 +279,9 @@ struct QueueDecisions {
     spills: Vec<Spill>,
     /// Bumped at each spill, so a claim sees that one happened between its two lock holds.
     generation: u64,
+    /// An entry may be decided without its op message (set when one becomes so, cleared
+    /// when the Checker claims them): the Checker's round reads every entry only then.
+    missing_ops: bool,
     /// Entries below which no spill is tried (after one that could not get under the cap).
     retry_at: usize,
     /// The highest copy the Checker put back of a transaction not known here whose origin
@@ -559,7 +562,8 @@ impl Decisions {
     /// message is stored but whose op message's put failed), for the Checker to write it.
     pub(crate) fn claim_missing_ops(self: &Arc<Self>, queue: i32) -> Vec<Claim> {
         let mut queues = self.queues.lock();
-        let Some(d) = queues.get_mut(&queue) else { return Vec::new() };
+        let Some(d) = queues.get_mut(&queue).filter(|d| d.missing_ops) else { return Vec::new() };
+        d.missing_ops = false;
         d.entries
             .iter_mut()
             .filter_map(|(&origin, e)| match e.state {
@@ -781,6 +785,7 @@ impl Claim {
         let Some(d) = queues.get_mut(&self.queue) else { return };
         if let Some(e) = d.entries.get_mut(&self.origin) {
             e.state = state;
+            d.missing_ops |= matches!(state, State::Decided { op: None, .. });
         }
     }
 }
@@ -1487,6 +1492,7 @@ mod tests {
         claim.settle(None);
         let state = || d.queues.lock()[&0].entries.get(&0).map(|e| e.state);
         assert!(matches!(state(), Some(State::Decided { outcome: Some(Outcome::Commit), op: None })));
+        assert!(d.queues.lock()[&0].missing_ops, "the Checker's next round looks for it");
 
         let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let lookups = asked.clone();
@@ -1505,6 +1511,7 @@ mod tests {
         let stop = StopSignal::new();
         checker.check_queue(0, &stop);
         assert!(matches!(state(), Some(State::Decided { outcome: Some(Outcome::Commit), op: Some(0) })));
+        assert!(!d.queues.lock()[&0].missing_ops, "the later rounds do not read every entry again");
         assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 0, "no check-back");
         assert!(wait_dispatched_to(&store, store.max_offset(), Duration::from_secs(5)));
         assert_eq!(store.queue_max_offset(HALF_TOPIC, 0), 1, "no copy put back");
