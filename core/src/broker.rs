@@ -482,12 +482,12 @@ impl Broker {
         let (stats, store, stop) = (self.stats.clone(), self.store.clone(), self.stop.clone());
         let cluster = self.config.broker_cluster_name.clone();
         let sample_items = move |stats: &crate::broker_stats::BrokerStats, now: i64, counts: (u64, u64)| {
-            // Each topic's messages: the sum of its queues' ends.
-            let topics: Vec<(String, u64)> = store
+            // Each topic's messages (the sum of its queues' ends) and their bytes.
+            let topics: Vec<(String, u64, u64)> = store
                 .consume_queues()
-                .queue_offset_table()
+                .topic_totals()
                 .into_iter()
-                .map(|(t, qs)| (t, qs.values().map(|&o| o.max(0) as u64).sum()))
+                .map(|(t, (n, bytes))| (t, n, bytes))
                 .collect();
             stats.sample_items(now, &cluster, &topics, counts);
         };

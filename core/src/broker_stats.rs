@@ -16,11 +16,13 @@
 //! VIEW_BROKER_STATS_DATA (`mqadmin statsAll`) reads RocketMQ's `BrokerStatsManager` items,
 //! each a count over the last minute, hour and day ([`ItemStats`]) from snapshots taken every
 //! 10 s (the last 7 kept), every 10 min (7) and every hour (25), as 4.9's `StatsItem`. The
-//! items served: `TOPIC_PUT_NUMS` (key: the topic), `GROUP_GET_NUMS` and `GROUP_GET_SIZE`
-//! (key: `topic@group`), `BROKER_PUT_NUMS` and `BROKER_GET_NUMS` (key: `brokerClusterName`).
-//! A topic's puts are read from its ConsumeQueues' ends at each snapshot, so the put path
-//! counts nothing per topic (it runs at millions of puts a second); they count a message
-//! when it is dispatched, and a delayed one in its own topic when it is delivered.
+//! items served: `TOPIC_PUT_NUMS` and `TOPIC_PUT_SIZE` (key: the topic), `GROUP_GET_NUMS`,
+//! `GROUP_GET_SIZE` and `SNDBCK_PUT_NUMS` (key: `topic@group`), `BROKER_PUT_NUMS` and
+//! `BROKER_GET_NUMS` (key: `brokerClusterName`). A topic's puts are read from its
+//! ConsumeQueues at each snapshot (their ends, and the record bytes the dispatcher indexed),
+//! so the put path counts nothing per topic (it runs at millions of puts a second); they
+//! count a message when it is dispatched, and a delayed one in its own topic when it is
+//! delivered.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -63,13 +65,15 @@ pub struct BrokerStats {
     /// Messages pulls returned (`getMessageTransferedMsgCount`).
     transferred: AtomicU64,
     inner: Mutex<Inner>,
-    /// Pulls per `topic@group`: messages, bytes, pulls.
-    group_gets: Mutex<std::collections::HashMap<String, [u64; 3]>>,
+    /// Per `topic@group`: messages pulled, their bytes, pulls, messages sent back.
+    group_gets: Mutex<std::collections::HashMap<String, [u64; 4]>>,
     items: Mutex<Items>,
 }
 
 /// RocketMQ's `BrokerStatsManager` item names served by VIEW_BROKER_STATS_DATA.
 pub const TOPIC_PUT_NUMS: &str = "TOPIC_PUT_NUMS";
+pub const TOPIC_PUT_SIZE: &str = "TOPIC_PUT_SIZE";
+pub const SNDBCK_PUT_NUMS: &str = "SNDBCK_PUT_NUMS";
 pub const GROUP_GET_NUMS: &str = "GROUP_GET_NUMS";
 pub const GROUP_GET_SIZE: &str = "GROUP_GET_SIZE";
 pub const BROKER_PUT_NUMS: &str = "BROKER_PUT_NUMS";
@@ -186,27 +190,41 @@ impl BrokerStats {
         c[2] += 1;
     }
 
+    /// A message of `topic` that `group` failed to consume, put back for a retry (or to its
+    /// dead-letter topic).
+    pub fn count_send_back(&self, topic: &str, group: &str) {
+        let key = format!("{topic}@{group}");
+        self.group_gets.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_default()[3] += 1;
+    }
+
     /// Takes the items' snapshots at `now_ms` (every [`ITEM_SAMPLE_SECS`]): `topics` are each
-    /// topic's messages ever put (the sum of its queues' ends), `puts` the puts and messages
-    /// stored since the start, `cluster` the key of the broker-wide items. Items of topics and
-    /// `topic@group`s no longer there are dropped.
-    pub fn sample_items(&self, now_ms: i64, cluster: &str, topics: &[(String, u64)], puts: (u64, u64)) {
+    /// topic's messages ever put (the sum of its queues' ends) and the bytes of those indexed
+    /// since the store opened, `puts` the puts and messages stored since the start, `cluster`
+    /// the key of the broker-wide items. Items of topics and `topic@group`s no longer there
+    /// are dropped.
+    pub fn sample_items(&self, now_ms: i64, cluster: &str, topics: &[(String, u64, u64)], puts: (u64, u64)) {
         let (found, _) = self.pulls();
         let mut current: Vec<((&'static str, String), u64, u64)> = Vec::with_capacity(topics.len() + 2);
         current.push(((BROKER_PUT_NUMS, cluster.to_string()), puts.1, puts.0));
         current.push(((BROKER_GET_NUMS, cluster.to_string()), self.transferred(), found));
-        for (topic, n) in topics {
+        for (topic, n, bytes) in topics {
             current.push(((TOPIC_PUT_NUMS, topic.clone()), *n, *n));
+            current.push(((TOPIC_PUT_SIZE, topic.clone()), *bytes, *n));
         }
         {
             let mut gets = self.group_gets.lock().unwrap_or_else(|e| e.into_inner());
             // A topic deleted: its groups' counts go with it.
             gets.retain(|k, _| {
-                k.rsplit_once('@').is_some_and(|(t, _)| topics.iter().any(|(topic, _)| topic == t))
+                k.rsplit_once('@').is_some_and(|(t, _)| topics.iter().any(|(topic, ..)| topic == t))
             });
             for (k, c) in gets.iter() {
-                current.push(((GROUP_GET_NUMS, k.clone()), c[0], c[2]));
-                current.push(((GROUP_GET_SIZE, k.clone()), c[1], c[2]));
+                if c[2] > 0 {
+                    current.push(((GROUP_GET_NUMS, k.clone()), c[0], c[2]));
+                    current.push(((GROUP_GET_SIZE, k.clone()), c[1], c[2]));
+                }
+                if c[3] > 0 {
+                    current.push(((SNDBCK_PUT_NUMS, k.clone()), c[3], c[3]));
+                }
             }
         }
         let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
@@ -242,9 +260,17 @@ impl BrokerStats {
     /// The item `name` of `key` (VIEW_BROKER_STATS_DATA); `None` if there is none.
     pub fn item(&self, name: &str, key: &str) -> Option<ItemStats> {
         let items = self.items.lock().unwrap_or_else(|e| e.into_inner());
-        let name = [TOPIC_PUT_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE, BROKER_PUT_NUMS, BROKER_GET_NUMS]
-            .into_iter()
-            .find(|n| *n == name)?;
+        let name = [
+            TOPIC_PUT_NUMS,
+            TOPIC_PUT_SIZE,
+            GROUP_GET_NUMS,
+            GROUP_GET_SIZE,
+            SNDBCK_PUT_NUMS,
+            BROKER_PUT_NUMS,
+            BROKER_GET_NUMS,
+        ]
+        .into_iter()
+        .find(|n| *n == name)?;
         let item = items.table.get(&(name, key.to_string()))?;
         // Every window ends at the newest snapshot: 4.9 ends the hour's at its last 10-minute
         // one and the day's at its last hourly one, so a day's count leaves out up to the
@@ -479,11 +505,12 @@ mod tests {
     #[test]
     fn items_count_over_their_windows_from_their_snapshots() {
         let stats = BrokerStats::new(0);
-        let t = |n: u64| vec![("T".to_string(), n)];
+        // 100 bytes a message.
+        let t = |n: u64| vec![("T".to_string(), n, 100 * n)];
         // Round 0 at the start: history before it is not counted.
         stats.sample_items(0, "c", &t(1000), (0, 0));
         assert_eq!(stats.item(TOPIC_PUT_NUMS, "T").unwrap(), ItemStats::default());
-        assert!(stats.item(TOPIC_PUT_NUMS, "U").is_none() && stats.item("TOPIC_PUT_SIZE", "T").is_none());
+        assert!(stats.item(TOPIC_PUT_NUMS, "U").is_none() && stats.item("GROUP_GET_LATENCY", "T").is_none());
         // 30 messages every 10 s for 2 minutes.
         for r in 1..=12u64 {
             stats.sample_items(r as i64 * 10_000, "c", &t(1000 + 30 * r), (r, 2 * r));
@@ -494,6 +521,10 @@ mod tests {
         // The hour's first snapshot is round 0's; it ends at the newest one.
         assert_eq!(i.hour.sum, 360);
         assert_eq!(i.day.sum, 360);
+        assert_eq!(
+            stats.item(TOPIC_PUT_SIZE, "T").unwrap().minute,
+            WindowStats { sum: 18000, tps: 300.0, avgpt: 100.0 }
+        );
         let b = stats.item(BROKER_PUT_NUMS, "c").unwrap();
         assert_eq!((b.minute.sum, b.minute.avgpt), (12, 2.0), "messages per put");
         assert!(stats.item(BROKER_PUT_NUMS, "other").is_none());
@@ -508,6 +539,14 @@ mod tests {
         assert_eq!(g.hour.sum, 8);
         assert_eq!(stats.item(GROUP_GET_SIZE, "T@g").unwrap().minute.sum, 800);
         assert_eq!(stats.item(BROKER_GET_NUMS, "c").unwrap().minute.sum, 8);
+        // No message of T@g was sent back: no such item, until one is.
+        assert!(stats.item(SNDBCK_PUT_NUMS, "T@g").is_none());
+        stats.count_send_back("T", "g");
+        stats.count_send_back("T", "h");
+        stats.sample_items(135_000, "c", &t(1390), (13, 26));
+        assert_eq!(stats.item(SNDBCK_PUT_NUMS, "T@g").unwrap().minute.sum, 1);
+        assert_eq!(stats.item(SNDBCK_PUT_NUMS, "T@h").unwrap().minute.sum, 1);
+        assert!(stats.item(GROUP_GET_NUMS, "T@h").is_none(), "h sent back, never pulled");
         assert_eq!(
             g.to_json(),
             r#"{"statsDay":{"avgpt":4.0,"sum":8,"tps":0.0022222222222222222},"statsHour":{"avgpt":4.0,"sum":8,"tps":0.013333333333333334},"statsMinute":{"avgpt":4.0,"sum":8,"tps":0.8}}"#
@@ -527,7 +566,7 @@ mod tests {
         let stats = BrokerStats::new(0);
         // One message a second for 30 hours, a round every 10 s.
         for r in 0..=(30 * 360u64) {
-            stats.sample_items(r as i64 * 10_000, "c", &[("T".to_string(), 10 * r)], (0, 0));
+            stats.sample_items(r as i64 * 10_000, "c", &[("T".to_string(), 10 * r, 0)], (0, 0));
         }
         let i = stats.item(TOPIC_PUT_NUMS, "T").unwrap();
         assert_eq!(i.minute.sum, 60);

@@ -339,7 +339,18 @@ fn view_broker_stats_data_counts_a_topics_puts_and_a_groups_pulls() {
     put(&b, "Counted", 0, 7);
     assert!(b.store().wait_dispatched(Duration::from_secs(10)));
     let r = pull(&c, "Counted", 0, 0, 4);
-    assert_eq!(decode_records(&r.body).len(), 4);
+    let records = decode_records(&r.body);
+    assert_eq!(records.len(), 4);
+    // test_cg hands the first message back (a failed consume): SNDBCK_PUT_NUMS.
+    b.put_subscription_group(rmqha_core::metadata::SubscriptionGroupConfig::new("test_cg")).unwrap();
+    let back = RemotingCommand::request(request_code::CONSUMER_SEND_MSG_BACK)
+        .with_ext("offset", records[0].phy_offset)
+        .with_ext("group", "test_cg")
+        .with_ext("delayLevel", 0)
+        .with_ext("originTopic", "Counted")
+        .with_ext("unitMode", false);
+    let r = call(&c, back);
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
     // A new topic and group show at the next snapshot (every 10 s), counted from zero.
     let sum = |name: &str, key: &str, window: &str| {
         let r = view(name, key);
@@ -361,7 +372,13 @@ fn view_broker_stats_data_counts_a_topics_puts_and_a_groups_pulls() {
         assert_eq!(sum("GROUP_GET_NUMS", "Counted@test_cg", window), Some(4), "{window}");
     }
     let size = sum("GROUP_GET_SIZE", "Counted@test_cg", "statsMinute").unwrap();
-    assert!(size > 4 * 2, "bytes of 4 records: {size}");
+    let four: u64 = records.iter().map(|r| r.total_size as u64).sum();
+    assert_eq!(size, four, "the bytes of the 4 records pulled");
+    // The bytes of the 7 records put (as the dispatcher indexed them).
+    let put_size = sum("TOPIC_PUT_SIZE", "Counted", "statsMinute").unwrap();
+    let seven: u64 = b.get_messages("Counted", 0, 0, 32).buffer_total_size() as u64;
+    assert_eq!(put_size, seven);
+    assert_eq!(sum("SNDBCK_PUT_NUMS", "Counted@test_cg", "statsMinute"), Some(1));
     assert_eq!(sum("BROKER_GET_NUMS", "DefaultCluster", "statsMinute"), Some(4));
     b.shutdown();
 }

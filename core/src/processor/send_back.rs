@@ -123,13 +123,18 @@ impl SendBackProcessor {
             ));
         }
         let copy = retry_copy(&msg, new_topic, super::send::random_queue(queues), dead, delay_level);
+        // SNDBCK_PUT_NUMS counts it under the topic it was first consumed from (4.9's
+        // `backTopic`: RETRY_TOPIC, else the message's topic).
+        let back_topic = msg.property(RETRY_TOPIC).unwrap_or(&msg.topic);
         match b.put_message(&copy) {
             Ok(PutHandle::Ready(r)) if r.status.is_stored() => {
+                b.stats().count_send_back(back_topic, group);
                 Ok(Handled::Respond(RemotingCommand::response_to(req, response_code::SUCCESS, None)))
             }
             Ok(PutHandle::Ready(r)) => Err(reply(req, response_code::SYSTEM_ERROR, r.status.as_str())),
             // Not waited for (WAIT=false), as in RocketMQ: stored is enough.
             Ok(PutHandle::Pending(_)) => {
+                b.stats().count_send_back(back_topic, group);
                 Ok(Handled::Respond(RemotingCommand::response_to(req, response_code::SUCCESS, None)))
             }
             Err(e) => Err(reply(req, response_code::SYSTEM_ERROR, e.to_string())),

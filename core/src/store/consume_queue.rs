@@ -53,6 +53,9 @@ pub struct ConsumeQueue {
     max_physic_offset: AtomicI64,
     /// Byte offset of the first live unit.
     min_logic_offset: AtomicU64,
+    /// CommitLog bytes of the records indexed since the queue was opened (stats:
+    /// `TOPIC_PUT_SIZE`); added to by the one thread that dispatches.
+    indexed_bytes: AtomicU64,
 }
 
 impl ConsumeQueue {
@@ -64,7 +67,13 @@ impl ConsumeQueue {
             files: MappedFileQueue::load_mapped_only(&dir, file_size)?,
             max_physic_offset: AtomicI64::new(-1),
             min_logic_offset: AtomicU64::new(0),
+            indexed_bytes: AtomicU64::new(0),
         })
+    }
+
+    /// CommitLog bytes of the records indexed since the queue was opened.
+    pub fn indexed_bytes(&self) -> u64 {
+        self.indexed_bytes.load(Ordering::Relaxed)
     }
 
     pub fn topic(&self) -> &str {
@@ -190,6 +199,9 @@ impl ConsumeQueue {
         file.write_region(pos, CQ_UNIT_SIZE, |b| b.copy_from_slice(&unit.encode()));
         file.set_wrote_position(pos + CQ_UNIT_SIZE);
         self.max_physic_offset.store(unit.phy_offset.saturating_add(unit.size as i64), Ordering::Release);
+        // One writer: a load and a store, no locked add on the dispatch path.
+        let bytes = self.indexed_bytes.load(Ordering::Relaxed);
+        self.indexed_bytes.store(bytes.wrapping_add(u64::from(unit.size.max(0) as u32)), Ordering::Relaxed);
         Ok(())
     }
 
@@ -527,6 +539,18 @@ impl ConsumeQueueStore {
     /// The highest indexed CommitLog end over every queue (where dispatch resumes).
     pub fn max_physic_offset(&self) -> i64 {
         self.all().iter().map(|q| q.max_physic_offset()).max().unwrap_or(-1)
+    }
+
+    /// topic -> (messages ever put, CommitLog bytes indexed since the queues were opened),
+    /// over every queue of the topic (stats: `TOPIC_PUT_NUMS`, `TOPIC_PUT_SIZE`).
+    pub fn topic_totals(&self) -> HashMap<String, (u64, u64)> {
+        let mut t: HashMap<String, (u64, u64)> = HashMap::new();
+        for q in self.all() {
+            let e = t.entry(q.topic().to_string()).or_default();
+            e.0 += q.max_offset_in_queue().max(0) as u64;
+            e.1 += q.indexed_bytes();
+        }
+        t
     }
 
     /// topic -> queue -> next queue offset, for the put path.
