@@ -436,3 +436,76 @@ fn broker_consume_stats_list_every_groups_progress_and_the_total_lag() {
     assert!(body.contains("{\"g1\":[]}") && body.ends_with("\"totalDiff\":0}"), "{body}");
     b.shutdown();
 }
+
+/// CLONE_GROUP_OFFSET (`mqadmin cloneGroupOffset`): a group's offsets copied to another, on
+/// one topic or every topic it committed on, as commits (a move backwards stamped for the
+/// slaves); a topic its live consumers do not subscribe to is skipped unless offline.
+#[test]
+fn clone_group_offset_copies_a_groups_offsets_to_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("A", 2).unwrap();
+    b.create_topic("B", 1).unwrap();
+    put(&b, "A", 0, 6);
+    put(&b, "A", 1, 2);
+    put(&b, "B", 0, 3);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    for (topic, q, o) in [("A", 0, 3), ("A", 1, 1), ("B", 0, 2)] {
+        b.commit_consumer_offset("src", topic, q, o).unwrap();
+    }
+    b.commit_consumer_offset("dest", "A", 0, 5).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let clone = |topic: Option<&str>, offline: bool| {
+        let mut req = RemotingCommand::request(request_code::CLONE_GROUP_OFFSET)
+            .with_ext("srcGroup", "src")
+            .with_ext("destGroup", "dest")
+            .with_ext("offline", offline);
+        if let Some(t) = topic {
+            req = req.with_ext("topic", t);
+        }
+        call(&c, req)
+    };
+    let dest = |topic: &str, q: i32| b.consumer_offset("dest", topic, q);
+
+    assert_eq!(clone(Some("A"), false).code, code::SUCCESS);
+    assert_eq!((dest("A", 0), dest("A", 1), dest("B", 0)), (3, 1, -1), "A only, 5 moved back to 3");
+    assert!(b.tables().consumer_offsets().rewound_at("dest", "A").is_some(), "stamped for the slaves");
+    // src's live consumers subscribe to A only: B is skipped, unless offline.
+    assert_eq!(call(&c, heartbeat("10.0.0.1@1", "src", &[("A", "*", 1)])).code, code::SUCCESS);
+    assert_eq!(clone(None, false).code, code::SUCCESS);
+    assert_eq!(dest("B", 0), -1);
+    assert_eq!(clone(None, true).code, code::SUCCESS);
+    assert_eq!(dest("B", 0), 2);
+    // A topic not configured: nothing cloned, still SUCCESS (4.9 skips it).
+    assert_eq!(clone(Some("Nope"), true).code, code::SUCCESS);
+    let r = call(&c, RemotingCommand::request(request_code::CLONE_GROUP_OFFSET).with_ext("destGroup", "d"));
+    assert_eq!(r.code, code::SYSTEM_ERROR);
+    assert!(r.remark.unwrap().contains("srcGroup"));
+    // A destination that is not a group name: refused, naming it.
+    let r = call(
+        &c,
+        RemotingCommand::request(request_code::CLONE_GROUP_OFFSET)
+            .with_ext("srcGroup", "src")
+            .with_ext("destGroup", "bad group!")
+            .with_ext("topic", "A"),
+    );
+    assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    assert!(r.remark.unwrap().contains("not a group name"));
+    // A slave refuses: its offsets follow its master's.
+    let sdir = tempfile::tempdir().unwrap();
+    let ha = format!("127.0.0.1:{}", b.ha_port());
+    let s =
+        Broker::start_slave(common::broker_config(sdir.path(), "SLAVE", &[("haMasterAddress", ha.as_str())]))
+            .unwrap();
+    let sc = client(s.remoting_addrs()[0]);
+    let r = call(
+        &sc,
+        RemotingCommand::request(request_code::CLONE_GROUP_OFFSET)
+            .with_ext("srcGroup", "src")
+            .with_ext("destGroup", "dest"),
+    );
+    assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    assert!(r.remark.unwrap().contains("slave"));
+    s.shutdown();
+    b.shutdown();
+}

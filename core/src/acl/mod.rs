@@ -447,6 +447,13 @@ fn resources(req: &RemotingCommand) -> Result<HashMap<String, u8>, String> {
             add(ext("group").map(|g| retry(&g)), SUB);
             add(ext("topic"), SUB);
         }
+        // Not checked by 4.9 (signature only); it reads one group's offsets and moves
+        // another's, so it needs what acting for both groups (and the topic) needs.
+        request_code::CLONE_GROUP_OFFSET => {
+            add(ext("srcGroup").map(|g| retry(&g)), SUB);
+            add(ext("destGroup").map(|g| retry(&g)), SUB);
+            add(ext("topic"), SUB);
+        }
         _ => {}
     }
     Ok(needed)

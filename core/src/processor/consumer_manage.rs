@@ -1,8 +1,8 @@
 //! Offsets and group membership as consumers ask for them: QUERY_CONSUMER_OFFSET (14),
 //! UPDATE_CONSUMER_OFFSET (15), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 //! SEARCH_OFFSET_BY_TIMESTAMP (29), GET_CONSUMER_LIST_BY_GROUP (38),
-//! GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204) and
-//! INVOKE_BROKER_TO_RESET_OFFSET (222) (RocketMQ's
+//! GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204),
+//! INVOKE_BROKER_TO_RESET_OFFSET (222) and CLONE_GROUP_OFFSET (314) (RocketMQ's
 //! `ConsumerManageProcessor` and the offset part of `AdminBrokerProcessor`).
 //!
 //! Every offset request carries `topic` and `queueId`; each response carries `offset`.
@@ -38,6 +38,7 @@ impl ConsumerManageProcessor {
         request_code::GET_CONSUMER_CONNECTION_LIST,
         request_code::GET_PRODUCER_CONNECTION_LIST,
         request_code::INVOKE_BROKER_TO_RESET_OFFSET,
+        request_code::CLONE_GROUP_OFFSET,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
@@ -186,6 +187,62 @@ impl ConsumerManageProcessor {
     /// (C++'s list when the tool is a C++ one); here each member gets the form its client
     /// reads: a C++ client (language CPP: rocketmq-client-cpp, and the Python client built on
     /// it) the list, the others (Java, Go, ...) the map.
+    /// 4.9 `cloneGroupOffset` (`mqadmin cloneGroupOffset -s SRC -d DEST [-t TOPIC] [-o]`):
+    /// `destGroup`'s offsets on `topic` (or every topic `srcGroup` committed offsets on) set
+    /// to `srcGroup`'s, queue by queue, as commits (so a slave follows, a move backwards
+    /// included). A topic not configured is skipped, and unless `offline`, so is one the
+    /// source group's live consumers do not subscribe to while they subscribe to others.
+    /// Beyond 4.9, which puts the source's table in place without a check: the names are
+    /// checked as a commit's are, a commit that fails is an error naming it, and a slave
+    /// refuses (its offsets follow its master's by config sync, which keeps the larger).
+    fn clone_group_offset(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let h = |e| bad_header(req, e);
+        let src = req.ext_str("srcGroup").map_err(h)?;
+        let dest = req.ext_str("destGroup").map_err(h)?;
+        if b.role() == crate::config::BrokerRole::Slave {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                "this broker is a slave: its consumer offsets follow its master's; clone them on the master",
+            ));
+        }
+        let offline = java_bool(req, "offline").unwrap_or(false);
+        let offsets = b.tables().consumer_offsets();
+        let topics = match req.ext("topic").map(str::trim).filter(|t| !t.is_empty()) {
+            Some(t) => vec![t.to_string()],
+            None => offsets.topics_of_group(src),
+        };
+        let mut cloned = 0usize;
+        for topic in topics {
+            if b.topic_config(&topic).is_none() {
+                tracing::warn!(src, dest, topic, "clone group offset: the topic is not configured; skipped");
+                continue;
+            }
+            if !offline
+                && matches!(
+                    self.shared.clients.subscription(src, &topic),
+                    super::clients::SubscriptionLookup::NoTopic
+                )
+            {
+                tracing::warn!(
+                    src,
+                    dest,
+                    topic,
+                    "clone group offset: the group's consumers do not subscribe to it; skipped"
+                );
+                continue;
+            }
+            for (queue_id, offset) in offsets.query_queues(src, &topic).unwrap_or_default() {
+                b.commit_consumer_offset(dest, &topic, queue_id, offset).map_err(|e| {
+                    reply(req, response_code::SYSTEM_ERROR, format!("cloning {topic} queue {queue_id}: {e}"))
+                })?;
+                cloned += 1;
+            }
+        }
+        tracing::info!(src, dest, queues = cloned, "consumer offsets cloned");
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
+    }
+
     fn reset_offset(&self, b: &Broker, req: &RemotingCommand) -> Answer {
         let h = |e| bad_header(req, e);
         let topic = req.ext_str("topic").map_err(h)?;
@@ -259,6 +316,7 @@ impl RequestHandler for ConsumerManageProcessor {
                 self.connection_list(&request)
             }
             request_code::INVOKE_BROKER_TO_RESET_OFFSET => self.reset_offset(&b, &request),
+            request_code::CLONE_GROUP_OFFSET => self.clone_group_offset(&b, &request),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))

@@ -74,6 +74,8 @@ pub mod request_code {
     /// The consumer groups of a topic (`mqadmin topicList -c`, the dashboard).
     pub const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
     pub const SEND_MESSAGE_V2: i32 = 310;
+    /// Copy one group's consumer offsets to another (`mqadmin cloneGroupOffset`).
+    pub const CLONE_GROUP_OFFSET: i32 = 314;
     /// A `BrokerStatsManager` item over the last minute, hour and day (`mqadmin statsAll`).
     pub const VIEW_BROKER_STATS_DATA: i32 = 315;
     /// Every subscription group's progress on every topic it committed offsets on
@@ -161,6 +163,7 @@ pub mod request_code {
             CONSUME_MESSAGE_DIRECTLY => "CONSUME_MESSAGE_DIRECTLY",
             QUERY_TOPIC_CONSUME_BY_WHO => "QUERY_TOPIC_CONSUME_BY_WHO",
             SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
+            CLONE_GROUP_OFFSET => "CLONE_GROUP_OFFSET",
             VIEW_BROKER_STATS_DATA => "VIEW_BROKER_STATS_DATA",
             GET_BROKER_CONSUME_STATS => "GET_BROKER_CONSUME_STATS",
             SEND_BATCH_MESSAGE => "SEND_BATCH_MESSAGE",
