@@ -594,5 +594,24 @@ mod tests {
                 "code {code}"
             );
         }
+        // Cloning offsets acts for both groups, on the topic when one is named.
+        let clone = |src: &str, dest: &str, topic: Option<&str>| {
+            let mut r = RemotingCommand::request(request_code::CLONE_GROUP_OFFSET)
+                .with_ext("srcGroup", src)
+                .with_ext("destGroup", dest);
+            if let Some(t) = topic {
+                r = r.with_ext("topic", t);
+            }
+            r
+        };
+        assert_eq!(check(&r, &signed(clone("g1", "g3", Some("t2"))), PEER), Ok(()));
+        assert_eq!(check(&r, &signed(clone("g1", "g3", None)), PEER), Ok(()));
+        for (src, dest) in [("g2", "g1"), ("g1", "g2")] {
+            assert_eq!(
+                check(&r, &signed(clone(src, dest, None)), PEER).unwrap_err(),
+                "No default permission for group:g2"
+            );
+        }
+        assert!(check(&r, &signed(clone("g1", "g3", Some("t3"))), PEER).is_err(), "t3: DENY by default");
     }
 }
