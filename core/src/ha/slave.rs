@@ -62,8 +62,10 @@ struct Shared {
     store: Arc<MessageStore>,
     opts: HaSlaveOptions,
     master: Mutex<String>,
-    /// The live connection, so an address change or shutdown can cut it.
-    current: Mutex<Option<TcpStream>>,
+    /// The live connection and the master address it was made to, so an address change or
+    /// shutdown can cut it. Set and compared under the `master` lock (taken first): an
+    /// address change cuts exactly the connections made to an earlier address.
+    current: Mutex<Option<(TcpStream, String)>>,
     connected: AtomicBool,
     acked: AtomicI64,
     last_error: Mutex<Option<String>>,
@@ -102,8 +104,20 @@ impl HaSlave {
     /// Switches to another master; the current connection is closed and the next attempt uses
     /// the new address.
     pub fn set_master_address(&self, addr: &str) {
-        *self.shared.master.lock().unwrap_or_else(|e| e.into_inner()) = addr.to_string();
-        self.shared.cut("master address changed");
+        let mut master = self.shared.master.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = std::mem::replace(&mut *master, addr.to_string());
+        // Under the `master` lock, which the client holds to register a connection after
+        // comparing its address: this cuts every connection made to an earlier address and
+        // none made to this one. (Before, a client that read the new address between the
+        // change and the cut had its fresh session with the new master cut while the master
+        // compared its tail, which the master recorded as a refusal.) The same address set
+        // again reconnects, as it always did.
+        if let Some((s, to)) = self.shared.current.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if to != addr || previous == addr {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        drop(master);
         self.shared.stop.notify_only();
     }
 
@@ -137,7 +151,7 @@ impl Drop for HaSlave {
 
 impl Shared {
     fn cut(&self, _why: &str) {
-        if let Some(s) = self.current.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some((s, _)) = self.current.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             let _ = s.shutdown(Shutdown::Both);
         }
     }
@@ -232,10 +246,23 @@ fn run(shared: &Shared) {
                 continue;
             }
         };
-        *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = stream.try_clone().ok();
-        // The address may have changed, or a stop arrived, while we connected.
-        if shared.stop.is_stopped() || *shared.master.lock().unwrap_or_else(|e| e.into_inner()) != addr {
+        {
+            // Registered under the `master` lock, after comparing the address: a change made
+            // before this is seen here, one made after cuts this connection.
+            let master = shared.master.lock().unwrap_or_else(|e| e.into_inner());
+            // The address may have changed, or a stop arrived, while we connected.
+            if shared.stop.is_stopped() || *master != addr {
+                drop(master);
+                let _ = stream.shutdown(Shutdown::Both);
+                continue;
+            }
+            *shared.current.lock().unwrap_or_else(|e| e.into_inner()) =
+                stream.try_clone().ok().map(|s| (s, addr.clone()));
+        }
+        if shared.stop.is_stopped() {
+            // A shutdown's cut may have run before the connection was registered.
             let _ = stream.shutdown(Shutdown::Both);
+            *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
             continue;
         }
         if std::mem::take(&mut connect_failed) {
