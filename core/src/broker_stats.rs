@@ -180,16 +180,6 @@ impl BrokerStats {
         }
     }
 
-    /// A pull by `group` of `topic` answered with `messages` messages of `bytes` bytes.
-    pub fn count_group_get(&self, topic: &str, group: &str, messages: usize, bytes: usize) {
-        let key = format!("{topic}@{group}");
-        let mut t = self.group_gets.lock().unwrap_or_else(|e| e.into_inner());
-        let c = t.entry(key).or_default();
-        c[0] += messages as u64;
-        c[1] += bytes as u64;
-        c[2] += 1;
-    }
-
     /// A message of `topic` that `group` failed to consume, put back for a retry (or to its
     /// dead-letter topic).
     pub fn count_send_back(&self, topic: &str, group: &str) {
@@ -283,14 +273,20 @@ impl BrokerStats {
         })
     }
 
-    /// A pull answered with `messages` messages (0: without any).
-    pub fn count_pull(&self, messages: usize) {
+    /// A pull by `group` of `topic` answered with `messages` messages of `bytes` bytes (0:
+    /// without any).
+    pub fn count_pull(&self, topic: &str, group: &str, messages: usize, bytes: usize) {
         if messages == 0 {
             self.miss.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.found.fetch_add(1, Ordering::Relaxed);
-            self.transferred.fetch_add(messages as u64, Ordering::Relaxed);
+            return;
         }
+        self.found.fetch_add(1, Ordering::Relaxed);
+        self.transferred.fetch_add(messages as u64, Ordering::Relaxed);
+        let mut t = self.group_gets.lock().unwrap_or_else(|e| e.into_inner());
+        let c = t.entry(format!("{topic}@{group}")).or_default();
+        c[0] += messages as u64;
+        c[1] += bytes as u64;
+        c[2] += 1;
     }
 
     /// Messages pulls returned since the start.
@@ -431,7 +427,7 @@ mod tests {
             put += n;
             // Every even second each pull found 2 messages; every odd one none.
             for _ in 0..n {
-                stats.count_pull(if s % 2 == 0 { 2 } else { 0 });
+                stats.count_pull("T", "g", if s % 2 == 0 { 2 } else { 0 }, 0);
             }
             stats.sample(s * 1000, put);
         }
@@ -475,7 +471,7 @@ mod tests {
         let first = stats.inner.lock().unwrap().next_morning_ms;
         assert!(first > 1_000 && first <= 1_000 + 86_400_000 + 3_600_000, "{first}");
         stats.sample(2_000, 10);
-        stats.count_pull(3);
+        stats.count_pull("T", "g", 3, 0);
         let t = info(&stats, 2_000, 10);
         // Before the first midnight both mornings are 0: today counts from the start.
         assert_eq!(
@@ -493,7 +489,7 @@ mod tests {
         assert!(second > first + 20 * 3_600_000 && second <= first + 26 * 3_600_000, "{first} {second}");
         // A sample before it changes nothing; one at it moves today's morning to yesterday.
         stats.sample(second - 1, 70);
-        stats.count_pull(1);
+        stats.count_pull("T", "g", 1, 0);
         stats.sample(second, 90);
         let t = info(&stats, second, 90);
         assert_eq!(t["msgPutTotalYesterdayMorning"], "50");
@@ -530,9 +526,8 @@ mod tests {
         assert!(stats.item(BROKER_PUT_NUMS, "other").is_none());
 
         // A group pulling from T after the start: counted from zero.
-        stats.count_group_get("T", "g", 5, 500);
-        stats.count_group_get("T", "g", 3, 300);
-        stats.count_pull(8);
+        stats.count_pull("T", "g", 5, 500);
+        stats.count_pull("T", "g", 3, 300);
         stats.sample_items(130_000, "c", &t(1390), (13, 26));
         let g = stats.item(GROUP_GET_NUMS, "T@g").unwrap();
         assert_eq!(g.minute, WindowStats { sum: 8, tps: 0.8, avgpt: 4.0 });

@@ -974,9 +974,13 @@ impl Checker {
         // entry would otherwise stay in memory for good once the cursor passed its copies.
         for claim in self.decisions.claim_missing_ops(q) {
             let (o, outcome) = (claim.origin, claim.outcome);
-            match self.store.put_message(&op_message_of(q, o, o, outcome)) {
-                Ok(h) if op_offset(&h).is_some() => {
-                    claim.settle(op_offset(&h));
+            let written = match self.store.put_message(&op_message_of(q, o, o, outcome)) {
+                Ok(h) => op_offset(&h).ok_or_else(|| "not stored".to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match written {
+                Ok(op) => {
+                    claim.settle(Some(op));
                     tracing::info!(
                         queue = q,
                         origin = o,
@@ -985,22 +989,10 @@ impl Checker {
                     );
                     handled.insert(o);
                 }
-                // The claim, dropped, leaves it decided without an op message: the next round
-                // tries again.
-                Ok(_) => {
-                    tracing::warn!(
-                        queue = q,
-                        origin = o,
-                        "the missing op message of a transaction was not stored"
-                    );
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        queue = q,
-                        origin = o,
-                        "the missing op message of a transaction was not written: {e}"
-                    );
+                Err(why) => {
+                    // The claim, dropped, leaves it decided without an op message: the next
+                    // round tries again.
+                    tracing::warn!(queue = q, origin = o, "the missing op message of a transaction: {why}");
                     break;
                 }
             }

@@ -62,10 +62,10 @@ struct Shared {
     store: Arc<MessageStore>,
     opts: HaSlaveOptions,
     master: Mutex<String>,
-    /// The live connection and the master address it was made to, so an address change or
-    /// shutdown can cut it. Set and compared under the `master` lock (taken first): an
-    /// address change cuts exactly the connections made to an earlier address.
-    current: Mutex<Option<(TcpStream, String)>>,
+    /// The live connection, so an address change or shutdown can cut it. Registered, and cut
+    /// by an address change, under the `master` lock (taken first): a change cuts exactly
+    /// the connections made to an earlier address.
+    current: Mutex<Option<TcpStream>>,
     connected: AtomicBool,
     acked: AtomicI64,
     last_error: Mutex<Option<String>>,
@@ -104,19 +104,14 @@ impl HaSlave {
     /// Switches to another master; the current connection is closed and the next attempt uses
     /// the new address.
     pub fn set_master_address(&self, addr: &str) {
+        // Set and cut under the `master` lock, which the client holds to register a connection
+        // after comparing its address: the cut reaches every connection made to an earlier
+        // address and none made to this one. (Before, a client that read the new address
+        // between the change and the cut had its fresh session with the new master cut while
+        // the master compared its tail, which the master recorded as a refusal.)
         let mut master = self.shared.master.lock().unwrap_or_else(|e| e.into_inner());
-        let previous = std::mem::replace(&mut *master, addr.to_string());
-        // Under the `master` lock, which the client holds to register a connection after
-        // comparing its address: this cuts every connection made to an earlier address and
-        // none made to this one. (Before, a client that read the new address between the
-        // change and the cut had its fresh session with the new master cut while the master
-        // compared its tail, which the master recorded as a refusal.) The same address set
-        // again reconnects, as it always did.
-        if let Some((s, to)) = self.shared.current.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            if to != addr || previous == addr {
-                let _ = s.shutdown(Shutdown::Both);
-            }
-        }
+        *master = addr.to_string();
+        self.shared.cut("master address changed");
         drop(master);
         self.shared.stop.notify_only();
     }
@@ -151,7 +146,7 @@ impl Drop for HaSlave {
 
 impl Shared {
     fn cut(&self, _why: &str) {
-        if let Some((s, _)) = self.current.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(s) = self.current.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             let _ = s.shutdown(Shutdown::Both);
         }
     }
@@ -256,8 +251,7 @@ fn run(shared: &Shared) {
                 let _ = stream.shutdown(Shutdown::Both);
                 continue;
             }
-            *shared.current.lock().unwrap_or_else(|e| e.into_inner()) =
-                stream.try_clone().ok().map(|s| (s, addr.clone()));
+            *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = stream.try_clone().ok();
         }
         if shared.stop.is_stopped() {
             // A shutdown's cut may have run before the connection was registered.

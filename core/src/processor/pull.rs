@@ -269,10 +269,9 @@ impl PullProcessor {
         }
         if code == response_code::SUCCESS {
             self.shared.rates.add(&h.topic, &h.group, r.records.len());
-            b.stats().count_pull(r.records.len());
-            b.stats().count_group_get(&h.topic, &h.group, r.records.len(), r.buffer_total_size());
+            b.stats().count_pull(&h.topic, &h.group, r.records.len(), r.buffer_total_size());
         } else {
-            b.stats().count_pull(0);
+            b.stats().count_pull(&h.topic, &h.group, 0, 0);
         }
         Ok(PullOutcome::Respond(pull_response(req, code, &r, suggest)))
     }

@@ -93,9 +93,7 @@ impl StatsProcessor {
                 pulled += t.pulled;
             }
         }
-        let tps = pulled as f64 / super::rates::WINDOW as f64;
-        // `{:?}` writes a double as Java does at these magnitudes (0.0, 2.5).
-        let body = format!("{{\"consumeTps\":{tps:?},\"offsetTable\":{{{}}}}}", entries.join(","));
+        let body = consume_stats_json(pulled, &entries);
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
     }
 
@@ -149,8 +147,7 @@ impl StatsProcessor {
             for topic in b.tables().consumer_offsets().topics_of_group(&group) {
                 let Some(t) = self.group_on_topic(b, &group, &topic, order_only) else { continue };
                 total_diff += t.diff;
-                let tps = t.pulled as f64 / super::rates::WINDOW as f64;
-                stats.push(format!("{{\"consumeTps\":{tps:?},\"offsetTable\":{{{}}}}}", t.entries.join(",")));
+                stats.push(consume_stats_json(t.pulled, &t.entries));
             }
             groups.push(format!("{{{}:[{}]}}", json_string(&group), stats.join(",")));
         }
@@ -231,6 +228,14 @@ impl StatsProcessor {
         }
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
     }
+}
+
+/// A `ConsumeStats` body: `pulled` messages over the last minute as `consumeTps`, and the
+/// `offsetTable` entries.
+fn consume_stats_json(pulled: u64, entries: &[String]) -> String {
+    let tps = pulled as f64 / super::rates::WINDOW as f64;
+    // `{:?}` writes a double as Java does at these magnitudes (0.0, 2.5).
+    format!("{{\"consumeTps\":{tps:?},\"offsetTable\":{{{}}}}}", entries.join(","))
 }
 
 /// One group's progress on one topic (see `StatsProcessor::group_on_topic`).
