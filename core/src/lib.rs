@@ -18,6 +18,7 @@ pub mod broker_admin;
 pub mod broker_stats;
 pub mod config;
 pub mod error;
+pub mod filter;
 pub mod fork;
 pub mod ha;
 pub mod logging;
