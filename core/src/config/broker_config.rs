@@ -475,6 +475,10 @@ broker_config! {
     max_transfer_count_on_message_in_disk: i32 = 8, "maxTransferCountOnMessageInDisk";
     /// ConsumeQueue bytes scanned by one pull at least.
     max_filter_message_size: i32 = 16000, "maxFilterMessageSize";
+    /// Serve consumers that filter by SQL92 expressions over message properties
+    /// (`MessageSelector.bySql`): CHECK_CLIENT_CONFIG accepts them and pulls evaluate them.
+    /// Off, as in RocketMQ: such consumers are refused with SYSTEM_ERROR.
+    enable_property_filter: bool = false, "enablePropertyFilter";
     /// Create topics on first send.
     auto_create_topic_enable: bool = true, "autoCreateTopicEnable";
     /// Create subscription groups on first use.
@@ -567,7 +571,6 @@ const UNSUPPORTED_KEYS: &[&str] = &[
     "storePathIndex",
     "storeCheckpoint",
     "abortFile",
-    "enablePropertyFilter",
     "enableAcl",
     "enableDLegerCommitLog",
     "enableControllerMode",

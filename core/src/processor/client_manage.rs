@@ -32,7 +32,7 @@ use crate::remoting::{
     Handled, RemotingCommand, RequestContext, RequestHandler, request_code, response_code,
 };
 
-use super::clients::{Channel, ConsumerKind, Subscription, TagFilter};
+use super::clients::{Channel, ConsumerFilter, ConsumerKind, Subscription, is_tag_type};
 use super::topic::{create_retry_topics, find_subscription_groups};
 use super::{RETRY_GROUP_TOPIC_PREFIX, Shared, bad_header, broker_gone, reply};
 
@@ -43,7 +43,8 @@ pub struct ClientManageProcessor {
 
 impl ClientManageProcessor {
     /// The request codes this processor answers.
-    pub const CODES: &'static [i32] = &[request_code::HEART_BEAT, request_code::UNREGISTER_CLIENT];
+    pub const CODES: &'static [i32] =
+        &[request_code::HEART_BEAT, request_code::UNREGISTER_CLIENT, request_code::CHECK_CLIENT_CONFIG];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         ClientManageProcessor { shared }
@@ -132,16 +133,21 @@ impl ClientManageProcessor {
                     // not kept.
                     let topic = s.get("topic").and_then(Value::as_str).filter(|t| topic_is_valid(t))?;
                     let sub_string = s.get("subString").and_then(Value::as_str).unwrap_or("*");
+                    let expression_type = s.get("expressionType").and_then(Value::as_str).unwrap_or("TAG");
+                    let filter = ConsumerFilter::registered(Some(expression_type), sub_string);
+                    if let ConsumerFilter::Invalid(why) = &filter {
+                        tracing::warn!(
+                            group,
+                            topic,
+                            "a consumer's subscription cannot be used, its pulls will be refused: {why}"
+                        );
+                    }
                     Some(Subscription {
                         topic: topic.to_owned(),
                         sub_string: sub_string.to_owned(),
                         sub_version: s.get("subVersion").and_then(Value::as_i64).unwrap_or(0),
-                        expression_type: s
-                            .get("expressionType")
-                            .and_then(Value::as_str)
-                            .unwrap_or("TAG")
-                            .to_owned(),
-                        filter: TagFilter::parse(Some(sub_string)),
+                        expression_type: expression_type.to_owned(),
+                        filter,
                     })
                 })
                 .collect();
@@ -180,6 +186,46 @@ impl ClientManageProcessor {
 
     fn notify_members(&self, broker: &Broker, group: &str) {
         notify_members(&self.shared, broker, group);
+    }
+
+    /// CHECK_CLIENT_CONFIG, as 4.9's `checkClientConfig`: a tag subscription (or a body
+    /// without one) is SUCCESS; any other type is SYSTEM_ERROR without
+    /// `enablePropertyFilter`; with it, a SQL92 expression that compiles is SUCCESS and one
+    /// that does not is SUBSCRIPTION_PARSE_FAILED saying why (a type other than SQL92 too,
+    /// where 4.9 fails on a null filter). A body that is not a JSON object is SYSTEM_ERROR,
+    /// as 4.9's decoder failing on it.
+    fn check_client_config(&self, broker: &Broker, req: &RemotingCommand) -> RemotingCommand {
+        let body: Value = match serde_json::from_slice(&req.body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return reply(
+                    req,
+                    response_code::SYSTEM_ERROR,
+                    "CHECK_CLIENT_CONFIG needs a CheckClientRequestBody (a JSON object with subscriptionData)",
+                );
+            }
+        };
+        let Some(sub) = body.get("subscriptionData").filter(|s| s.is_object()) else {
+            return RemotingCommand::response_to(req, response_code::SUCCESS, None);
+        };
+        let expression_type = sub.get("expressionType").and_then(Value::as_str);
+        if is_tag_type(expression_type) {
+            return RemotingCommand::response_to(req, response_code::SUCCESS, None);
+        }
+        if !broker.config().enable_property_filter {
+            return reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "The broker does not support consumer to filter message by {}",
+                    crate::clip(expression_type.unwrap_or_default(), 64)
+                ),
+            );
+        }
+        match ConsumerFilter::build(expression_type, sub.get("subString").and_then(Value::as_str)) {
+            Ok(_) => RemotingCommand::response_to(req, response_code::SUCCESS, None),
+            Err(e) => reply(req, response_code::SUBSCRIPTION_PARSE_FAILED, e.to_string()),
+        }
     }
 }
 
@@ -238,6 +284,7 @@ impl RequestHandler for ClientManageProcessor {
                 }
             }
             request_code::UNREGISTER_CLIENT => self.unregister(&broker, &request, ctx),
+            request_code::CHECK_CLIENT_CONFIG => self.check_client_config(&broker, &request),
             _ => RemotingCommand::not_supported(&request),
         })
     }

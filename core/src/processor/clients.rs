@@ -20,8 +20,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::message::java_string_hash;
+use crate::filter::{Properties, SqlError, SqlExpression};
+use crate::message::properties::keys;
+use crate::message::{RecordView, decode_record, java_string_hash};
 use crate::remoting::{LanguageCode, Responder};
+use crate::store::MessageFilter;
 
 /// A tag expression (`TagA || TagB`, or `*` for everything), as Java's
 /// `FilterAPI.buildSubscriptionData` parses it into a tag set and a code set.
@@ -90,6 +93,135 @@ impl TagFilter {
     }
 }
 
+/// RocketMQ's SQL92 expression type (`ExpressionType.SQL92`).
+pub(crate) const SQL92: &str = "SQL92";
+
+/// Whether an `expressionType` is a tag expression (Java `ExpressionType.isTagType`:
+/// absent, empty or `TAG`, case-sensitive).
+pub(crate) fn is_tag_type(expression_type: Option<&str>) -> bool {
+    matches!(expression_type, None | Some("") | Some("TAG"))
+}
+
+/// A subscription's filter: a tag expression, or a compiled SQL92 one (RocketMQ's
+/// `SubscriptionData` with its `ConsumerFilterData`). Clones share what they hold.
+#[derive(Debug, Clone)]
+pub(crate) enum ConsumerFilter {
+    Tag(TagFilter),
+    Sql(Arc<SqlExpression>),
+    /// An expression that cannot be evaluated: a SQL92 one that does not compile, or a type
+    /// this broker has no filter for. A heartbeat's subscription keeps the reason, and pulls
+    /// relying on it are answered FILTER_DATA_NOT_EXIST, as RocketMQ answers them when its
+    /// `ConsumerFilterManager` could not register the expression.
+    Invalid(Arc<str>),
+}
+
+/// Why a subscription's expression cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FilterError {
+    /// A type other than TAG and SQL92.
+    Unsupported(String),
+    /// A SQL92 expression that does not compile.
+    Parse(SqlError),
+}
+
+impl std::fmt::Display for FilterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FilterError::Unsupported(t) => {
+                write!(f, "expression type {:?} is not supported (TAG or SQL92)", crate::clip(t, 64))
+            }
+            FilterError::Parse(e) => e.fmt(f),
+        }
+    }
+}
+
+impl ConsumerFilter {
+    /// The filter for an expression of `expression_type` (see [`is_tag_type`]).
+    pub(crate) fn build(
+        expression_type: Option<&str>,
+        expression: Option<&str>,
+    ) -> Result<Self, FilterError> {
+        match expression_type {
+            t if is_tag_type(t) => Ok(ConsumerFilter::Tag(TagFilter::parse(expression))),
+            Some(SQL92) => SqlExpression::compile(expression.unwrap_or(""))
+                .map(|e| ConsumerFilter::Sql(Arc::new(e)))
+                .map_err(FilterError::Parse),
+            other => Err(FilterError::Unsupported(other.unwrap_or_default().to_owned())),
+        }
+    }
+
+    /// [`build`](Self::build) for a heartbeat's subscription: what does not build is kept
+    /// as `Invalid`, with the reason.
+    pub(crate) fn registered(expression_type: Option<&str>, expression: &str) -> Self {
+        Self::build(expression_type, Some(expression))
+            .unwrap_or_else(|e| ConsumerFilter::Invalid(e.to_string().into()))
+    }
+
+    /// Whether this filter passes every message.
+    pub(crate) fn is_all(&self) -> bool {
+        matches!(self, ConsumerFilter::Tag(t) if t.is_all())
+    }
+
+    /// Whether a message's properties decide whether it passes, beyond its tags code (a
+    /// parked pull then reads each new record to know whether to wake).
+    pub(crate) fn needs_record(&self) -> bool {
+        !matches!(self, ConsumerFilter::Tag(_))
+    }
+
+    /// About how much memory it takes (shared by the clones).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            ConsumerFilter::Tag(t) => t.heap_bytes(),
+            ConsumerFilter::Sql(e) => 64 + 8 * e.text().len(),
+            ConsumerFilter::Invalid(why) => 16 + why.len(),
+        }
+    }
+}
+
+impl PartialEq for ConsumerFilter {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ConsumerFilter::Tag(a), ConsumerFilter::Tag(b)) => a == b,
+            (ConsumerFilter::Sql(a), ConsumerFilter::Sql(b)) => a.text() == b.text(),
+            (ConsumerFilter::Invalid(a), ConsumerFilter::Invalid(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for ConsumerFilter {}
+
+/// A record's properties as a SQL92 expression sees them (RocketMQ's
+/// `MessageEvaluationContext` over `MessageDecoder.decodeProperties`); a value that is not
+/// UTF-8 reads as absent.
+struct RecordProperties<'a>(RecordView<'a>);
+
+impl Properties for RecordProperties<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.property(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+}
+
+impl MessageFilter for ConsumerFilter {
+    fn matches_unit(&self, tags_code: i64) -> bool {
+        match self {
+            ConsumerFilter::Tag(t) => t.matches_code(tags_code),
+            ConsumerFilter::Sql(_) => true,
+            ConsumerFilter::Invalid(_) => false,
+        }
+    }
+
+    fn matches_record(&self, record: &[u8]) -> bool {
+        let Ok(view) = decode_record(record) else { return false };
+        match self {
+            // A tag with the same hash code as a subscribed one is told apart here.
+            ConsumerFilter::Tag(t) => t.matches(view.property(keys::TAGS)),
+            ConsumerFilter::Sql(e) => e.matches(&RecordProperties(view)),
+            ConsumerFilter::Invalid(_) => false,
+        }
+    }
+}
+
 /// One topic subscription of a consumer group (Java `SubscriptionData`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Subscription {
@@ -97,7 +229,7 @@ pub(crate) struct Subscription {
     pub sub_string: String,
     pub sub_version: i64,
     pub expression_type: String,
-    pub filter: TagFilter,
+    pub filter: ConsumerFilter,
 }
 
 impl Subscription {
@@ -106,7 +238,8 @@ impl Subscription {
     /// sorted. GET_CONSUMER_CONNECTION_LIST's subscription table and QUERY_CONSUME_QUEUE.
     pub(crate) fn java_json(&self) -> serde_json::Value {
         let expr = self.sub_string.trim();
-        let tags: Vec<&str> = if expr.is_empty() || expr == "*" {
+        // `FilterAPI.build` fills the sets for tag expressions only.
+        let tags: Vec<&str> = if expr.is_empty() || expr == "*" || !is_tag_type(Some(&self.expression_type)) {
             Vec::new()
         } else {
             let set: BTreeSet<&str> = expr.split("||").map(str::trim).filter(|t| !t.is_empty()).collect();
@@ -552,7 +685,7 @@ mod tests {
             sub_string: expr.into(),
             sub_version: version,
             expression_type: "TAG".into(),
-            filter: TagFilter::parse(Some(expr)),
+            filter: ConsumerFilter::Tag(TagFilter::parse(Some(expr))),
         }
     }
 

@@ -19,7 +19,9 @@
 //! before waking a held request; it remembers how far it has checked, so each new unit is
 //! read once per parked pull. A pull whose whole scan window (`maxFilterMessageSize / 20`
 //! units from its offset) has filled with units it does not want is woken too: its answer
-//! (PULL_RETRY_IMMEDIATELY) moves the consumer past them. A woken request is processed again
+//! (PULL_RETRY_IMMEDIATELY) moves the consumer past them. A SQL92 pull reads each new record
+//! and wakes only for one its expression matches, as 4.9 evaluates the dispatched message's
+//! properties before waking. A woken request is processed again
 //! from scratch with suspension disallowed, exactly as RocketMQ re-runs
 //! `processRequest(…, brokerAllowSuspend = false)`, and so is one whose time ran out.
 //!
@@ -37,8 +39,9 @@ use crate::remoting::{RemotingCommand, Responder};
 use crate::store::MessageStore;
 use crate::store::consume_queue::{CQ_UNIT_SIZE, ConsumeQueue};
 
-use super::clients::TagFilter;
+use super::clients::ConsumerFilter;
 use super::pull::PullProcessor;
+use crate::store::MessageFilter;
 
 /// At most this many pulls are parked at once; more are answered at once (PULL_NOT_FOUND),
 /// so a client flooding suspended pulls cannot exhaust memory.
@@ -67,7 +70,7 @@ pub(crate) struct Held {
     pub offset: i64,
     pub deadline: Instant,
     /// The subscription the pull was read with: which new units wake it.
-    pub filter: TagFilter,
+    pub filter: ConsumerFilter,
 }
 
 impl Held {
@@ -176,8 +179,10 @@ impl Parked {
 }
 
 /// Whether a parked pull has something new in its queue, whose max offset is now `max`
-/// (past `e.checked`); `window` is how many units from its offset its read would scan.
-fn check(e: &mut Entry, cq: Option<&ConsumeQueue>, max: i64, window: i64) -> Check {
+/// (past `e.checked`); `window` is how many units from its offset its read would scan. A
+/// SQL92 pull reads each new record it may want from `store`, and wakes only for one whose
+/// properties match.
+fn check(e: &mut Entry, store: &MessageStore, cq: Option<&ConsumeQueue>, max: i64, window: i64) -> Check {
     let h = &e.held;
     if h.filter.is_all() || !h.responder.is_connected() {
         return Check::Wake;
@@ -188,8 +193,16 @@ fn check(e: &mut Entry, cq: Option<&ConsumeQueue>, max: i64, window: i64) -> Che
     for i in e.checked.max(h.offset)..end {
         let Some(u) = cq.get(i) else { return Check::Wake };
         let filler = u.size == i32::MAX && u.phy_offset == 0 || u.phy_offset < 0;
-        if !filler && h.filter.matches_code(u.tags_code) {
+        if filler || !h.filter.matches_unit(u.tags_code) {
+            continue;
+        }
+        if !h.filter.needs_record() {
             return Check::Wake;
+        }
+        match store.record_at(u.phy_offset) {
+            Some(r) if !h.filter.matches_record(r.bytes()) => {}
+            // A record that cannot be read: the pull's read says what happened.
+            _ => return Check::Wake,
         }
     }
     if max > end {
@@ -297,7 +310,14 @@ impl LongPoll {
             p.last_full = Some(now);
             for (topic, by_id) in &mut p.queues {
                 for (&queue_id, w) in by_id.iter_mut() {
-                    check_queue(entries, w, cqs.find(topic, queue_id).as_deref(), window, &mut ready_ids);
+                    check_queue(
+                        &self.store,
+                        entries,
+                        w,
+                        cqs.find(topic, queue_id).as_deref(),
+                        window,
+                        &mut ready_ids,
+                    );
                     checked += 1;
                 }
             }
@@ -308,7 +328,14 @@ impl LongPoll {
                 .chain(fresh.iter().map(|(t, q)| (t.as_str(), *q)));
             for (topic, queue_id) in touched {
                 if let Some(w) = p.queues.get_mut(topic).and_then(|m| m.get_mut(&queue_id)) {
-                    check_queue(entries, w, cqs.find(topic, queue_id).as_deref(), window, &mut ready_ids);
+                    check_queue(
+                        &self.store,
+                        entries,
+                        w,
+                        cqs.find(topic, queue_id).as_deref(),
+                        window,
+                        &mut ready_ids,
+                    );
                     checked += 1;
                 }
             }
@@ -328,6 +355,7 @@ impl LongPoll {
 /// Checks the parked pulls of one queue, whose ConsumeQueue is `cq`: the ones its new units
 /// wake go to `ready`.
 fn check_queue(
+    store: &MessageStore,
     entries: &mut HashMap<u64, Entry>,
     w: &mut Waiters,
     cq: Option<&ConsumeQueue>,
@@ -353,7 +381,7 @@ fn check_queue(
     for &id in &w.ids {
         let Some(e) = entries.get_mut(&id) else { continue };
         if max > e.checked {
-            if let Check::Wake = check(e, cq, max, window) {
+            if let Check::Wake = check(e, store, cq, max, window) {
                 ready.push(id);
                 continue;
             }

@@ -14,7 +14,7 @@
 //! | `send_back` | CONSUMER_SEND_MSG_BACK 36 (a failed message to the group's retry or dead-letter topic) |
 //! | `pull` (+ `long_poll`) | PULL_MESSAGE 11, LITE_PULL_MESSAGE 361 |
 //! | `consumer_manage` | QUERY_CONSUMER_OFFSET 14, UPDATE_CONSUMER_OFFSET 15, GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_CONSUMER_LIST_BY_GROUP 38, GET_CONSUMER_CONNECTION_LIST 203, GET_PRODUCER_CONNECTION_LIST 204, INVOKE_BROKER_TO_RESET_OFFSET 222 (pushes RESET_CONSUMER_CLIENT_OFFSET 220 to the group's members) |
-//! | `client_manage` (+ `clients`) | HEART_BEAT 34, UNREGISTER_CLIENT 35 |
+//! | `client_manage` (+ `clients`) | HEART_BEAT 34, UNREGISTER_CLIENT 35, CHECK_CLIENT_CONFIG 46 (can this broker serve a SQL92 subscription) |
 //! | `lock` | LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42 (orderly consumers) |
 //! | `query` | QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33 |
 //! | `topic` | UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, DELETE_SUBSCRIPTIONGROUP 207 (and the auto-creation rules used by send and pull) |

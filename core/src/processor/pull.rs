@@ -4,7 +4,7 @@
 //! Request header (`PullMessageRequestHeader`): `consumerGroup`, `topic`, `queueId`,
 //! `queueOffset`, `maxMsgNums`, `sysFlag` (1 commit offset, 2 suspend, 4 subscription in the
 //! header), `commitOffset`, `suspendTimeoutMillis`, `subVersion`; optional `subscription`,
-//! `expressionType` (TAG only) and 5.x `maxMsgBytes`. Response header
+//! `expressionType` (TAG, or SQL92 with `enablePropertyFilter`) and 5.x `maxMsgBytes`. Response header
 //! (`PullMessageResponseHeader`, on every status): `suggestWhichBrokerId`,
 //! `nextBeginOffset`, `minOffset`, `maxOffset`. A SUCCESS body is the raw CommitLog records,
 //! concatenated.
@@ -15,21 +15,31 @@
 //! counting toward `maxMsgNums` or the byte limits, so a batch holds up to `maxMsgNums`
 //! matching messages out of a scan of up to `maxFilterMessageSize / 20` units, and
 //! `nextBeginOffset` moves past every unit scanned. If none matched the status is
-//! NO_MATCHED_MESSAGE (PULL_RETRY_IMMEDIATELY). The records found are then checked by their
-//! TAGS text, which tells apart tags with the same hash code (RocketMQ's clients do that).
+//! NO_MATCHED_MESSAGE (PULL_RETRY_IMMEDIATELY). Each record read is then checked by its TAGS
+//! text, which tells apart tags with the same hash code (RocketMQ's clients do that), and a
+//! record that fails is skipped the same way, within the scan.
+//!
+//! **SQL92** (`MessageSelector.bySql`, with `enablePropertyFilter=true`): as RocketMQ's
+//! `ExpressionMessageFilter` without a ConsumeQueue extension, every unit passes the
+//! ConsumeQueue stage and each record's properties are evaluated during the scan
+//! ([`crate::filter`]); only a record for which the expression is TRUE is sent, and the others
+//! do not use up `maxMsgNums`. The expression is the header's (a lite-pull consumer sends it
+//! with each pull; one that does not compile is SUBSCRIPTION_PARSE_FAILED, where 4.9 would
+//! filter nothing out) or the one the group's heartbeat registered (one that did not compile
+//! is FILTER_DATA_NOT_EXIST, as 4.9). Without `enablePropertyFilter` such pulls are
+//! SYSTEM_ERROR "The broker does not support consumer to filter message by SQL92", as 4.9.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::broker::Broker;
 use crate::config::BrokerRole;
-use crate::message::properties::keys;
 use crate::remoting::{
     Handled, RemotingCommand, RemotingError, RequestContext, RequestHandler, request_code, response_code,
 };
-use crate::store::{GetMessageResult, GetMessageStatus};
+use crate::store::{GetMessageResult, GetMessageStatus, MessageFilter};
 
-use super::clients::{SubscriptionLookup, TagFilter};
+use super::clients::{ConsumerFilter, SQL92, SubscriptionLookup, is_tag_type};
 use super::long_poll::{Held, LongPoll, MAX_SUSPEND};
 use super::topic::{effective_topic, find_subscription_group};
 use super::{MASTER_ID, Shared, bad_header, broker_gone, reply};
@@ -91,7 +101,7 @@ impl PullHeader {
 /// that `filter` may want (or its time runs out).
 pub(crate) enum PullOutcome {
     Respond(RemotingCommand),
-    Suspend { topic: String, queue_id: i32, offset: i64, timeout: Duration, filter: TagFilter },
+    Suspend { topic: String, queue_id: i32, offset: i64, timeout: Duration, filter: ConsumerFilter },
 }
 
 /// The RocketMQ response code for a read status (spec 10); `offset` is the request's.
@@ -196,28 +206,18 @@ impl PullProcessor {
                 ),
             ));
         }
-        let filter = self.filter(req, &h, group.consume_broadcast_enable)?;
+        let filter = self.filter(b, req, &h, group.consume_broadcast_enable)?;
 
         let max_bytes = h.max_msg_bytes.filter(|&m| m > 0).map_or(DEFAULT_MAX_BYTES, |m| m as usize);
-        let by_code = |code: i64| filter.matches_code(code);
-        let code_filter: Option<&dyn Fn(i64) -> bool> = (!filter.is_all()).then_some(&by_code);
-        let mut r = b.store().get_messages_filtered(
+        let store_filter: Option<&dyn MessageFilter> = (!filter.is_all()).then_some(&filter);
+        let r = b.store().get_messages_filtered(
             &h.topic,
             h.queue_id,
             h.queue_offset,
             h.max_msg_nums,
             max_bytes,
-            code_filter,
+            store_filter,
         );
-        if !filter.is_all() && r.status == GetMessageStatus::Found {
-            // A tag with the same hash code as a subscribed one. `nextBeginOffset` is already
-            // past every unit scanned, the dropped ones included; if none is left, nothing in
-            // the scan matched.
-            r.records.retain(|rec| rec.view().is_some_and(|v| filter.matches(v.property(keys::TAGS))));
-            if r.records.is_empty() {
-                r.status = GetMessageStatus::NoMatchedMessage;
-            }
-        }
         let mut code = status_code(r.status, h.queue_offset);
         let role = b.role();
         let slave_read = b.slave_read_enable();
@@ -279,22 +279,33 @@ impl PullProcessor {
     /// The filter: the header's subscription, or the one the group's heartbeat registered.
     fn filter(
         &self,
+        b: &Broker,
         req: &RemotingCommand,
         h: &PullHeader,
         broadcast_enable: bool,
-    ) -> Result<TagFilter, RemotingCommand> {
+    ) -> Result<ConsumerFilter, RemotingCommand> {
         let unsupported = |t: &str| {
             reply(
                 req,
                 response_code::SYSTEM_ERROR,
-                format!("The broker does not support consumer to filter message by {t}"),
+                format!("The broker does not support consumer to filter message by {}", crate::clip(t, 64)),
             )
         };
+        let property_filter = b.config().enable_property_filter;
         if h.sys_flag & sys_flag::SUBSCRIPTION != 0 {
-            if let Some(t) = h.expression_type.as_deref().filter(|t| *t != "TAG") {
-                return Err(unsupported(t));
+            let t = h.expression_type.as_deref();
+            // RocketMQ compiles the header's expression too, but a SQL92 one that does not
+            // compile then filters nothing out; here it is refused, saying why.
+            if !is_tag_type(t) && (!property_filter || t != Some(SQL92)) {
+                return Err(unsupported(t.unwrap_or_default()));
             }
-            return Ok(TagFilter::parse(h.subscription.as_deref()));
+            return ConsumerFilter::build(t, h.subscription.as_deref()).map_err(|e| {
+                reply(
+                    req,
+                    response_code::SUBSCRIPTION_PARSE_FAILED,
+                    format!("parse the consumer's subscription failed: {e}"),
+                )
+            });
         }
         match self.shared.clients.subscription(&h.group, &h.topic) {
             SubscriptionLookup::NoGroup => {
@@ -320,7 +331,18 @@ impl PullProcessor {
                         "the consumer's subscription not latest",
                     ));
                 }
-                if subscription.expression_type != "TAG" {
+                // As 4.9: an expression its heartbeat could not register first, then whether
+                // this broker filters by properties at all.
+                if let ConsumerFilter::Invalid(why) = &subscription.filter {
+                    return Err(reply(
+                        req,
+                        response_code::FILTER_DATA_NOT_EXIST,
+                        format!(
+                            "The broker's consumer filter data is not exist!Your expression may be wrong! ({why})"
+                        ),
+                    ));
+                }
+                if subscription.filter.needs_record() && !property_filter {
                     return Err(unsupported(&subscription.expression_type));
                 }
                 Ok(subscription.filter)

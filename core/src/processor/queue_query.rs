@@ -21,9 +21,11 @@
 //!   remark `"Index {index} of {queueId}@{topic} is not exist!"`.
 //! - With `consumerGroup`: `subscriptionData` is the group's live subscription of the topic
 //!   (as GET_CONSUMER_CONNECTION_LIST shows it) and `filterData` is `"null"`, what 4.9 writes
-//!   for a tag subscription (its `ConsumerFilterManager` keeps data only for SQL92, which
-//!   rmqha does not serve); a group with no live consumer of the topic gets no
-//!   `subscriptionData` and `filterData` `"{group}@{topic} is not online!"`.
+//!   for a tag subscription (its `ConsumerFilterManager` keeps data only for SQL92), or for
+//!   a SQL92 one its expression as pretty JSON (`consumerGroup`, `topic`, `expression`,
+//!   `expressionType`, `clientVersion`; 4.9's bloom-filter and lifetime fields are not kept);
+//!   a group with no live consumer of the topic gets no `subscriptionData` and `filterData`
+//!   `"{group}@{topic} is not online!"`.
 //!
 //! **`eval`, `bitMap`, `extendDataJson`, `msg`.** 4.9 fills these only from a ConsumeQueue
 //! extension unit (`enableConsumeQueueExt`, off by default, with SQL92 bloom-filter bitmaps);
@@ -31,8 +33,10 @@
 //! here says whether the group's tag subscription selects the unit by its tags code, as
 //! `ExpressionMessageFilter.isMatchedByConsumeQueue` and a pull's scan decide (`*` selects
 //! all; a hash collision passes here and is told apart by the client on the TAGS text);
-//! false without a consumer group, for a group not online, and for a non-TAG subscription
-//! (which rmqha's pull refuses). With extensions off 4.9 leaves it false.
+//! true for a SQL92 subscription (its ConsumeQueue stage passes every unit, as 4.9's without
+//! a bloom filter; the pull then evaluates each record), false without a consumer group, for
+//! a group not online, and for an expression the heartbeat could not register. With
+//! extensions off 4.9 leaves it false.
 //!
 //! **Where 4.9 differs.** 4.9 encodes the body before filling it (`response.setBody
 //! (body.encode())` comes first), so a 4.9 broker's SUCCESS body is always
@@ -53,8 +57,9 @@ use crate::remoting::{
 };
 use crate::store::consume_queue::CqUnit;
 
-use super::clients::{SubscriptionLookup, TagFilter};
+use super::clients::{ConsumerFilter, SubscriptionLookup};
 use super::{Shared, bad_header, broker_gone, reply};
+use crate::store::MessageFilter;
 
 /// Longest name echoed in a remark or `filterData` (a name any client chose).
 const ECHO_MAX: usize = 255;
@@ -99,11 +104,21 @@ impl QueueQueryProcessor {
             match self.shared.clients.subscription(group, topic) {
                 SubscriptionLookup::Found { subscription, .. } => {
                     body.insert("subscriptionData".into(), subscription.java_json());
-                    // Java's `JSON.toJSONString(null, true)`: no filter data for tags.
-                    body.insert("filterData".into(), "null".into());
-                    if subscription.expression_type == "TAG" {
-                        filter = Some(subscription.filter);
-                    }
+                    // Java's `JSON.toJSONString(filterData, true)`: null for tags and for an
+                    // expression the heartbeat could not register.
+                    let filter_data = match &subscription.filter {
+                        ConsumerFilter::Sql(e) => serde_json::to_string_pretty(&json!({
+                            "clientVersion": subscription.sub_version,
+                            "consumerGroup": group,
+                            "expression": e.text(),
+                            "expressionType": subscription.expression_type,
+                            "topic": topic,
+                        }))
+                        .unwrap_or_default(),
+                        _ => "null".into(),
+                    };
+                    body.insert("filterData".into(), filter_data.into());
+                    filter = Some(subscription.filter);
                 }
                 SubscriptionLookup::NoGroup | SubscriptionLookup::NoTopic => {
                     let online = format!("{}@{shown} is not online!", crate::clip(group, ECHO_MAX));
@@ -129,9 +144,11 @@ impl QueueQueryProcessor {
 
 /// One unit as Java's `ConsumeQueueData` (fields in fastjson's order; the extension's fields
 /// are null and left out).
-fn unit_data(u: &CqUnit, filter: Option<&TagFilter>) -> Value {
+/// `eval` is the ConsumeQueue stage of the group's filter: its tags codes, and true for a
+/// SQL92 one (RocketMQ's without a bloom filter).
+fn unit_data(u: &CqUnit, filter: Option<&ConsumerFilter>) -> Value {
     json!({
-        "eval": filter.is_some_and(|f| f.matches_code(u.tags_code)),
+        "eval": filter.is_some_and(|f| f.matches_unit(u.tags_code)),
         "physicOffset": u.phy_offset,
         "physicSize": u.size,
         "tagsCode": u.tags_code,
@@ -158,7 +175,7 @@ impl std::fmt::Debug for QueueQueryProcessor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::processor::clients::Subscription;
+    use crate::processor::clients::{Subscription, TagFilter};
 
     #[test]
     fn units_and_subscriptions_as_fastjson_writes_them() {
@@ -167,18 +184,20 @@ mod tests {
             unit_data(&u, None).to_string(),
             r#"{"eval":false,"physicOffset":1234,"physicSize":99,"tagsCode":-5}"#
         );
-        let tag_a = TagFilter::parse(Some("TagA || TagB"));
+        let tag_a = ConsumerFilter::Tag(TagFilter::parse(Some("TagA || TagB")));
         let code_a = crate::message::java_string_hash("TagA") as i64;
         assert!(unit_data(&CqUnit { tags_code: code_a, ..u }, Some(&tag_a))["eval"].as_bool().unwrap());
         assert!(!unit_data(&u, Some(&tag_a))["eval"].as_bool().unwrap());
-        assert!(unit_data(&u, Some(&TagFilter::all()))["eval"].as_bool().unwrap());
+        assert!(unit_data(&u, Some(&ConsumerFilter::Tag(TagFilter::all())))["eval"].as_bool().unwrap());
+        let sql = ConsumerFilter::build(Some("SQL92"), Some("a > 1")).unwrap();
+        assert!(unit_data(&u, Some(&sql))["eval"].as_bool().unwrap());
 
         let s = Subscription {
             topic: "T".into(),
             sub_string: "TagB || TagA".into(),
             sub_version: 7,
             expression_type: "TAG".into(),
-            filter: TagFilter::parse(Some("TagB || TagA")),
+            filter: ConsumerFilter::Tag(TagFilter::parse(Some("TagB || TagA"))),
         };
         assert_eq!(
             s.java_json().to_string(),
@@ -188,7 +207,19 @@ mod tests {
                 crate::message::java_string_hash("TagB")
             )
         );
-        let all = Subscription { sub_string: "*".into(), filter: TagFilter::all(), ..s };
+        let all = Subscription {
+            sub_string: "*".into(),
+            filter: ConsumerFilter::Tag(TagFilter::all()),
+            ..s.clone()
+        };
         assert_eq!(all.java_json()["tagsSet"], json!([]));
+        // `FilterAPI.build` fills no sets for SQL92.
+        let sql = Subscription {
+            sub_string: "TagA = 'x'".into(),
+            expression_type: "SQL92".into(),
+            filter: ConsumerFilter::build(Some("SQL92"), Some("TagA = 'x'")).unwrap(),
+            ..s
+        };
+        assert_eq!((&sql.java_json()["tagsSet"], &sql.java_json()["codeSet"]), (&json!([]), &json!([])));
     }
 }

@@ -43,6 +43,9 @@ pub mod request_code {
     pub const GET_ALL_CONSUMER_OFFSET: i32 = 43;
     /// Config sync, step 3: the master's delay offsets (JSON stored verbatim).
     pub const GET_ALL_DELAY_OFFSET: i32 = 45;
+    /// Whether the broker can serve a consumer's subscription (its expression type and
+    /// expression); a Java push consumer asks before it starts with a SQL92 one.
+    pub const CHECK_CLIENT_CONFIG: i32 = 46;
     /// 5.x config sync: the 56-byte timer checkpoint.
     pub const GET_TIMER_CHECK_POINT: i32 = 60;
     /// 5.x config sync: timer metrics.
@@ -142,6 +145,7 @@ pub mod request_code {
             UNLOCK_BATCH_MQ => "UNLOCK_BATCH_MQ",
             GET_ALL_CONSUMER_OFFSET => "GET_ALL_CONSUMER_OFFSET",
             GET_ALL_DELAY_OFFSET => "GET_ALL_DELAY_OFFSET",
+            CHECK_CLIENT_CONFIG => "CHECK_CLIENT_CONFIG",
             GET_TIMER_CHECK_POINT => "GET_TIMER_CHECK_POINT",
             GET_TIMER_METRICS => "GET_TIMER_METRICS",
             REGISTER_BROKER => "REGISTER_BROKER",

@@ -20,7 +20,8 @@ use super::mapped_file::Populate;
 use super::mapped_file_queue::Allocator;
 use super::put_metrics::PutMetrics;
 use super::read::{
-    GetMessageResult, GetMessageStatus, RawRecord, StoredMessage, TimeBoundary, total_physical_memory,
+    GetMessageResult, GetMessageStatus, MessageFilter, RawRecord, StoredMessage, TimeBoundary,
+    total_physical_memory,
 };
 use super::retention::{self, DiskGuard, RetentionOptions, RetentionReport, StoreClock, SystemClock};
 use super::status::{PutResult, PutStatus};
@@ -951,13 +952,14 @@ impl MessageStore {
         self.get_messages_filtered(topic, queue_id, offset, max_msgs, max_total_size, None)
     }
 
-    /// `get_messages_limited` with a filter on each ConsumeQueue unit's tags code, applied
-    /// during the scan as RocketMQ's `getMessage(…, messageFilter)` applies
-    /// `isMatchedByConsumeQueue`: a unit that fails it is skipped without reading the
-    /// CommitLog and counts toward neither `max_msgs` nor the byte limits, only toward the
-    /// scan window (`maxFilterMessageSize` bytes of units, at least `max_msgs` units).
-    /// `nextBeginOffset` is one past the last unit scanned, so a consumer moves past the
-    /// skipped units; if none matched the status is `NoMatchedMessage`.
+    /// `get_messages_limited` with a filter, applied during the scan as RocketMQ's
+    /// `getMessage(…, messageFilter)` applies it: a unit whose tags code fails
+    /// `matches_unit` is skipped without reading the CommitLog, and a record that fails
+    /// `matches_record` is skipped after it is read; neither counts toward `max_msgs` or the
+    /// byte limits, only toward the scan window (`maxFilterMessageSize` bytes of units, at
+    /// least `max_msgs` units). `nextBeginOffset` is one past the last unit scanned, so a
+    /// consumer moves past the skipped units; if none matched the status is
+    /// `NoMatchedMessage`.
     pub fn get_messages_filtered(
         &self,
         topic: &str,
@@ -965,7 +967,7 @@ impl MessageStore {
         offset: i64,
         max_msgs: i32,
         max_total_size: usize,
-        filter: Option<&dyn Fn(i64) -> bool>,
+        filter: Option<&dyn MessageFilter>,
     ) -> GetMessageResult {
         let c = &self.config;
         let correct = |old: i64, new: i64| {
@@ -1060,7 +1062,7 @@ impl MessageStore {
             {
                 break;
             }
-            if filter.is_some_and(|f| !f(u.tags_code)) {
+            if filter.is_some_and(|f| !f.matches_unit(u.tags_code)) {
                 if res.records.is_empty() {
                     status = GetMessageStatus::NoMatchedMessage;
                 }
@@ -1073,6 +1075,10 @@ impl MessageStore {
                     let bytes = file.read(pos, size).unwrap_or_default();
                     if let Some(why) = unit_mismatch(bytes, topic, queue_id, at) {
                         damaged_unit(topic, queue_id, at, &u, &why);
+                        scanned += 1;
+                        continue;
+                    }
+                    if filter.is_some_and(|f| !f.matches_record(bytes)) {
                         scanned += 1;
                         continue;
                     }

@@ -20,6 +20,6 @@ pub mod status;
 pub mod wait;
 
 pub use message_store::{MessageStore, PutHandle, RecoveryReport};
-pub use read::{GetMessageResult, GetMessageStatus, RawRecord, StoredMessage, TimeBoundary};
+pub use read::{GetMessageResult, GetMessageStatus, MessageFilter, RawRecord, StoredMessage, TimeBoundary};
 pub use status::{PutResult, PutStatus};
 pub use wait::PutTicket;

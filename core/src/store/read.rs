@@ -47,6 +47,17 @@ impl std::str::FromStr for TimeBoundary {
     }
 }
 
+/// What a filtered read keeps (RocketMQ's `MessageFilter`), in two stages: by the
+/// ConsumeQueue unit, before the CommitLog is read, then by the record itself. A unit or
+/// record that fails either stage is skipped: it counts toward neither the message nor the
+/// byte limits of the read, only toward its scan window.
+pub trait MessageFilter {
+    /// By the unit's tags code (RocketMQ's `isMatchedByConsumeQueue`).
+    fn matches_unit(&self, tags_code: i64) -> bool;
+    /// By the record's bytes, which hold one whole record (`isMatchedByCommitLog`).
+    fn matches_record(&self, record: &[u8]) -> bool;
+}
+
 /// Outcome of `get_messages`, with RocketMQ's names and order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
