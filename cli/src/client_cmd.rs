@@ -134,6 +134,10 @@ pub struct GetArgs {
     /// Tag expression, e.g. "TagA || TagB"; * is everything.
     #[arg(long, default_value = "*")]
     tags: String,
+    /// SQL92 expression over the messages' properties instead of tags, e.g.
+    /// "a > 5 AND color = 'red'" (a broker with enablePropertyFilter=true).
+    #[arg(long, conflicts_with = "tags")]
+    sql: Option<String>,
     /// If the queue has nothing at the offset, wait this many milliseconds for a message
     /// (long polling).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
@@ -327,14 +331,17 @@ pub fn run_put(a: PutArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// A PULL_MESSAGE request as a pull consumer sends it, with the subscription in the header.
+/// A PULL_MESSAGE request as a pull consumer sends it, with the subscription in the header:
+/// `expression` of `expression_type` (`TAG` or `SQL92`).
+#[allow(clippy::too_many_arguments)]
 pub fn pull_request(
     group: &str,
     topic: &str,
     queue: i32,
     offset: i64,
     max: i32,
-    tags: &str,
+    expression_type: &str,
+    expression: &str,
     suspend_ms: u64,
 ) -> RemotingCommand {
     let mut flag = pull_sys_flag::SUBSCRIPTION;
@@ -350,9 +357,9 @@ pub fn pull_request(
         .with_ext("sysFlag", flag)
         .with_ext("commitOffset", 0)
         .with_ext("suspendTimeoutMillis", suspend_ms)
-        .with_ext("subscription", tags)
+        .with_ext("subscription", expression)
         .with_ext("subVersion", 0)
-        .with_ext("expressionType", "TAG")
+        .with_ext("expressionType", expression_type)
 }
 
 pub fn run_get(a: GetArgs) -> Result<(), String> {
@@ -363,10 +370,14 @@ pub fn run_get(a: GetArgs) -> Result<(), String> {
     let mut offset = a.offset;
     let mut printed = 0usize;
     let mut wait_ms = a.wait_ms;
+    let (expression_type, expression) = match &a.sql {
+        Some(sql) => ("SQL92", sql.as_str()),
+        None => ("TAG", a.tags.as_str()),
+    };
     let summary = loop {
         let max = (a.max as usize - printed).min(32) as i32;
         let req = signed(
-            pull_request(&a.group, &a.topic, a.queue, offset, max, &a.tags, wait_ms),
+            pull_request(&a.group, &a.topic, a.queue, offset, max, expression_type, expression, wait_ms),
             credentials.as_ref(),
         );
         let resp = client

@@ -411,6 +411,47 @@ fn put_refuses_a_property_it_sets_itself() {
     master.stop();
 }
 
+/// `rmqha get --sql` reads with a SQL92 expression over the messages' properties from a
+/// broker with `enablePropertyFilter=true`; an expression that does not compile is an error
+/// giving the broker's reason.
+#[test]
+fn get_filters_by_a_sql92_expression() {
+    let d = tempfile::tempdir().unwrap();
+    let master = broker(
+        "broker-a.properties",
+        d.path(),
+        &["brokerRole=ASYNC_MASTER".to_string(), "enablePropertyFilter=true".to_string()],
+    );
+    let addr = format!("127.0.0.1:{}", master.ports().0);
+    for (i, color) in [(1, "red"), (2, "blue"), (3, "red"), (4, "green")] {
+        let (n, c) = (format!("n={i}"), format!("color={color}"));
+        let args = ["put", addr.as_str(), "--topic", "S", "--queue", "0", "--property", &n, "--property", &c];
+        let (ok, out, err) = rmqha(&args, format!("m{i}").as_bytes());
+        assert!(ok, "{out} {err}");
+    }
+    let get = |sql: &str| {
+        rmqha(
+            &["get", &addr, "--topic", "S", "--queue", "0", "--offset", "0", "--body-only", "--sql", sql],
+            b"",
+        )
+    };
+    assert!(wait_until(Duration::from_secs(20), || get("n > 0").1.lines().count() == 4));
+    let (ok, out, err) = get("color = 'red' AND n > 1");
+    assert!(ok, "{err}");
+    assert_eq!(out, "m3\n");
+    let (ok, out, err) = get("color IN ('blue', 'green') OR n IS NULL");
+    assert!(ok, "{err}");
+    assert_eq!(out, "m2\nm4\n");
+    let (ok, out, err) = get("n >");
+    assert!(!ok && out.is_empty() && err.contains("SUBSCRIPTION_PARSE_FAILED"), "{out} {err}");
+    let (ok, _, err) = rmqha(
+        &["get", &addr, "--topic", "S", "--queue", "0", "--offset", "0", "--tags", "A", "--sql", "n > 0"],
+        b"",
+    );
+    assert!(!ok && err.contains("--sql"), "{err}");
+    master.stop();
+}
+
 /// `put`, `get` and `status` sign their requests for a broker with `aclEnable=true` when given
 /// an account's keys (`--access-key`, and the secret as RMQHA_SECRET_KEY); without them the
 /// broker refuses each, and a wrong secret is named as such.
