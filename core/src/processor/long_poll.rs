@@ -306,19 +306,16 @@ impl LongPoll {
         let fresh = std::mem::take(&mut p.fresh);
         let entries = &mut p.entries;
         let mut checked = 0u64;
+        let mut check = |w: &mut Waiters, topic: &str, queue_id: i32| {
+            let cq = cqs.find(topic, queue_id);
+            check_queue(&self.store, entries, w, cq.as_deref(), window, &mut ready_ids);
+            checked += 1;
+        };
         if p.last_full.is_none_or(|t| now.saturating_duration_since(t) >= MAX_SLEEP) {
             p.last_full = Some(now);
             for (topic, by_id) in &mut p.queues {
                 for (&queue_id, w) in by_id.iter_mut() {
-                    check_queue(
-                        &self.store,
-                        entries,
-                        w,
-                        cqs.find(topic, queue_id).as_deref(),
-                        window,
-                        &mut ready_ids,
-                    );
-                    checked += 1;
+                    check(w, topic, queue_id);
                 }
             }
         } else {
@@ -328,15 +325,7 @@ impl LongPoll {
                 .chain(fresh.iter().map(|(t, q)| (t.as_str(), *q)));
             for (topic, queue_id) in touched {
                 if let Some(w) = p.queues.get_mut(topic).and_then(|m| m.get_mut(&queue_id)) {
-                    check_queue(
-                        &self.store,
-                        entries,
-                        w,
-                        cqs.find(topic, queue_id).as_deref(),
-                        window,
-                        &mut ready_ids,
-                    );
-                    checked += 1;
+                    check(w, topic, queue_id);
                 }
             }
         }
