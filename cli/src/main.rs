@@ -68,6 +68,8 @@ enum BenchCommand {
     Queues(bench::queues::QueuesBenchArgs),
     /// Topic creation: N topics created one at a time, each durable before it returns.
     Topics(bench::topics::TopicsBenchArgs),
+    /// Consumer filters: a queue read whole with no filter, a tag, and SQL92 expressions.
+    Filter(bench::filter::FilterBenchArgs),
 }
 
 fn init_logging(default: &str) {
@@ -153,6 +155,10 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Topics(a)) => {
             init_logging("warn");
             bench::topics::run(&a)
+        }
+        Command::Bench(BenchCommand::Filter(a)) => {
+            init_logging("warn");
+            bench::filter::run(&a)
         }
         Command::Bench(BenchCommand::Ha(a)) => {
             init_logging("warn");

@@ -84,6 +84,38 @@ fn bench_queues_prints_dispatch_and_reopen_times() {
     assert_prints(&out, &["40 new queues: dispatched in", "ms per queue); reopened after a crash in"]);
 }
 
+#[test]
+fn bench_filter_prints_every_case_against_the_unfiltered_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run("bench filter --messages 2000 --seconds 0.1", dir.path());
+    assert_prints(
+        &out,
+        &[
+            "| no filter | `*` |",
+            "| tag, 1 in 10 | `T3` |",
+            "| SQL92, 1 in 10 | `bucket = 3` |",
+            "| SQL92 4 terms, 1 in 10 |",
+            "| tag, none | `T99` |",
+            "| SQL92, none | `bucket = 99` |",
+            "sent vs no filter",
+        ],
+    );
+    // Every case read the whole queue: the filters sent one message in ten, or none.
+    for line in out.lines().filter(|l| l.starts_with("| ") && l.contains('`')) {
+        let cols: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (scanned, sent): (f64, f64) = (cols[3].parse().unwrap(), cols[4].parse().unwrap());
+        let share = sent / scanned;
+        let want = if line.contains("no filter") {
+            1.0
+        } else if line.contains("none") {
+            0.0
+        } else {
+            0.1
+        };
+        assert!((share - want).abs() < 0.01, "{line}: sent {share:.3} of what it scanned, not {want}");
+    }
+}
+
 /// `bench remote --threads 0` panicked indexing an empty list of clients, and a `--seconds`
 /// of NaN, a negative or a huge value panicked converting it to a duration: each is refused
 /// by name now, before anything starts.
@@ -95,6 +127,7 @@ fn bench_arguments_that_panicked_are_refused() {
         "bench store --seconds nan",
         "bench ha --seconds -1",
         "bench store --seconds 1e300",
+        "bench filter --seconds 0",
     ] {
         let out = Command::new(RMQHA).args(args.split_whitespace()).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -2,6 +2,7 @@
 //! baselines in the same run (what the hardware does without rmqha) and prints the ratios
 //! its targets are stated in, so results from different machines can be compared.
 
+pub mod filter;
 pub mod queues;
 pub mod store;
 pub mod topics;
