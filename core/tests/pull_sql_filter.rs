@@ -278,3 +278,23 @@ fn a_held_sql92_pull_wakes_only_for_a_matching_message() {
     assert_eq!(ext_i64(&resp, "nextBeginOffset"), 6);
     b.shutdown();
 }
+
+/// An embedding application reads with a compiled expression straight from the store, as a
+/// broker's SQL92 pull does: the same messages, none counted against the limit unless kept.
+#[test]
+fn an_embedded_reader_filters_the_store_with_a_compiled_expression() {
+    let dir = tempfile::tempdir().unwrap();
+    // The store's own reads need no enablePropertyFilter: that key is about remote consumers.
+    let b = master(dir.path(), false);
+    fill(&b, 0..N);
+    let red = rmqha_core::filter::SqlExpression::compile("color = 'red' AND a >= 60").unwrap();
+    let r = b.store().get_messages_filtered("T", 0, 0, 5, 1 << 20, Some(&red));
+    let offsets: Vec<i64> = r.messages().iter().map(|m| m.queue_offset).collect();
+    assert_eq!(offsets, vec![60, 63, 66, 69, 72]);
+    assert_eq!(r.next_begin_offset, 73);
+    let none = rmqha_core::filter::SqlExpression::compile("a = 'x'").unwrap();
+    let r = b.store().get_messages_filtered("T", 0, 0, 5, 1 << 20, Some(&none));
+    assert!(r.messages().is_empty());
+    assert_eq!(r.status, rmqha_core::store::GetMessageStatus::NoMatchedMessage);
+    b.shutdown();
+}

@@ -120,3 +120,39 @@ pub mod sql92;
 pub use sql92::{
     MAX_DEPTH, MAX_EXPRESSION_BYTES, MAX_IN_ITEMS, Properties, SqlError, SqlErrorKind, SqlExpression,
 };
+
+use crate::message::{RecordView, decode_record};
+use crate::store::MessageFilter;
+
+/// A stored record's properties as an expression sees them (RocketMQ's
+/// `MessageEvaluationContext` over `MessageDecoder.decodeProperties`): user properties and
+/// the system ones (`TAGS`, `KEYS`, ...); a value that is not UTF-8 reads as absent.
+pub struct RecordProperties<'a>(pub RecordView<'a>);
+
+impl Properties for RecordProperties<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.property(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+}
+
+/// A compiled expression filters the store's reads directly, as a broker's SQL92 pull does
+/// (RocketMQ's `ExpressionMessageFilter` without a ConsumeQueue extension): every queue
+/// entry passes the first stage, and a record is kept only when the expression is TRUE for
+/// its properties.
+///
+/// ```no_run
+/// # fn demo(store: &rmqha_core::store::MessageStore) -> Result<(), rmqha_core::filter::SqlError> {
+/// use rmqha_core::filter::SqlExpression;
+/// let red = SqlExpression::compile("color = 'red' AND price > 10")?;
+/// let r = store.get_messages_filtered("T", 0, 0, 32, 1 << 20, Some(&red));
+/// # Ok(()) }
+/// ```
+impl MessageFilter for SqlExpression {
+    fn matches_unit(&self, _tags_code: i64) -> bool {
+        true
+    }
+
+    fn matches_record(&self, record: &[u8]) -> bool {
+        decode_record(record).is_ok_and(|v| self.matches(&RecordProperties(v)))
+    }
+}

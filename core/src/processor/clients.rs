@@ -20,9 +20,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::filter::{Properties, SqlError, SqlExpression};
+use crate::filter::{SqlError, SqlExpression};
 use crate::message::properties::keys;
-use crate::message::{RecordView, decode_record, java_string_hash};
+use crate::message::{decode_record, java_string_hash};
 use crate::remoting::{LanguageCode, Responder};
 use crate::store::MessageFilter;
 
@@ -191,32 +191,20 @@ impl PartialEq for ConsumerFilter {
 
 impl Eq for ConsumerFilter {}
 
-/// A record's properties as a SQL92 expression sees them (RocketMQ's
-/// `MessageEvaluationContext` over `MessageDecoder.decodeProperties`); a value that is not
-/// UTF-8 reads as absent.
-struct RecordProperties<'a>(RecordView<'a>);
-
-impl Properties for RecordProperties<'_> {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0.property(name).and_then(|v| std::str::from_utf8(v).ok())
-    }
-}
-
 impl MessageFilter for ConsumerFilter {
     fn matches_unit(&self, tags_code: i64) -> bool {
         match self {
             ConsumerFilter::Tag(t) => t.matches_code(tags_code),
-            ConsumerFilter::Sql(_) => true,
+            ConsumerFilter::Sql(e) => e.matches_unit(tags_code),
             ConsumerFilter::Invalid(_) => false,
         }
     }
 
     fn matches_record(&self, record: &[u8]) -> bool {
-        let Ok(view) = decode_record(record) else { return false };
         match self {
             // A tag with the same hash code as a subscribed one is told apart here.
-            ConsumerFilter::Tag(t) => t.matches(view.property(keys::TAGS)),
-            ConsumerFilter::Sql(e) => e.matches(&RecordProperties(view)),
+            ConsumerFilter::Tag(t) => decode_record(record).is_ok_and(|v| t.matches(v.property(keys::TAGS))),
+            ConsumerFilter::Sql(e) => e.matches_record(record),
             ConsumerFilter::Invalid(_) => false,
         }
     }
