@@ -244,6 +244,102 @@ fn earliest_store_time_and_the_groups_consuming_a_topic() {
     b.shutdown();
 }
 
+/// QUERY_TOPICS_BY_CONSUMER (343), QUERY_SUBSCRIPTION_BY_CONSUMER (345) and
+/// QUERY_CONSUME_TIME_SPAN (303): what `MQAdminExt` asks about one consumer group.
+#[test]
+fn a_groups_topics_subscription_and_consume_time_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    b.create_topic("A", 2).unwrap();
+    b.create_topic("B", 1).unwrap();
+    let times = put(&b, "A", 0, 4);
+    put(&b, "B", 0, 1);
+    assert!(b.store().wait_dispatched(Duration::from_secs(10)));
+    b.commit_consumer_offset("cg", "A", 0, 2).unwrap();
+    b.commit_consumer_offset("cg", "B", 0, 1).unwrap();
+    b.commit_consumer_offset("other", "B", 0, 1).unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    let json = |req: RemotingCommand| {
+        let r = call(&c, req);
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()
+    };
+
+    let topics = |group: &str| {
+        json(RemotingCommand::request(request_code::QUERY_TOPICS_BY_CONSUMER).with_ext("group", group))
+    };
+    let v = topics("cg");
+    assert_eq!(v["topicList"], serde_json::json!(["A", "B"]));
+    assert_eq!(v["brokerAddr"].as_str().unwrap(), b.remoting_addrs()[0].to_string());
+    assert_eq!(topics("nobody")["topicList"], serde_json::json!([]));
+
+    let sub = |group: &str, topic: &str| {
+        json(
+            RemotingCommand::request(request_code::QUERY_SUBSCRIPTION_BY_CONSUMER)
+                .with_ext("group", group)
+                .with_ext("topic", topic),
+        )
+    };
+    assert_eq!(sub("cg", "A"), serde_json::json!({"group": "cg", "topic": "A"}), "no live consumer");
+    let mut member = Raw::connect(b.remoting_addrs()[0]);
+    member.send(heartbeat("c1", "cg", &[("A", "TagX || TagY", 3)]), 1);
+    assert_eq!(member.recv().code, code::SUCCESS);
+    let v = sub("cg", "A");
+    assert_eq!((v["group"].as_str(), v["topic"].as_str()), (Some("cg"), Some("A")));
+    let data = &v["subscriptionData"];
+    assert_eq!(data["subString"], "TagX || TagY");
+    assert_eq!(data["subVersion"], 3);
+    assert_eq!(data["tagsSet"], serde_json::json!(["TagX", "TagY"]));
+    assert!(sub("cg", "B").get("subscriptionData").is_none(), "the member does not subscribe to B");
+
+    let span = |topic: &str, group: &str| {
+        call(
+            &c,
+            RemotingCommand::request(request_code::QUERY_CONSUME_TIME_SPAN)
+                .with_ext("topic", topic)
+                .with_ext("group", group),
+        )
+    };
+    let r = span("A", "cg");
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let set = v["consumeTimeSpanSet"].as_array().unwrap();
+    assert_eq!(set.len(), 2, "one per write queue: {v}");
+    let q0 = &set[0];
+    assert_eq!(
+        q0["messageQueue"],
+        serde_json::json!({"brokerName": b.config().broker_name, "queueId": 0, "topic": "A"})
+    );
+    assert_eq!(q0["minTimeStamp"], times[0]);
+    assert_eq!(q0["maxTimeStamp"], times[3]);
+    assert_eq!(q0["consumeTimeStamp"], times[1], "the last message consumed (offset 2 committed)");
+    let delay = q0["delayTime"].as_i64().unwrap();
+    assert!(delay >= 0 && delay <= rmqha_core::store::clock::now_ms() - times[2], "{delay}");
+    let q1 = &set[1];
+    assert_eq!(
+        (q1["minTimeStamp"].as_i64(), q1["maxTimeStamp"].as_i64()),
+        (Some(-1), Some(-1)),
+        "an empty queue"
+    );
+    assert_eq!(q1["delayTime"], 0);
+    // A group that consumed everything is not delayed; one with no offset is measured from
+    // the first message.
+    let v: serde_json::Value = serde_json::from_slice(&span("B", "cg").body).unwrap();
+    assert_eq!(v["consumeTimeSpanSet"][0]["delayTime"], 0);
+    let v: serde_json::Value = serde_json::from_slice(&span("A", "nobody").body).unwrap();
+    assert_eq!(v["consumeTimeSpanSet"][0]["consumeTimeStamp"], times[0]);
+    assert!(v["consumeTimeSpanSet"][0]["delayTime"].as_i64().unwrap() >= 0);
+    assert_eq!(span("Nope", "cg").code, code::TOPIC_NOT_EXIST);
+    for req in [
+        RemotingCommand::request(request_code::QUERY_CONSUME_TIME_SPAN).with_ext("topic", "A"),
+        RemotingCommand::request(request_code::QUERY_SUBSCRIPTION_BY_CONSUMER).with_ext("group", "cg"),
+        RemotingCommand::request(request_code::QUERY_TOPICS_BY_CONSUMER),
+    ] {
+        assert_eq!(call(&c, req).code, code::SYSTEM_ERROR, "a required field missing");
+    }
+    b.shutdown();
+}
+
 /// GET_BROKER_RUNTIME_INFO carries what `mqadmin clusterList` reads (RocketMQ's keys): the
 /// put and pull rates over 10 s / 1 min / 10 min, and the messages stored and pulled today.
 #[test]

@@ -2,7 +2,8 @@
 //! `getBrokerConfig`, `updateBrokerConfig`, `topicList -c`, RocketMQ Dashboard):
 //! GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_BROKER_CONFIG (26),
 //! UPDATE_BROKER_CONFIG (25, `Broker::update_config`'s keys only), GET_EARLIEST_MSG_STORETIME (32),
-//! QUERY_TOPIC_CONSUME_BY_WHO (300), VIEW_BROKER_STATS_DATA (315, `mqadmin statsAll`) and
+//! QUERY_TOPIC_CONSUME_BY_WHO (300), QUERY_CONSUME_TIME_SPAN (303), QUERY_TOPICS_BY_CONSUMER
+//! (343), QUERY_SUBSCRIPTION_BY_CONSUMER (345), VIEW_BROKER_STATS_DATA (315, `mqadmin statsAll`) and
 //! GET_BROKER_CONSUME_STATS (317, `mqadmin brokerConsumeStats`), as RocketMQ 4.9's
 //! `AdminBrokerProcessor` answers them.
 //!
@@ -43,6 +44,9 @@ impl StatsProcessor {
         request_code::UPDATE_BROKER_CONFIG,
         request_code::GET_EARLIEST_MSG_STORETIME,
         request_code::QUERY_TOPIC_CONSUME_BY_WHO,
+        request_code::QUERY_TOPICS_BY_CONSUMER,
+        request_code::QUERY_SUBSCRIPTION_BY_CONSUMER,
+        request_code::QUERY_CONSUME_TIME_SPAN,
         request_code::VIEW_BROKER_STATS_DATA,
         request_code::GET_BROKER_CONSUME_STATS,
     ];
@@ -205,6 +209,76 @@ impl StatsProcessor {
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
     }
 
+    /// 4.9 `queryTopicsByConsumer` (`MQAdminExt.queryTopicsByConsumer`, `mqadmin
+    /// consumerProgress` without a topic): the topics `group` has committed offsets on, as
+    /// `TopicList` (`{"brokerAddr":..,"topicList":[..]}`).
+    fn topics_by_consumer(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let group = req.ext_str("group").map_err(|e| bad_header(req, e))?;
+        let topics = b.tables().consumer_offsets().topics_of_group(group);
+        let body =
+            serde_json::json!({ "brokerAddr": super::broker_addr(b), "topicList": topics }).to_string();
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
+    }
+
+    /// 4.9 `querySubscriptionByConsumer` (`MQAdminExt.querySubscription`): the group's live
+    /// subscription of the topic as `QuerySubscriptionResponseBody` (`group`,
+    /// `subscriptionData` as GET_CONSUMER_CONNECTION_LIST shows it, `topic`); without a live
+    /// consumer of the group subscribing to it, no `subscriptionData` (4.9's null).
+    fn subscription_by_consumer(&self, req: &RemotingCommand) -> Answer {
+        let h = |e| bad_header(req, e);
+        let (group, topic) = (req.ext_str("group").map_err(h)?, req.ext_str("topic").map_err(h)?);
+        let mut body = serde_json::json!({ "group": group, "topic": topic });
+        if let SubscriptionLookup::Found { subscription, .. } = self.shared.clients.subscription(group, topic)
+        {
+            body["subscriptionData"] = subscription.java_json();
+        }
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
+            .with_body(body.to_string().into_bytes()))
+    }
+
+    /// 4.9 `queryConsumeTimeSpan` (`MQAdminExt.queryConsumeTimeSpan`): for each write queue of
+    /// the topic, the store times of its first and last messages, of the last message the
+    /// group consumed (its first message's while it has consumed none), and `delayTime`, how
+    /// long ago the first message it has not consumed was stored (0 when it is at the end).
+    /// A time that cannot be read is -1, as 4.9's; where the group has no offset 4.9 reads
+    /// the store time at offset -1 and answers a delay of "now + 1 ms", here it is measured
+    /// from the queue's first message. TOPIC_NOT_EXIST for a topic not configured.
+    fn consume_time_span(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+        let h = |e| bad_header(req, e);
+        let (topic, group) = (req.ext_str("topic").map_err(h)?, req.ext_str("group").map_err(h)?);
+        let Some(tc) = b.topic_config(topic) else {
+            return Err(reply(req, response_code::TOPIC_NOT_EXIST, format!("topic[{topic}] not exist")));
+        };
+        let store = b.store();
+        let offsets = b.tables().consumer_offsets();
+        let now = crate::store::clock::now_ms();
+        let spans: Vec<serde_json::Value> = (0..tc.write_queue_nums)
+            .map(|q| {
+                let time = |offset: i64| store.queue_store_time(topic, q, offset).unwrap_or(-1);
+                let (min, max) =
+                    (store.queue_min_offset(topic, q).max(0), store.queue_max_offset(topic, q).max(0));
+                let min_time = if min < max { time(min) } else { -1 };
+                let max_time = if max > 0 { time(max - 1) } else { -1 };
+                let consumed = offsets.query(group, topic, q).unwrap_or(-1);
+                let consume_time = if consumed > 0 { time(consumed - 1) } else { min_time };
+                let next = consumed.max(min);
+                let delay = match time(next) {
+                    t if next < max && t >= 0 => now.saturating_sub(t),
+                    _ => 0,
+                };
+                serde_json::json!({
+                    "consumeTimeStamp": consume_time,
+                    "delayTime": delay,
+                    "maxTimeStamp": max_time,
+                    "messageQueue": { "brokerName": b.config().broker_name, "queueId": q, "topic": topic },
+                    "minTimeStamp": min_time,
+                })
+            })
+            .collect();
+        let body = serde_json::json!({ "consumeTimeSpanSet": spans }).to_string();
+        Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.into_bytes()))
+    }
+
     /// 4.9 `updateBrokerConfig` (`mqadmin updateBrokerConfig -k KEY -v VALUE`): the body a
     /// properties text of keys to change, applied by [`Broker::update_config`] (the keys of
     /// `RUNTIME_CONFIG_KEYS` at once, written into the broker's properties file; any other
@@ -290,6 +364,9 @@ impl RequestHandler for StatsProcessor {
             request_code::UPDATE_BROKER_CONFIG => self.update_broker_config(&b, &request),
             request_code::GET_EARLIEST_MSG_STORETIME => self.earliest_store_time(&b, &request),
             request_code::QUERY_TOPIC_CONSUME_BY_WHO => self.topic_consumed_by(&b, &request),
+            request_code::QUERY_TOPICS_BY_CONSUMER => self.topics_by_consumer(&b, &request),
+            request_code::QUERY_SUBSCRIPTION_BY_CONSUMER => self.subscription_by_consumer(&request),
+            request_code::QUERY_CONSUME_TIME_SPAN => self.consume_time_span(&b, &request),
             request_code::VIEW_BROKER_STATS_DATA => view_stats(&b, &request),
             request_code::GET_BROKER_CONSUME_STATS => self.broker_consume_stats(&b, &request),
             _ => Ok(RemotingCommand::not_supported(&request)),

@@ -76,6 +76,13 @@ pub mod request_code {
     pub const CONSUME_MESSAGE_DIRECTLY: i32 = 309;
     /// The consumer groups of a topic (`mqadmin topicList -c`, the dashboard).
     pub const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
+    /// Per queue of a topic: the store times of its first and last messages and of the last
+    /// one a group consumed (`MQAdminExt.queryConsumeTimeSpan`).
+    pub const QUERY_CONSUME_TIME_SPAN: i32 = 303;
+    /// The topics a group has committed offsets on (`MQAdminExt.queryTopicsByConsumer`).
+    pub const QUERY_TOPICS_BY_CONSUMER: i32 = 343;
+    /// A group's live subscription of a topic (`MQAdminExt.querySubscription`).
+    pub const QUERY_SUBSCRIPTION_BY_CONSUMER: i32 = 345;
     pub const SEND_MESSAGE_V2: i32 = 310;
     /// Copy one group's consumer offsets to another (`mqadmin cloneGroupOffset`).
     pub const CLONE_GROUP_OFFSET: i32 = 314;
@@ -166,6 +173,9 @@ pub mod request_code {
             GET_CONSUMER_RUNNING_INFO => "GET_CONSUMER_RUNNING_INFO",
             CONSUME_MESSAGE_DIRECTLY => "CONSUME_MESSAGE_DIRECTLY",
             QUERY_TOPIC_CONSUME_BY_WHO => "QUERY_TOPIC_CONSUME_BY_WHO",
+            QUERY_CONSUME_TIME_SPAN => "QUERY_CONSUME_TIME_SPAN",
+            QUERY_TOPICS_BY_CONSUMER => "QUERY_TOPICS_BY_CONSUMER",
+            QUERY_SUBSCRIPTION_BY_CONSUMER => "QUERY_SUBSCRIPTION_BY_CONSUMER",
             SEND_MESSAGE_V2 => "SEND_MESSAGE_V2",
             CLONE_GROUP_OFFSET => "CLONE_GROUP_OFFSET",
             VIEW_BROKER_STATS_DATA => "VIEW_BROKER_STATS_DATA",
