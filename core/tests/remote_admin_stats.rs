@@ -191,6 +191,22 @@ fn the_topic_list_names_every_topic_of_the_table() {
     let table = b.tables().topics().all();
     assert_eq!(names, table.keys().map(String::as_str).collect::<Vec<_>>());
     assert!(names.contains(&"Listed") && names.contains(&"AlsoListed"), "{names:?}");
+
+    // The system topics: as a name server lists them (the cluster's and the broker's names,
+    // which the Dashboard marks as system) and as the broker does (its table's system topics).
+    let r = call(&c, RemotingCommand::request(request_code::GET_SYSTEM_TOPIC_LIST_FROM_NS));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let cfg = b.config();
+    assert_eq!(v["topicList"], serde_json::json!([cfg.broker_cluster_name, cfg.broker_name]));
+    assert_eq!(v["brokerAddr"].as_str().unwrap(), b.remoting_addrs()[0].to_string());
+    let r = call(&c, RemotingCommand::request(request_code::GET_SYSTEM_TOPIC_LIST_FROM_BROKER));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let names: Vec<&str> = v["topicList"].as_array().unwrap().iter().filter_map(|t| t.as_str()).collect();
+    assert!(names.contains(&"TBW102"), "the template topic: {names:?}");
+    assert!(!names.contains(&"Listed") && !names.contains(&"AlsoListed"), "{names:?}");
+    assert!(names.iter().all(|t| rmqha_core::metadata::is_system_topic(t)), "{names:?}");
     b.shutdown();
 }
 

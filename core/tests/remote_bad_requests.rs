@@ -90,6 +90,8 @@ fn missing_and_unparsable_fields_are_system_errors_naming_the_field() {
             request_code::GET_BROKER_CLUSTER_INFO,
             request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
             request_code::GET_BROKER_CONFIG,
+            request_code::GET_SYSTEM_TOPIC_LIST_FROM_NS,
+            request_code::GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
         ]
         .contains(&code)
         {

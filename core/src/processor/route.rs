@@ -125,6 +125,8 @@ impl RouteProcessor {
         request_code::REGISTER_BROKER,
         request_code::UNREGISTER_BROKER,
         request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        request_code::GET_SYSTEM_TOPIC_LIST_FROM_NS,
+        request_code::GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
     ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
@@ -248,6 +250,32 @@ impl RouteProcessor {
     }
 }
 
+impl RouteProcessor {
+    /// GET_SYSTEM_TOPIC_LIST_FROM_NS, as 4.9's `RouteInfoManager.getSystemTopicList`: the
+    /// cluster's name and this group's broker name (the names a name server knows its brokers
+    /// reserve, which the Dashboard marks as system topics), and the address of the group's
+    /// first broker (its master when known).
+    fn system_topics_ns(&self, b: &Broker, req: &RemotingCommand) -> RemotingCommand {
+        let c = b.config();
+        let first = self.shared.group.members(b).into_iter().min_by_key(|(id, _)| *id).map(|(_, a)| a);
+        let body = json!({
+            "brokerAddr": first.unwrap_or_else(|| broker_addr(b)),
+            "topicList": [c.broker_cluster_name, c.broker_name],
+        });
+        RemotingCommand::response_to(req, response_code::SUCCESS, None)
+            .with_body(body.to_string().into_bytes())
+    }
+}
+
+/// GET_SYSTEM_TOPIC_LIST_FROM_BROKER (4.9's `TopicConfigManager.getSystemTopic`): the system
+/// topics of this broker's table (`TopicValidator`'s, TBW102 among them), sorted.
+fn system_topics_broker(b: &Broker, req: &RemotingCommand) -> RemotingCommand {
+    let names: Vec<String> =
+        b.tables().topics().all().into_keys().filter(|t| crate::metadata::is_system_topic(t)).collect();
+    let body = json!({ "topicList": names });
+    RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body.to_string().into_bytes())
+}
+
 /// GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic of this broker group's table, as a name
 /// server lists the topics its brokers registered (`TopicList`: `{"topicList":[...]}`).
 fn topic_list(b: &Broker, req: &RemotingCommand) -> RemotingCommand {
@@ -263,6 +291,8 @@ impl RequestHandler for RouteProcessor {
             request_code::GET_ROUTEINFO_BY_TOPIC => self.route_info(&b, &request),
             request_code::GET_BROKER_CLUSTER_INFO => Ok(self.cluster_info(&b, &request)),
             request_code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => Ok(topic_list(&b, &request)),
+            request_code::GET_SYSTEM_TOPIC_LIST_FROM_NS => Ok(self.system_topics_ns(&b, &request)),
+            request_code::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => Ok(system_topics_broker(&b, &request)),
             request_code::REGISTER_BROKER => self.register(&b, &request, ctx.peer()),
             request_code::UNREGISTER_BROKER => self.unregister(&request),
             _ => Ok(RemotingCommand::not_supported(&request)),

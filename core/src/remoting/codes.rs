@@ -62,6 +62,11 @@ pub mod request_code {
     pub const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
     /// A name server's list of every topic (`mqadmin topicList`).
     pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    /// Name server: the names the cluster's brokers reserve (cluster and broker names), which
+    /// consoles mark as system topics.
+    pub const GET_SYSTEM_TOPIC_LIST_FROM_NS: i32 = 304;
+    /// Broker: its system topics.
+    pub const GET_SYSTEM_TOPIC_LIST_FROM_BROKER: i32 = 305;
     pub const DELETE_SUBSCRIPTIONGROUP: i32 = 207;
     pub const GET_CONSUME_STATS: i32 = 208;
     pub const DELETE_TOPIC_IN_BROKER: i32 = 215;
@@ -165,6 +170,8 @@ pub mod request_code {
             GET_CONSUMER_CONNECTION_LIST => "GET_CONSUMER_CONNECTION_LIST",
             GET_PRODUCER_CONNECTION_LIST => "GET_PRODUCER_CONNECTION_LIST",
             GET_ALL_TOPIC_LIST_FROM_NAMESERVER => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+            GET_SYSTEM_TOPIC_LIST_FROM_NS => "GET_SYSTEM_TOPIC_LIST_FROM_NS",
+            GET_SYSTEM_TOPIC_LIST_FROM_BROKER => "GET_SYSTEM_TOPIC_LIST_FROM_BROKER",
             DELETE_SUBSCRIPTIONGROUP => "DELETE_SUBSCRIPTIONGROUP",
             GET_CONSUME_STATS => "GET_CONSUME_STATS",
             DELETE_TOPIC_IN_BROKER => "DELETE_TOPIC_IN_BROKER",
