@@ -330,3 +330,49 @@ fn delayed_messages_of_a_dropped_level_are_reported_at_start() {
     assert_eq!(b.queue_max_offset("Stranded", 0), 0);
     b.shutdown();
 }
+
+/// A consumer whose SQL92 subscription does not compile is named once per subscription it
+/// brings (a new topic, a newer version), not at every heartbeat repeating it (every 30 s per
+/// client).
+#[test]
+fn an_unusable_subscription_is_logged_once_per_version() {
+    logs();
+    let dir = tempfile::tempdir().unwrap();
+    let b =
+        Broker::start_master(broker_config(dir.path(), "ASYNC_MASTER", &[("enablePropertyFilter", "true")]))
+            .unwrap();
+    let c = remote_common::client(b.remoting_addrs()[0]);
+    let heartbeat = |expr: &str, version: i64| {
+        let body = serde_json::json!({
+            "clientID": "127.0.0.1@sqllog",
+            "consumerDataSet": [{
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
+                "groupName": "sql_log_cg", "messageModel": "CLUSTERING", "unitMode": false,
+                "subscriptionDataSet": [{
+                    "classFilterMode": false, "codeSet": [], "expressionType": "SQL92",
+                    "subString": expr, "subVersion": version, "tagsSet": [], "topic": "SqlLogTopic"
+                }]
+            }],
+            "producerDataSet": []
+        });
+        let r = remote_common::call(
+            &c,
+            rmqha_core::remoting::RemotingCommand::request(rmqha_core::remoting::request_code::HEART_BEAT)
+                .with_body(body.to_string().into_bytes()),
+        );
+        assert_eq!(r.code, 0, "{r:?}");
+    };
+    let lines = || logged_lines_with(&["WARN", "sql_log_cg", "cannot be used"]);
+    for _ in 0..3 {
+        heartbeat("a >", 1);
+    }
+    assert_eq!(lines().len(), 1, "{:#?}", lines());
+    assert!(lines()[0].contains("SqlLogTopic"), "{:#?}", lines());
+    heartbeat("a >>", 2);
+    heartbeat("a >>", 2);
+    assert_eq!(lines().len(), 2, "a newer version is named again: {:#?}", lines());
+    // A newer version that compiles says nothing.
+    heartbeat("a > 1", 3);
+    assert_eq!(lines().len(), 2, "{:#?}", lines());
+    b.shutdown();
+}

@@ -135,13 +135,6 @@ impl ClientManageProcessor {
                     let sub_string = s.get("subString").and_then(Value::as_str).unwrap_or("*");
                     let expression_type = s.get("expressionType").and_then(Value::as_str).unwrap_or("TAG");
                     let filter = ConsumerFilter::registered(Some(expression_type), sub_string);
-                    if let ConsumerFilter::Invalid(why) = &filter {
-                        tracing::warn!(
-                            group,
-                            topic,
-                            "a consumer's subscription cannot be used, its pulls will be refused: {why}"
-                        );
-                    }
                     Some(Subscription {
                         topic: topic.to_owned(),
                         sub_string: sub_string.to_owned(),

@@ -221,6 +221,20 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
+    /// Warns, naming group, topic and reason, if the expression cannot be used: once per
+    /// subscription a heartbeat brings (a new topic or a newer version), not at every
+    /// heartbeat repeating it.
+    fn warn_if_invalid(self, group: &str) -> Self {
+        if let ConsumerFilter::Invalid(why) = &self.filter {
+            tracing::warn!(
+                group,
+                topic = self.topic.as_str(),
+                "a consumer's subscription cannot be used, its pulls will be refused: {why}"
+            );
+        }
+        self
+    }
+
     /// As Java's `SubscriptionData` (fastjson's order): the tag and code sets as
     /// `FilterAPI.buildSubscriptionData` fills them from the expression (`*` has none), tags
     /// sorted. GET_CONSUMER_CONNECTION_LIST's subscription table and QUERY_CONSUME_QUEUE.
@@ -314,10 +328,10 @@ impl ConsumerGroup {
             }
             let keep = match old.remove(&s.topic) {
                 Some(o) if o.sub_version >= s.sub_version => o,
-                Some(_) => s,
+                Some(_) => s.warn_if_invalid(group),
                 None => {
                     added += 1;
-                    s
+                    s.warn_if_invalid(group)
                 }
             };
             next.insert(keep.topic.clone(), keep);
