@@ -343,23 +343,12 @@ fn an_unusable_subscription_is_logged_once_per_version() {
             .unwrap();
     let c = remote_common::client(b.remoting_addrs()[0]);
     let heartbeat = |expr: &str, version: i64| {
-        let body = serde_json::json!({
-            "clientID": "127.0.0.1@sqllog",
-            "consumerDataSet": [{
-                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
-                "groupName": "sql_log_cg", "messageModel": "CLUSTERING", "unitMode": false,
-                "subscriptionDataSet": [{
-                    "classFilterMode": false, "codeSet": [], "expressionType": "SQL92",
-                    "subString": expr, "subVersion": version, "tagsSet": [], "topic": "SqlLogTopic"
-                }]
-            }],
-            "producerDataSet": []
-        });
-        let r = remote_common::call(
-            &c,
-            rmqha_core::remoting::RemotingCommand::request(rmqha_core::remoting::request_code::HEART_BEAT)
-                .with_body(body.to_string().into_bytes()),
+        let hb = remote_common::heartbeat_typed(
+            "127.0.0.1@sqllog",
+            "sql_log_cg",
+            &[("SqlLogTopic", "SQL92", expr, version)],
         );
+        let r = remote_common::call(&c, hb);
         assert_eq!(r.code, 0, "{r:?}");
     };
     let lines = || logged_lines_with(&["WARN", "sql_log_cg", "cannot be used"]);

@@ -100,22 +100,7 @@ fn check_client_config(c: &RemotingClient, body: Vec<u8>) -> RemotingCommand {
 
 /// A consumer HEART_BEAT registering group cg on T with `expr` of `expression_type`.
 fn heartbeat_with(expression_type: &str, expr: &str, version: i64) -> RemotingCommand {
-    let body = serde_json::json!({
-        "clientID": "127.0.0.1@1",
-        "consumerDataSet": [{
-            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-            "consumeType": "CONSUME_PASSIVELY",
-            "groupName": "cg",
-            "messageModel": "CLUSTERING",
-            "subscriptionDataSet": [{
-                "classFilterMode": false, "codeSet": [], "expressionType": expression_type,
-                "subString": expr, "subVersion": version, "tagsSet": [], "topic": "T"
-            }],
-            "unitMode": false
-        }],
-        "producerDataSet": []
-    });
-    RemotingCommand::request(request_code::HEART_BEAT).with_body(body.to_string().into_bytes())
+    heartbeat_typed("127.0.0.1@1", "cg", &[("T", expression_type, expr, version)])
 }
 
 #[test]

@@ -262,10 +262,8 @@ impl StatsProcessor {
                 let consumed = offsets.query(group, topic, q).unwrap_or(-1);
                 let consume_time = if consumed > 0 { time(consumed - 1) } else { min_time };
                 let next = consumed.max(min);
-                let delay = match time(next) {
-                    t if next < max && t >= 0 => now.saturating_sub(t),
-                    _ => 0,
-                };
+                let delay =
+                    if next < max { Some(time(next)).filter(|&t| t >= 0).map_or(0, |t| now - t) } else { 0 };
                 serde_json::json!({
                     "consumeTimeStamp": consume_time,
                     "delayTime": delay,

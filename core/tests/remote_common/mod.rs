@@ -398,11 +398,18 @@ pub fn rocketmq_header(cmd: RemotingCommand) -> RemotingCommand {
 /// A consumer's HEART_BEAT as Java clients send it: one clustering consumer `group` with TAG
 /// subscriptions `(topic, expression, subVersion)`, and the client's inner producer.
 pub fn heartbeat(client_id: &str, group: &str, subs: &[(&str, &str, i64)]) -> RemotingCommand {
+    let subs: Vec<(&str, &str, &str, i64)> = subs.iter().map(|&(t, e, v)| (t, "TAG", e, v)).collect();
+    heartbeat_typed(client_id, group, &subs)
+}
+
+/// [`heartbeat`] with each subscription's expression type: `(topic, expressionType,
+/// expression, subVersion)`.
+pub fn heartbeat_typed(client_id: &str, group: &str, subs: &[(&str, &str, &str, i64)]) -> RemotingCommand {
     let subs: Vec<serde_json::Value> = subs
         .iter()
-        .map(|(topic, expr, version)| {
+        .map(|(topic, kind, expr, version)| {
             serde_json::json!({
-                "classFilterMode": false, "codeSet": [], "expressionType": "TAG",
+                "classFilterMode": false, "codeSet": [], "expressionType": kind,
                 "subString": expr, "subVersion": version, "tagsSet": [], "topic": topic
             })
         })
