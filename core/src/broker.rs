@@ -753,6 +753,24 @@ impl Broker {
     pub fn get_messages(&self, topic: &str, queue_id: i32, offset: i64, max_msgs: i32) -> GetMessageResult {
         self.store.get_messages(topic, queue_id, offset, max_msgs)
     }
+    /// [`get_messages`](Self::get_messages) keeping only the messages `selector` passes (a
+    /// tag or SQL92 expression, as a consumer's subscription). The scan skips what does not
+    /// pass without counting it toward `max_msgs`, up to `maxFilterMessageSize` bytes of queue
+    /// entries (or `max_msgs` entries, whichever is more); `next_begin_offset` is one past the
+    /// last entry scanned, and the status is `NO_MATCHED_MESSAGE` when nothing in that window
+    /// passed, so reading on from `next_begin_offset` moves past it.
+    pub fn get_messages_selected(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: i32,
+        selector: &crate::filter::MessageSelector,
+    ) -> GetMessageResult {
+        let filter: Option<&dyn crate::store::MessageFilter> =
+            if selector.is_all() { None } else { Some(selector) };
+        self.store.get_messages_filtered(topic, queue_id, offset, max_msgs, 128 * 1024 * 1024, filter)
+    }
     pub fn message_by_id(&self, msg_id: &str) -> Option<StoredMessage> {
         self.store.message_by_id(msg_id)
     }

@@ -156,3 +156,89 @@ impl MessageFilter for SqlExpression {
         decode_record(record).is_ok_and(|v| self.matches(&RecordProperties(v)))
     }
 }
+
+/// What a read keeps, as RocketMQ's consumer `MessageSelector` says it: a tag expression
+/// (`byTag`: `"a || b"`, with `*` or an empty one passing everything) or a SQL92 one (`bySql`).
+/// [`Broker::get_messages_selected`](crate::Broker::get_messages_selected) reads with one, and
+/// the bindings' filtered reads build one from their `tags` / `sql` arguments.
+///
+/// A tag expression passes a message whose TAGS is one of its tags: the queue entry's tags
+/// code is checked first, then the record's TAGS text, so two tags with the same Java hash code
+/// are told apart (RocketMQ's broker checks only the code and leaves the text to its clients).
+/// A SQL92 expression is compiled once, here, and evaluated against each record's properties.
+///
+/// ```
+/// use rmqha_core::filter::MessageSelector;
+/// let tags = MessageSelector::by_tag("red || blue");
+/// assert_eq!(tags.expression_type(), "TAG");
+/// let sql = MessageSelector::by_sql("price > 10").unwrap();
+/// assert_eq!(sql.expression(), "price > 10");
+/// assert!(MessageSelector::by_sql("price >").is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct MessageSelector {
+    filter: crate::processor::clients::ConsumerFilter,
+    expression: String,
+}
+
+impl MessageSelector {
+    /// A tag expression: tags separated by `||`; `*` or an empty expression pass everything.
+    pub fn by_tag(expression: &str) -> Self {
+        let filter = crate::processor::clients::ConsumerFilter::Tag(
+            crate::processor::clients::TagFilter::parse(Some(expression)),
+        );
+        MessageSelector { filter, expression: expression.to_owned() }
+    }
+
+    /// A SQL92 expression (see the module's documentation), or why it does not compile.
+    pub fn by_sql(expression: &str) -> Result<Self, SqlError> {
+        let e = SqlExpression::compile(expression)?;
+        let filter = crate::processor::clients::ConsumerFilter::Sql(std::sync::Arc::new(e));
+        Ok(MessageSelector { filter, expression: expression.to_owned() })
+    }
+
+    /// The selector of a binding's read, from its `tags` and `sql` arguments: at most one of
+    /// them may be given, and neither means every message (`None`). An error
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)) names what was wrong: both
+    /// given, or where the SQL92 expression does not compile.
+    pub fn from_tags_or_sql(tags: Option<&str>, sql: Option<&str>) -> crate::Result<Option<Self>> {
+        match (tags, sql) {
+            (Some(_), Some(_)) => Err(crate::Error::InvalidArgument(
+                "give tags or sql, not both (a read has one expression)".into(),
+            )),
+            (Some(t), None) => Ok(Some(Self::by_tag(t))),
+            (None, Some(q)) => {
+                Self::by_sql(q).map(Some).map_err(|e| crate::Error::InvalidArgument(e.to_string()))
+            }
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// `TAG` or `SQL92` (RocketMQ's `ExpressionType`).
+    pub fn expression_type(&self) -> &'static str {
+        match self.filter {
+            crate::processor::clients::ConsumerFilter::Tag(_) => "TAG",
+            _ => crate::processor::clients::SQL92,
+        }
+    }
+
+    /// The expression as given.
+    pub fn expression(&self) -> &str {
+        &self.expression
+    }
+
+    /// Whether it passes every message (a tag expression `*` or empty).
+    pub fn is_all(&self) -> bool {
+        self.filter.is_all()
+    }
+}
+
+impl MessageFilter for MessageSelector {
+    fn matches_unit(&self, tags_code: i64) -> bool {
+        self.filter.matches_unit(tags_code)
+    }
+
+    fn matches_record(&self, record: &[u8]) -> bool {
+        self.filter.matches_record(record)
+    }
+}

@@ -54,7 +54,7 @@
 //! which the tool that asked gets (see `consumer_call`).
 
 mod client_manage;
-mod clients;
+pub(crate) mod clients;
 mod consumer_call;
 mod consumer_manage;
 mod end_transaction;
