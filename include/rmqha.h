@@ -677,6 +677,35 @@ rmqha_status rmqha_get_messages(const struct rmqha_broker *broker,
                                 int32_t max_msgs,
                                 struct rmqha_get_result_t **out);
 
+// `rmqha_get_messages` keeping only the messages a tag or a SQL92 expression passes, as a
+// consumer's subscription (RocketMQ's `MessageSelector.byTag` / `bySql`).
+//
+// `tags` is a tag expression, tags separated by `||` (`"red || blue"`; `"*"` or `""` pass
+// every message), matched against each message's TAGS. `sql` is a SQL92 expression over the
+// message's properties (`"price > 10 AND TAGS IN ('red', 'blue')"`), compiled for the call.
+// Give at most one of them; both NULL is `rmqha_get_messages`.
+//
+// The read skips what does not pass without counting it toward `max_msgs`, scanning up to
+// `maxFilterMessageSize` bytes of queue entries (or `max_msgs` entries if more):
+// `next_begin_offset` is one past the last entry scanned, and the status is
+// `RMQHA_GET_STATUS_NO_MATCHED_MESSAGE` when nothing in that window passed, so reading on
+// from `next_begin_offset` moves past it.
+//
+// Returns `RMQHA_STATUS_INVALID_ARGUMENT` (with the reason in `rmqha_last_error_message`)
+// when both are given, when `sql` does not compile (the message names the column), or when
+// `max_msgs` < 1; `*out` is then NULL.
+//
+// Ownership: as `rmqha_get_messages`; `tags` and `sql` are borrowed for the call. Thread
+// safety: callable from any thread.
+rmqha_status rmqha_get_messages_selected(const struct rmqha_broker *broker,
+                                         const char *topic,
+                                         int32_t queue_id,
+                                         int64_t offset,
+                                         int32_t max_msgs,
+                                         const char *tags,
+                                         const char *sql,
+                                         struct rmqha_get_result_t **out);
+
 // Looks a message up by its offset message id (`msg_id` of a put result or message) into a
 // new result in `*out` holding that one message (status FOUND; the offsets are -1).
 // `RMQHA_STATUS_NOT_FOUND` when there is no such message (`*out` is then set to NULL).

@@ -27,8 +27,13 @@ export declare class Broker {
    * `putMessage`). Throws when nothing was stored.
    */
   putMessageSync(topic: string, body: Uint8Array | string, opts?: PutOptions | undefined | null): PutResult
-  /** Up to `maxMsgs` messages of a queue from ConsumeQueue offset `offset`. */
-  getMessages(topic: string, queueId: number, offset: number, maxMsgs: number): Promise<GetMessagesResult>
+  /**
+   * Up to `maxMsgs` messages of a queue from ConsumeQueue offset `offset`; with
+   * `opts.tags` (a tag expression) or `opts.sql` (a SQL92 expression), only the messages
+   * it passes. Skipped messages do not count toward `maxMsgs`; NO_MATCHED_MESSAGE with
+   * `nextBeginOffset` past the scanned window means none passed there.
+   */
+  getMessages(topic: string, queueId: number, offset: number, maxMsgs: number, opts?: GetOptions | undefined | null): Promise<GetMessagesResult>
   /**
    * Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`, stored
    * from `begin` to `end` ms since the epoch (both included; defaults: no bound).
@@ -88,6 +93,14 @@ export declare class Broker {
    * the call that stopped the broker rejects so.
    */
   close(): Promise<void>
+}
+
+/** What `getMessages` keeps (RocketMQ's `MessageSelector`): give at most one. */
+export interface GetOptions {
+  /** A tag expression: tags separated by `||` (`"red || blue"`); `"*"` passes every message. */
+  tags?: string
+  /** A SQL92 expression over the message's properties (`"price > 10 AND TAGS = 'red'"`). */
+  sql?: string
 }
 
 /** The answer of `getMessages`. */

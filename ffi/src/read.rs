@@ -240,17 +240,73 @@ pub unsafe extern "C" fn rmqha_get_messages(
             ));
         }
         let r = b.get_messages(topic, queue_id, offset, max_msgs);
-        let msgs = r.messages();
-        let raw = into_raw(
-            r.status,
-            r.next_begin_offset,
-            r.min_offset,
-            r.max_offset,
-            r.suggest_pulling_from_slave,
-            msgs,
-        );
         // SAFETY: checked non-NULL above.
-        unsafe { args::write(out, raw) };
+        unsafe { args::write(out, get_result_into_raw(r)) };
+        Ok(())
+    })
+}
+
+fn get_result_into_raw(r: rmqha_core::store::GetMessageResult) -> *mut rmqha_get_result_t {
+    let msgs = r.messages();
+    into_raw(r.status, r.next_begin_offset, r.min_offset, r.max_offset, r.suggest_pulling_from_slave, msgs)
+}
+
+/// `rmqha_get_messages` keeping only the messages a tag or a SQL92 expression passes, as a
+/// consumer's subscription (RocketMQ's `MessageSelector.byTag` / `bySql`).
+///
+/// `tags` is a tag expression, tags separated by `||` (`"red || blue"`; `"*"` or `""` pass
+/// every message), matched against each message's TAGS. `sql` is a SQL92 expression over the
+/// message's properties (`"price > 10 AND TAGS IN ('red', 'blue')"`), compiled for the call.
+/// Give at most one of them; both NULL is `rmqha_get_messages`.
+///
+/// The read skips what does not pass without counting it toward `max_msgs`, scanning up to
+/// `maxFilterMessageSize` bytes of queue entries (or `max_msgs` entries if more):
+/// `next_begin_offset` is one past the last entry scanned, and the status is
+/// `RMQHA_GET_STATUS_NO_MATCHED_MESSAGE` when nothing in that window passed, so reading on
+/// from `next_begin_offset` moves past it.
+///
+/// Returns `RMQHA_STATUS_INVALID_ARGUMENT` (with the reason in `rmqha_last_error_message`)
+/// when both are given, when `sql` does not compile (the message names the column), or when
+/// `max_msgs` < 1; `*out` is then NULL.
+///
+/// Ownership: as `rmqha_get_messages`; `tags` and `sql` are borrowed for the call. Thread
+/// safety: callable from any thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmqha_get_messages_selected(
+    broker: *const rmqha_broker,
+    topic: *const c_char,
+    queue_id: i32,
+    offset: i64,
+    max_msgs: i32,
+    tags: *const c_char,
+    sql: *const c_char,
+    out: *mut *mut rmqha_get_result_t,
+) -> rmqha_status {
+    guard(|| {
+        args::out(out, "out")?;
+        // SAFETY: checked non-NULL above; set first so a failure leaves NULL.
+        unsafe { args::write(out, std::ptr::null_mut()) };
+        // SAFETY: the caller passes a live handle and C strings (or NULL for tags and sql).
+        let (b, topic, tags, sql) = unsafe {
+            (
+                broker_arg(broker)?,
+                args::str(topic, "topic")?,
+                args::opt_str(tags, "tags")?,
+                args::opt_str(sql, "sql")?,
+            )
+        };
+        if max_msgs < 1 {
+            return Err(Failure::new(
+                rmqha_status::InvalidArgument,
+                format!("max_msgs {max_msgs} is below 1"),
+            ));
+        }
+        let r = match rmqha_core::filter::MessageSelector::from_tags_or_sql(tags, sql)? {
+            Some(sel) => b.get_messages_selected(topic, queue_id, offset, max_msgs, &sel),
+            None => b.get_messages(topic, queue_id, offset, max_msgs),
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { args::write(out, get_result_into_raw(r)) };
         Ok(())
     })
 }

@@ -100,6 +100,45 @@ test('put, read back by queue, key and id; offsets are numbers', async (t) => {
   assert.equal(off.slaveAckOffset, -1)
 })
 
+test('getMessages keeps what a tag or SQL92 expression passes', async (t) => {
+  const dir = tmpStore(t, 'selected')
+  const b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))
+  cleanup(t, () => b.close())
+  const colors = ['red', 'blue', 'green']
+  for (let i = 0; i < 30; i++) {
+    const r = b.putMessageSync('Sel', `m${i}`, { tags: colors[i % 3], properties: { price: String(i) } })
+    assert.equal(r.status, 'PUT_OK')
+  }
+  await waitFor('dispatch', () => b.queueMaxOffset('Sel', 0) === 30)
+  const offsets = (got) => {
+    for (const m of got.messages) assert.equal(m.body.toString(), `m${m.queueOffset}`)
+    return got.messages.map((m) => m.queueOffset)
+  }
+  // Skipped messages do not count toward maxMsgs: four reds, not the reds among four.
+  let got = await b.getMessages('Sel', 0, 0, 4, { tags: 'red' })
+  assert.equal(got.status, 'FOUND')
+  assert.deepEqual(offsets(got), [0, 3, 6, 9])
+  assert.equal(got.nextBeginOffset, 10)
+  got = await b.getMessages('Sel', 0, 0, 32, { tags: 'red || green' })
+  assert.deepEqual(offsets(got), [...Array(30).keys()].filter((i) => i % 3 !== 1))
+  got = await b.getMessages('Sel', 0, 0, 32, { sql: "TAGS = 'blue' AND price BETWEEN 10 AND 20" })
+  assert.deepEqual(offsets(got), [10, 13, 16, 19])
+  assert.deepEqual(offsets(await b.getMessages('Sel', 0, 0, 32, {})), [...Array(30).keys()])
+  // Nothing passes: NO_MATCHED_MESSAGE, and nextBeginOffset past what was scanned.
+  got = await b.getMessages('Sel', 0, 0, 32, { sql: 'price > 100' })
+  assert.equal(got.status, 'NO_MATCHED_MESSAGE')
+  assert.deepEqual(got.messages, [])
+  assert.equal(got.nextBeginOffset, 30)
+  assert.throws(() => b.getMessages('Sel', 0, 0, 32, { tags: 'red', sql: 'price > 1' }), {
+    code: 'INVALID_ARGUMENT',
+    message: /not both/,
+  })
+  assert.throws(() => b.getMessages('Sel', 0, 0, 32, { sql: 'price >' }), {
+    code: 'INVALID_ARGUMENT',
+    message: /column 8/,
+  })
+})
+
 test('consumer offsets are committed and survive a restart', async (t) => {
   const dir = tmpStore(t, 'consumer')
   let b = await rmqha.startMaster(brokerConfig(dir, 'ASYNC_MASTER'))

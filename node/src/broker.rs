@@ -11,12 +11,13 @@ use std::sync::{Arc, Mutex, Weak};
 use napi::Result;
 use napi::bindgen_prelude::{AsyncTask, Either, Env, Object, Uint8Array};
 use napi_derive::napi;
+use rmqha_core::filter::MessageSelector;
 use rmqha_core::{Broker as CoreBroker, TimeBoundary};
 
 use crate::error::{Failure, MAX_SAFE_INTEGER, Outcome, int_in, to_js};
 use crate::put::Settler;
 use crate::tasks::{CloseTask, GetMessagesTask, MessageByIdTask, QueryByKeyTask};
-use crate::types::{self, Offsets, PutOptions, PutResult};
+use crate::types::{self, GetOptions, Offsets, PutOptions, PutResult};
 
 /// A running master or slave. Get one from `startMaster` or `startSlave`; end it with
 /// `await broker.close()`.
@@ -97,7 +98,10 @@ impl Broker {
         to_js(&env, outcome.map(PutResult::from))
     }
 
-    /// Up to `maxMsgs` messages of a queue from ConsumeQueue offset `offset`.
+    /// Up to `maxMsgs` messages of a queue from ConsumeQueue offset `offset`; with
+    /// `opts.tags` (a tag expression) or `opts.sql` (a SQL92 expression), only the messages
+    /// it passes. Skipped messages do not count toward `maxMsgs`; NO_MATCHED_MESSAGE with
+    /// `nextBeginOffset` past the scanned window means none passed there.
     #[napi(catch_unwind)]
     pub fn get_messages(
         &self,
@@ -106,17 +110,20 @@ impl Broker {
         queue_id: f64,
         offset: f64,
         max_msgs: f64,
+        opts: Option<GetOptions>,
     ) -> Result<AsyncTask<GetMessagesTask>> {
+        let opts = opts.unwrap_or_default();
         let args = (|| {
             Ok((
                 int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64)? as i32,
                 int_in("offset", offset, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)?,
                 int_in("maxMsgs", max_msgs, 1, i32::MAX as i64)? as i32,
+                MessageSelector::from_tags_or_sql(opts.tags.as_deref(), opts.sql.as_deref())?,
             ))
         })();
-        let (queue_id, offset, max_msgs) = to_js(&env, args)?;
+        let (queue_id, offset, max_msgs, selector) = to_js(&env, args)?;
         let broker = to_js(&env, self.core())?;
-        Ok(AsyncTask::new(GetMessagesTask { broker, topic, queue_id, offset, max_msgs }))
+        Ok(AsyncTask::new(GetMessagesTask { broker, topic, queue_id, offset, max_msgs, selector }))
     }
 
     /// Messages of `topic` with `key` (KEYS or UNIQ_KEY), newest first, at most `max`, stored

@@ -96,6 +96,7 @@ pub struct GetMessagesTask {
     pub(crate) queue_id: i32,
     pub(crate) offset: i64,
     pub(crate) max_msgs: i32,
+    pub(crate) selector: Option<rmqha_core::filter::MessageSelector>,
 }
 
 #[napi]
@@ -105,7 +106,12 @@ impl Task for GetMessagesTask {
 
     fn compute(&mut self) -> Result<Self::Output> {
         guarded(|| {
-            Ok(self.broker.get_messages(&self.topic, self.queue_id, self.offset, self.max_msgs).into())
+            let (topic, q, offset, max) = (&self.topic, self.queue_id, self.offset, self.max_msgs);
+            Ok(match &self.selector {
+                Some(sel) => self.broker.get_messages_selected(topic, q, offset, max, sel),
+                None => self.broker.get_messages(topic, q, offset, max),
+            }
+            .into())
         })
     }
 

@@ -56,6 +56,16 @@ pub(crate) fn message(topic: String, body: Vec<u8>, opts: Option<PutOptions>) ->
 
 /// The store's answer to a put. A non-OK `status` of a stored message is a result, not an
 /// error (e.g. FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE).
+/// What `getMessages` keeps (RocketMQ's `MessageSelector`): give at most one.
+#[napi(object)]
+#[derive(Default)]
+pub struct GetOptions {
+    /// A tag expression: tags separated by `||` (`"red || blue"`); `"*"` passes every message.
+    pub tags: Option<String>,
+    /// A SQL92 expression over the message's properties (`"price > 10 AND TAGS = 'red'"`).
+    pub sql: Option<String>,
+}
+
 #[napi(object)]
 pub struct PutResult {
     /// PUT_OK, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, ...

@@ -163,8 +163,21 @@ class Broker:
         Ctrl-C interrupts a wait for a slave's ack; the message stays stored.
         """
     def get_messages(
-        self, topic: str, queue_id: int, offset: int, max_msgs: int = 32
-    ) -> GetMessagesResult: ...
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int = 32,
+        *,
+        tags: str | None = None,
+        sql: str | None = None,
+    ) -> GetMessagesResult:
+        """Up to max_msgs messages of a queue from a ConsumeQueue offset. With tags (a tag
+        expression, "a || b"; "*" passes all) or sql (a SQL92 expression over the message's
+        properties), only the messages it passes; what it skips does not count toward
+        max_msgs, and status NO_MATCHED_MESSAGE with next_begin_offset past the scanned
+        window means nothing passed there. InvalidArgumentError for both at once, or SQL that
+        does not compile (the message names the column)."""
     def query_by_key(
         self, topic: str, key: str, max: int = 32, begin: int = 0, end: int | None = None
     ) -> list[Message]:

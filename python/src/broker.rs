@@ -12,6 +12,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
+use rmqha_core::filter::MessageSelector;
 use rmqha_core::store::PutHandle;
 use rmqha_core::{Broker, BrokerConfig, Message, TimeBoundary};
 
@@ -122,8 +123,11 @@ impl PyBroker {
         Ok(result.into())
     }
 
-    /// Up to `max_msgs` messages of a queue from a ConsumeQueue offset.
-    #[pyo3(signature = (topic, queue_id, offset, max_msgs=32))]
+    /// Up to `max_msgs` messages of a queue from a ConsumeQueue offset; with `tags` (a tag
+    /// expression, `"a || b"`) or `sql` (a SQL92 expression over the properties), only the
+    /// messages it passes (RocketMQ's `MessageSelector`).
+    #[pyo3(signature = (topic, queue_id, offset, max_msgs=32, *, tags=None, sql=None))]
+    #[allow(clippy::too_many_arguments)]
     fn get_messages(
         &self,
         py: Python<'_>,
@@ -131,13 +135,19 @@ impl PyBroker {
         queue_id: i32,
         offset: i64,
         max_msgs: i32,
+        tags: Option<&str>,
+        sql: Option<&str>,
     ) -> PyResult<PyGetMessagesResult> {
         // As the C API answers (the core would read max 0 as one message).
         if max_msgs < 1 {
             return Err(errors::InvalidArgumentError::new_err(format!("max_msgs {max_msgs} is below 1")));
         }
+        let selector = MessageSelector::from_tags_or_sql(tags, sql).map_err(|e| errors::to_py(py, e))?;
         let (r, msgs) = self.with(py, |b| {
-            let r = b.get_messages(topic, queue_id, offset, max_msgs);
+            let r = match &selector {
+                Some(sel) => b.get_messages_selected(topic, queue_id, offset, max_msgs, sel),
+                None => b.get_messages(topic, queue_id, offset, max_msgs),
+            };
             let msgs = r.messages();
             (r, msgs)
         })?;

@@ -64,6 +64,38 @@ def test_put_and_read_back(master: rmqha.Broker) -> None:
     assert master.queue_max_offset("Nothing", 0) == 0
 
 
+def test_reads_selected_by_tags_or_sql92(master: rmqha.Broker) -> None:
+    colors = ["red", "blue", "green"]
+    for i in range(30):
+        r = master.put_message_sync(
+            "Sel", f"m{i}".encode(), tags=colors[i % 3], properties={"price": str(i)}, queue_id=0
+        )
+        assert r.status == "PUT_OK"
+    assert wait_until(lambda: master.queue_max_offset("Sel", 0) == 30)
+
+    def offsets(got: rmqha.GetMessagesResult) -> list[int]:
+        assert all(m.body == f"m{m.queue_offset}".encode() for m in got.messages)
+        return [m.queue_offset for m in got.messages]
+
+    # Skipped messages do not count toward max_msgs: four reds, not the reds among four.
+    got = master.get_messages("Sel", 0, 0, 4, tags="red")
+    assert got.status == "FOUND" and offsets(got) == [0, 3, 6, 9] and got.next_begin_offset == 10
+    got = master.get_messages("Sel", 0, 0, 32, tags="red || green")
+    assert offsets(got) == [i for i in range(30) if i % 3 != 1]
+    got = master.get_messages("Sel", 0, 0, 32, sql="TAGS = 'blue' AND price BETWEEN 10 AND 20")
+    assert offsets(got) == [10, 13, 16, 19]
+    assert offsets(master.get_messages("Sel", 0, 0, 32, tags="*")) == list(range(30))
+    # Nothing passes: NO_MATCHED_MESSAGE, and next_begin_offset past what was scanned.
+    got = master.get_messages("Sel", 0, 0, 32, sql="price > 100")
+    assert (got.status, got.messages, got.next_begin_offset) == ("NO_MATCHED_MESSAGE", [], 30)
+    with pytest.raises(rmqha.InvalidArgumentError, match="not both"):
+        master.get_messages("Sel", 0, 0, 32, tags="red", sql="price > 1")
+    with pytest.raises(rmqha.InvalidArgumentError, match="column 8"):
+        master.get_messages("Sel", 0, 0, 32, sql="price >")
+    with pytest.raises(TypeError):
+        master.get_messages("Sel", 0, 0, 32, "red")  # type: ignore[misc]
+
+
 def test_lookups_by_id_and_key(master: rmqha.Broker) -> None:
     results = [master.put_message_sync("Keys", f"b{i}".encode(), keys=[f"order-{i % 2}"]) for i in range(6)]
     by_id = master.message_by_id(results[3].msg_id)

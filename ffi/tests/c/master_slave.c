@@ -1,6 +1,6 @@
 /* A SYNC_MASTER and a SLAVE in one C program: every put returns PUT_OK only once the slave
  * holds its bytes; the slave's offsets catch up; get_messages, message_by_id and query_by_key
- * read back what was put; the slave follows the master to new ports after a restart
+ * read back what was put (also through tag and SQL92 selectors); the slave follows the master to new ports after a restart
  * (rmqha_set_master_address); consumer offsets round-trip; a put after shutdown fails.
  *
  * Usage: master_slave [MESSAGES]   (default 200; the valgrind run uses fewer) */
@@ -194,6 +194,39 @@ int main(int argc, char **argv) {
         "master page: %s, %zu messages, next %lld", rmqha_get_status_name(page->status), page->message_count,
         (long long)page->next_begin_offset);
   rmqha_get_result_free(page);
+
+  /* Selected reads. SQL92 over the KEYS property, on the slave: queue 0 holds the even puts,
+   * so puts 2 and 4 are its offsets 1 and 2. */
+  CHECK_OK(rmqha_get_messages_selected(slave, TOPIC, 0, 0, 32, NULL, "KEYS IN ('key-2 order-0', 'key-4 order-0')",
+                                       &page));
+  CHECK(page->status == RMQHA_GET_STATUS_FOUND && page->message_count == 2, "sql read: %s, %zu messages",
+        rmqha_get_status_name(page->status), page->message_count);
+  CHECK(page->messages[0].queue_offset == 1 && page->messages[1].queue_offset == 2 &&
+            strcmp(page->messages[1].msg_id, puts[4].msg_id) == 0,
+        "sql read offsets %lld %lld", (long long)page->messages[0].queue_offset,
+        (long long)page->messages[1].queue_offset);
+  rmqha_get_result_free(page);
+  /* A tag expression: every message of queue 1 is "odd", none is "even". */
+  CHECK_OK(rmqha_get_messages_selected(master, TOPIC, 1, 0, 3, "even || odd", NULL, &page));
+  CHECK(page->status == RMQHA_GET_STATUS_FOUND && page->message_count == 3 && page->next_begin_offset == 3,
+        "tag read: %s, %zu messages", rmqha_get_status_name(page->status), page->message_count);
+  rmqha_get_result_free(page);
+  CHECK_OK(rmqha_get_messages_selected(master, TOPIC, 1, 0, 3, "even", NULL, &page));
+  CHECK(page->status == RMQHA_GET_STATUS_NO_MATCHED_MESSAGE && page->message_count == 0 &&
+            page->next_begin_offset == per_queue[1],
+        "no match: %s, %zu messages, next %lld", rmqha_get_status_name(page->status), page->message_count,
+        (long long)page->next_begin_offset);
+  rmqha_get_result_free(page);
+  /* Neither expression is the plain read; both, or SQL that does not compile, are refused. */
+  CHECK_OK(rmqha_get_messages_selected(master, TOPIC, 1, 0, 3, NULL, NULL, &page));
+  CHECK(page->status == RMQHA_GET_STATUS_FOUND && page->message_count == 3, "plain read");
+  rmqha_get_result_free(page);
+  CHECK_STATUS(rmqha_get_messages_selected(master, TOPIC, 1, 0, 3, "odd", "a = 1", &page),
+               RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK(page == NULL && strstr(last_error(), "not both") != NULL, "both: %s", last_error());
+  CHECK_STATUS(rmqha_get_messages_selected(master, TOPIC, 1, 0, 3, NULL, "KEYS =", &page),
+               RMQHA_STATUS_INVALID_ARGUMENT);
+  CHECK(page == NULL && strstr(last_error(), "column 7") != NULL, "bad sql: %s", last_error());
 
   /* By id on the slave (ids name the master's host:port, the record is the same). */
   rmqha_get_result_t *one = NULL;
