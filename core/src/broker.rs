@@ -320,6 +320,7 @@ impl Broker {
                 bind_address: config.ha_client_bind_address.parse().ok(),
                 auth_secret,
                 truncate_diverged: config.ha_slave_truncate_diverged,
+                ack_flushed: config.flush_disk_type == crate::FlushDiskType::SyncFlush,
                 on_truncated: Some(crate::ha::TruncateHook({
                     // Offsets past the cut name positions the master fills with other
                     // messages; the config sync's merge would keep them (it keeps the larger).

@@ -168,6 +168,7 @@ fn slave_opts() -> HaSlaveOptions {
         bind_address: None,
         auth_secret: None,
         truncate_diverged: false,
+        ack_flushed: false,
         on_truncated: None,
     }
 }

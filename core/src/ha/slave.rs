@@ -30,6 +30,11 @@ pub struct HaSlaveOptions {
     /// `haSlaveTruncateDiverged`: cut a log that diverged from the master's back to where it
     /// diverged and reconnect, instead of refusing to follow.
     pub truncate_diverged: bool,
+    /// A SYNC_FLUSH slave: ack only what is synced to its disk (each batch of frames is
+    /// synced before the ack that covers it), so a SYNC_MASTER's PUT_OK means the record is
+    /// on the slave's disk, not only in its page cache. RocketMQ's slave acks what it wrote,
+    /// whatever its `flushDiskType`.
+    pub ack_flushed: bool,
     /// Called after such a cut, with the log's new end (the broker moves consumer offsets
     /// left past their queues' new ends back to them).
     pub on_truncated: Option<TruncateHook>,
@@ -611,7 +616,19 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
             // records this slave cannot serve.
             return fault.to_string();
         }
-        let ack = verified.min(store.max_offset());
+        let mut ack = verified.min(store.max_offset());
+        if shared.opts.ack_flushed {
+            // Group commit of its own: one sync covers every frame this round applied (and
+            // the ones that arrived while the last sync ran wait in the socket for the next).
+            let cl = store.commit_log();
+            if (cl.flushed_offset() as i64) < ack {
+                if let Err(e) = cl.flush_all() {
+                    // The log is poisoned now: nothing more is acked until a restart.
+                    return format!("cannot sync the received log to disk (SYNC_FLUSH): {e}");
+                }
+            }
+            ack = ack.min(cl.flushed_offset() as i64);
+        }
         let due = last_write.elapsed() >= hb;
         let grew = ack > reported;
         // The first report once compared says so, even when it acks no more than the first.
