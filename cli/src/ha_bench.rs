@@ -42,24 +42,31 @@ pub struct HaBenchArgs {
     /// seconds (page zeroing, writeback, a shared host), so one round compares noise.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// More settings for every slave, as `KEY=VALUE` (repeatable), e.g.
+    /// `--slave-set flushDiskType=SYNC_FLUSH` (a slave that acks only what it synced).
+    #[arg(long = "slave-set", value_name = "KEY=VALUE")]
+    slave_set: Vec<String>,
 }
 
-fn slave(root: &Path, master: &Broker, file_size: u64) -> Result<Arc<Broker>, String> {
-    Broker::start_slave(broker_config(
+fn slave(root: &Path, master: &Broker, a: &HaBenchArgs) -> Result<Arc<Broker>, String> {
+    let mut c = broker_config(
         root,
         "SLAVE",
-        file_size,
+        a.file_size,
         // As deployed: the master's remoting address too (config sync), which also keeps the
         // start from warning, for every slave of every case, that the slave mirrors nothing.
         &[
             ("haMasterAddress", format!("127.0.0.1:{}", master.ha_port())),
             ("masterAddress", format!("127.0.0.1:{}", master.remoting_addrs()[0].port())),
         ],
-    )?)
-    .map_err(|e| e.to_string())
+    )?;
+    crate::broker_cmd::apply_overrides(&mut c, &a.slave_set)?;
+    Broker::start_slave(c).map_err(|e| e.to_string())
 }
 
 pub fn run(a: HaBenchArgs) -> Result<(), String> {
+    // A bad `--slave-set` is refused before anything starts.
+    crate::broker_cmd::apply_overrides(&mut rmqha_core::BrokerConfig::default(), &a.slave_set)?;
     let tmp;
     let root = match &a.dir {
         Some(d) => d.clone(),
@@ -108,7 +115,7 @@ fn catch_up(a: &HaBenchArgs, root: &Path) -> Result<(), String> {
     master.store().flush().map_err(|e| e.to_string())?;
     let total = master.max_offset() as u64;
     let t0 = Instant::now();
-    let s = slave(&root.join("slave"), &master, a.file_size)?;
+    let s = slave(&root.join("slave"), &master, a)?;
     if !wait_for(Duration::from_secs(600), || s.max_offset() as u64 >= total) {
         return Err("catch-up did not finish in 10 minutes".into());
     }
@@ -290,7 +297,7 @@ fn sync_vs_async(a: &HaBenchArgs, root: &Path) -> Result<(), String> {
             let dir = root.join(format!("{role}-{threads}"));
             let master = Broker::start_master(broker_config(&dir.join("m"), role, a.file_size, &[])?)
                 .map_err(|e| e.to_string())?;
-            let s = slave(&dir.join("s"), &master, a.file_size)?;
+            let s = slave(&dir.join("s"), &master, a)?;
             if !wait_for(Duration::from_secs(10), || master.offsets().slaves.iter().any(|x| x.transferring)) {
                 return Err("slave did not connect".into());
             }
@@ -369,7 +376,7 @@ fn slaves_case(a: &HaBenchArgs, dir: &Path, n: usize) -> Result<f64, String> {
     let master = Broker::start_master(broker_config(&dir.join("m"), "ASYNC_MASTER", a.file_size, &[])?)
         .map_err(|e| e.to_string())?;
     let slaves: Vec<_> =
-        (0..n).map(|i| slave(&dir.join(format!("s{i}")), &master, a.file_size)).collect::<Result<_, _>>()?;
+        (0..n).map(|i| slave(&dir.join(format!("s{i}")), &master, a)).collect::<Result<_, _>>()?;
     if !wait_for(Duration::from_secs(10), || {
         master.offsets().slaves.iter().filter(|x| x.transferring).count() == n
     }) {

@@ -77,6 +77,24 @@ fn bench_ha_prints_catch_up_sync_and_async_and_the_cost_of_slaves() {
     );
 }
 
+/// `--slave-set` reaches the slaves (here ones that ack only synced bytes), and a key rmqha
+/// does not read is refused by name.
+#[test]
+fn bench_ha_slave_set_configures_the_slaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        "bench ha --only b --seconds 0.2 --file-size 1048576 --slave-set flushDiskType=SYNC_FLUSH",
+        dir.path(),
+    );
+    assert_prints(&out, &["SYNC_MASTER        64", "SYNC/ASYNC throughput at 64 threads"]);
+    let out = Command::new(RMQHA)
+        .args(["bench", "ha", "--only", "b", "--slave-set", "flushDiskTyp=SYNC_FLUSH"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("did you mean flushDiskType?"), "{err}");
+}
+
 #[test]
 fn bench_queues_prints_dispatch_and_reopen_times() {
     let dir = tempfile::tempdir().unwrap();
