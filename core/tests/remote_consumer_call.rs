@@ -284,3 +284,95 @@ fn calls_to_one_client_are_bounded_and_matched() {
     assert_eq!(tool.recv().remark.as_deref(), Some("again"));
     b.shutdown();
 }
+
+const STATUS: i32 = request_code::INVOKE_BROKER_TO_GET_CONSUMER_STATUS;
+const FROM_CLIENT: i32 = request_code::GET_CONSUMER_STATUS_FROM_CLIENT;
+
+fn consumer_status(group: &str, client: Option<&str>) -> RemotingCommand {
+    let r = RemotingCommand::request(STATUS).with_ext("topic", "T").with_ext("group", group);
+    match client {
+        Some(c) => r.with_ext("clientAddr", c),
+        None => r,
+    }
+}
+
+/// A client's GetConsumerStatusBody, as the Java client's fastjson writes it.
+fn client_status(offsets: &[(i32, i64)]) -> Vec<u8> {
+    let entries: Vec<String> = offsets
+        .iter()
+        .map(|(q, o)| format!(r#"{{"brokerName":"broker-a","queueId":{q},"topic":"T"}}:{o}"#))
+        .collect();
+    format!(r#"{{"consumerTable":{{}},"messageQueueTable":{{{}}}}}"#, entries.join(",")).into_bytes()
+}
+
+fn queue(q: i32) -> rmqha_core::broker_admin::QueueKey {
+    rmqha_core::broker_admin::QueueKey { topic: "T".into(), broker_name: "broker-a".into(), queue_id: q }
+}
+
+/// INVOKE_BROKER_TO_GET_CONSUMER_STATUS (`mqadmin getConsumerStatus`): every member is asked
+/// GET_CONSUMER_STATUS_FROM_CLIENT at once, and the answer holds what each that answered
+/// holds; one that answers an error, or whose connection closes, is left out.
+#[test]
+fn consumer_status_gathers_what_each_member_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let mut c1 = consumer(&b, "c1", "G", None);
+    let mut c2 = consumer(&b, "c2", "G", None);
+    let mut c3 = consumer(&b, "c3", "G", None);
+
+    let tool = ask(&b, consumer_status("G", None));
+    let (f1, f2, f3) =
+        (forwarded(&mut c1, FROM_CLIENT), forwarded(&mut c2, FROM_CLIENT), forwarded(&mut c3, FROM_CLIENT));
+    for f in [&f1, &f2, &f3] {
+        assert_eq!((f.ext("topic"), f.ext("group")), (Some("T"), Some("G")), "{f:?}");
+    }
+    // c3 answers late, c1 with its offsets, c2 with an error; then c3's connection closes.
+    answer(&mut c1, &f1, RemotingCommand::response(0, None).with_body(client_status(&[(1, 7), (0, 42)])));
+    answer(&mut c2, &f2, RemotingCommand::response(code::SYSTEM_ERROR, Some("busy")));
+    drop(c3);
+    let (r, took) = tool.join().unwrap();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(took < Duration::from_secs(4), "a closed connection is not waited out: {took:?}");
+    let body = String::from_utf8(r.body.clone()).unwrap();
+    assert_eq!(
+        body,
+        r#"{"consumerTable":{"c1":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:42,{"brokerName":"broker-a","queueId":1,"topic":"T"}:7}},"messageQueueTable":{}}"#
+    );
+    let status = rmqha_core::broker_admin::ConsumerStatus::decode(&r.body).unwrap();
+    assert_eq!(status.consumer_table, vec![("c1".to_string(), vec![(queue(0), 42), (queue(1), 7)])]);
+
+    // `clientAddr` names the one member to ask.
+    let tool = ask(&b, consumer_status("G", Some("c2")));
+    let f = forwarded(&mut c2, FROM_CLIENT);
+    answer(&mut c2, &f, RemotingCommand::response(0, None).with_body(client_status(&[(0, 5)])));
+    let (r, _) = tool.join().unwrap();
+    let status = rmqha_core::broker_admin::ConsumerStatus::decode(&r.body).unwrap();
+    assert_eq!(status.consumer_table, vec![("c2".to_string(), vec![(queue(0), 5)])]);
+    assert!(c1.recv_code(FROM_CLIENT, Duration::from_millis(200)).is_none(), "only c2 was asked");
+    b.shutdown();
+}
+
+#[test]
+fn consumer_status_without_members_or_from_an_old_client_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let tool = client(b.remoting_addrs()[0]);
+    let r = tool.invoke_sync(consumer_status("Nobody", None), TIMEOUT).unwrap();
+    assert_eq!(
+        (r.code, r.remark.as_deref()),
+        (code::SYSTEM_ERROR, Some("No Any Consumer online in the consumer group: [Nobody]"))
+    );
+    // MQVersion ordinal 20 is V3_0_3_SNAPSHOT, older than V3_0_7_SNAPSHOT (28): nobody is asked.
+    let mut old = consumer(&b, "old", "Old", Some(20));
+    let r = tool.invoke_sync(consumer_status("Old", None), TIMEOUT).unwrap();
+    assert_eq!(
+        (r.code, r.remark.as_deref()),
+        (code::SYSTEM_ERROR, Some("the client does not support this feature. version=V3_0_3_SNAPSHOT"))
+    );
+    assert!(old.recv_code(FROM_CLIENT, Duration::from_millis(200)).is_none());
+    // A header without the group is refused naming it.
+    let r = tool.invoke_sync(RemotingCommand::request(STATUS).with_ext("topic", "T"), TIMEOUT).unwrap();
+    assert_ne!(r.code, 0);
+    assert!(r.remark.as_deref().unwrap_or_default().contains("group"), "{r:?}");
+    b.shutdown();
+}

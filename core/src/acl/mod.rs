@@ -437,6 +437,12 @@ fn resources(req: &RemotingCommand) -> Result<HashMap<String, u8>, String> {
         request_code::GET_CONSUMER_RUNNING_INFO | request_code::CONSUME_MESSAGE_DIRECTLY => {
             add(ext("consumerGroup").map(|g| retry(&g)), SUB);
         }
+        // Not checked by 4.9 (signature only); it asks a group's members what they hold of a
+        // topic, so it needs what reading the group's progress on the topic needs.
+        request_code::INVOKE_BROKER_TO_GET_CONSUMER_STATUS => {
+            add(ext("group").map(|g| retry(&g)), SUB);
+            add(ext("topic"), SUB);
+        }
         request_code::UPDATE_CONSUMER_OFFSET => {
             add(ext("consumerGroup").map(|g| retry(&g)), SUB);
             add(ext("topic"), SUB);
@@ -594,6 +600,17 @@ mod tests {
                 "code {code}"
             );
         }
+        // Asking a group's members what they hold of a topic needs SUB on both.
+        let status = |g: &str, t: &str| {
+            RemotingCommand::request(request_code::INVOKE_BROKER_TO_GET_CONSUMER_STATUS)
+                .with_ext("group", g)
+                .with_ext("topic", t)
+        };
+        assert_eq!(check(&r, &signed(status("g1", "t2")), PEER), Ok(()));
+        assert_eq!(
+            check(&r, &signed(status("g2", "t2")), PEER).unwrap_err(),
+            "No default permission for group:g2"
+        );
         // Cloning offsets acts for both groups, on the topic when one is named.
         let clone = |src: &str, dest: &str, topic: Option<&str>| {
             let mut r = RemotingCommand::request(request_code::CLONE_GROUP_OFFSET)

@@ -18,4 +18,6 @@ mod queue_stats;
 
 pub use kv_table::KvTable;
 pub use processor::{AdminProcessor, DeletedTopicsProvider, RuntimeInfoProvider};
-pub use queue_stats::{ConsumeStats, OffsetWrapper, QueueKey, ResetOffsets, TopicOffset, TopicStats};
+pub use queue_stats::{
+    ConsumeStats, ConsumerStatus, OffsetWrapper, QueueKey, ResetOffsets, TopicOffset, TopicStats,
+};

@@ -100,17 +100,92 @@ impl ResetOffsets {
     }
 }
 
+/// An INVOKE_BROKER_TO_GET_CONSUMER_STATUS answer, or a client's GET_CONSUMER_STATUS_FROM_CLIENT
+/// answer (Java `GetConsumerStatusBody`): per client id, the offset each queue of the topic
+/// has in that client's memory (`consumerTable`, the broker's answer); a client answers with
+/// its own in `messageQueueTable`. Queues sorted, clients sorted by id.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConsumerStatus {
+    pub message_queue_table: Vec<(QueueKey, i64)>,
+    pub consumer_table: Vec<(String, Vec<(QueueKey, i64)>)>,
+}
+
+impl ConsumerStatus {
+    /// Decodes a body; the error says what is wrong and where.
+    pub fn decode(body: &[u8]) -> Result<Self, String> {
+        let top = parse(body)?;
+        let message_queue_table = table_of(&top, "messageQueueTable", Value::as_i64)?;
+        let mut consumer_table = Vec::new();
+        if let Some(clients) = top.get("consumerTable") {
+            let clients = clients.as_object().ok_or("consumerTable is not an object")?;
+            for (id, queues) in clients {
+                let queues =
+                    queues.as_object().ok_or_else(|| format!("consumerTable of {id} is not an object"))?;
+                consumer_table.push((id.clone(), queues_of(queues, "consumerTable", Value::as_i64)?));
+            }
+        }
+        consumer_table.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(ConsumerStatus { message_queue_table, consumer_table })
+    }
+
+    /// The body as fastjson writes it (fields and queue keys inline, in its alphabetical order).
+    pub fn encode(&self) -> Vec<u8> {
+        let table = |rows: &[(QueueKey, i64)]| {
+            let entries: Vec<String> = rows
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{{\"brokerName\":{},\"queueId\":{},\"topic\":{}}}:{v}",
+                        Value::from(k.broker_name.as_str()),
+                        k.queue_id,
+                        Value::from(k.topic.as_str())
+                    )
+                })
+                .collect();
+            format!("{{{}}}", entries.join(","))
+        };
+        let clients: Vec<String> = self
+            .consumer_table
+            .iter()
+            .map(|(id, rows)| format!("{}:{}", Value::from(id.as_str()), table(rows)))
+            .collect();
+        format!(
+            "{{\"consumerTable\":{{{}}},\"messageQueueTable\":{}}}",
+            clients.join(","),
+            table(&self.message_queue_table)
+        )
+        .into_bytes()
+    }
+}
+
 /// `offsetTable` of `top`: each key read as a MessageQueue, each value by `value`.
 fn queue_table<T>(
     top: &Map<String, Value>,
     value: impl Fn(&Value) -> Option<T>,
 ) -> Result<Vec<(QueueKey, T)>, String> {
-    let Some(table) = top.get("offsetTable") else { return Ok(Vec::new()) };
-    let table = table.as_object().ok_or("offsetTable is not an object")?;
+    table_of(top, "offsetTable", value)
+}
+
+/// The `Map<MessageQueue, T>` in field `name` of `top` (none: empty).
+fn table_of<T>(
+    top: &Map<String, Value>,
+    name: &str,
+    value: impl Fn(&Value) -> Option<T>,
+) -> Result<Vec<(QueueKey, T)>, String> {
+    let Some(table) = top.get(name) else { return Ok(Vec::new()) };
+    let table = table.as_object().ok_or_else(|| format!("{name} is not an object"))?;
+    queues_of(table, name, value)
+}
+
+fn queues_of<T>(
+    table: &Map<String, Value>,
+    name: &str,
+    value: impl Fn(&Value) -> Option<T>,
+) -> Result<Vec<(QueueKey, T)>, String> {
     let mut out = Vec::with_capacity(table.len());
     for (k, v) in table {
         let mq: Value =
-            serde_json::from_str(k).map_err(|_| format!("offsetTable key {k:?} is not a MessageQueue"))?;
+            serde_json::from_str(k).map_err(|_| format!("{name} key {k:?} is not a MessageQueue"))?;
         let key = (|| {
             Some(QueueKey {
                 topic: mq.get("topic")?.as_str()?.to_string(),
@@ -118,8 +193,8 @@ fn queue_table<T>(
                 queue_id: i32::try_from(mq.get("queueId")?.as_i64()?).ok()?,
             })
         })()
-        .ok_or_else(|| format!("offsetTable key {k} lacks topic, brokerName or queueId"))?;
-        let v = value(v).ok_or_else(|| format!("offsetTable value of {k} lacks a field: {v}"))?;
+        .ok_or_else(|| format!("{name} key {k} lacks topic, brokerName or queueId"))?;
+        let v = value(v).ok_or_else(|| format!("{name} value of {k} lacks a field: {v}"))?;
         out.push((key, v));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));

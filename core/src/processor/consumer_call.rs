@@ -33,6 +33,21 @@
 //! one client and [`MAX_WAITING`] the whole broker; beyond them a call is refused
 //! SYSTEM_ERROR at once.
 //!
+//! **INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223)**, `mqadmin getConsumerStatus` (4.9's
+//! `Broker2Client.getConsumeStatus`): header `topic`, `group` and an optional `clientAddr`
+//! (a client id, as 4.9 compares it). The broker sends GET_CONSUMER_STATUS_FROM_CLIENT (221,
+//! header `topic` and `group`) to every live member of the group, or to the one whose id is
+//! `clientAddr`, and answers SUCCESS with a `GetConsumerStatusBody` whose `consumerTable`
+//! holds, per client id, the `messageQueueTable` that client answered: the offset of each
+//! queue of the topic in its memory. A member that answers an error, answers a body that does
+//! not decode, or does not answer within 5 s (4.9's timeout) is left out and logged, as 4.9
+//! does. No member online is SYSTEM_ERROR `No Any Consumer online in the consumer group:
+//! [G]`; a member asked whose version is below `V3_0_7_SNAPSHOT` is SYSTEM_ERROR `the client
+//! does not support this feature. version=...`, before any is asked (4.9 refuses when its
+//! iteration meets one, after asking the members before it). The members are asked at once
+//! and waited for together, on a thread of the request's own, where 4.9 asks them one after
+//! another from one of its admin threads.
+//!
 //! **ACL.** 4.9 checks only the signature of these codes. Here both need SUB on the group's
 //! retry topic (`%RETRY%<group>`, the group's resource), as the requests that act for a group
 //! do: 309 makes one of the group's consumers consume a message, and 307 reads its state.
@@ -51,6 +66,13 @@ use super::{Shared, bad_header, broker_gone, reply};
 /// Java `MQVersion.Version.V3_1_8_SNAPSHOT.ordinal()`: the oldest client that answers these.
 const V3_1_8_SNAPSHOT: i32 = 62;
 
+/// Java `MQVersion.Version.V3_0_7_SNAPSHOT.ordinal()`: the oldest client that answers
+/// GET_CONSUMER_STATUS_FROM_CLIENT.
+const V3_0_7_SNAPSHOT: i32 = 28;
+
+/// How long a consumer has to answer GET_CONSUMER_STATUS_FROM_CLIENT (4.9's fixed 5 s).
+const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Most forwarded requests awaiting their clients' answers in one broker at once (a thread
 /// each).
 pub const MAX_WAITING: usize = 256;
@@ -64,8 +86,11 @@ pub struct ConsumerCallProcessor {
 
 impl ConsumerCallProcessor {
     /// The request codes this processor answers.
-    pub const CODES: &'static [i32] =
-        &[request_code::GET_CONSUMER_RUNNING_INFO, request_code::CONSUME_MESSAGE_DIRECTLY];
+    pub const CODES: &'static [i32] = &[
+        request_code::GET_CONSUMER_RUNNING_INFO,
+        request_code::CONSUME_MESSAGE_DIRECTLY,
+        request_code::INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+    ];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         ConsumerCallProcessor { shared, waiting: Arc::default() }
@@ -193,6 +218,88 @@ impl ConsumerCallProcessor {
     }
 }
 
+impl ConsumerCallProcessor {
+    /// INVOKE_BROKER_TO_GET_CONSUMER_STATUS (see the module doc): asks the members, and
+    /// answers `req` once they all answered or timed out, later; or with an error now.
+    fn consumer_status(&self, req: &RemotingCommand, ctx: &RequestContext) -> Result<(), RemotingCommand> {
+        let h = |e| bad_header(req, e);
+        let topic = req.ext_str("topic").map_err(h)?.to_owned();
+        let group = req.ext_str("group").map_err(h)?.to_owned();
+        let only = req.ext("clientAddr").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+        let members = self.shared.clients.consumer_channels(&group);
+        if members.is_empty() {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("No Any Consumer online in the consumer group: [{group}]"),
+            ));
+        }
+        let asked: Vec<_> =
+            members.into_iter().filter(|(id, _)| only.as_ref().is_none_or(|o| o == id)).collect();
+        if let Some((_, old)) = asked.iter().find(|(_, c)| c.version < V3_0_7_SNAPSHOT) {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("the client does not support this feature. version={}", version_desc(old.version)),
+            ));
+        }
+        let Some(slot) = Slot::take(&self.waiting) else {
+            return Err(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("{MAX_WAITING} requests already await consumers' answers"),
+            ));
+        };
+        let mut calls = Vec::with_capacity(asked.len());
+        for (id, channel) in asked {
+            let ask = RemotingCommand::request(request_code::GET_CONSUMER_STATUS_FROM_CLIENT)
+                .with_ext("topic", &topic)
+                .with_ext("group", &group);
+            match channel.responder.invoke(ask, STATUS_TIMEOUT) {
+                Ok(call) => calls.push((id, call)),
+                Err(e) => tracing::warn!(
+                    group,
+                    topic,
+                    client = id,
+                    "[get-consumer-status] cannot ask a consumer: {e}"
+                ),
+            }
+        }
+        let responder = ctx.responder();
+        let template = RemotingCommand::response_to(req, response_code::SUCCESS, None);
+        let spawned = std::thread::Builder::new().name("rmqha-consumer-status".into()).spawn(move || {
+            let _slot = slot;
+            let mut status = crate::broker_admin::ConsumerStatus::default();
+            for (id, call) in calls {
+                let why = match call.wait() {
+                    Ok(r) if r.code == response_code::SUCCESS => {
+                        match crate::broker_admin::ConsumerStatus::decode(&r.body) {
+                            Ok(s) => {
+                                status.consumer_table.push((id, s.message_queue_table));
+                                continue;
+                            }
+                            Err(e) => format!("its answer does not decode: {e}"),
+                        }
+                    }
+                    Ok(r) => format!("it answered code {} ({})", r.code, r.remark.unwrap_or_default()),
+                    Err(e) => e.to_string(),
+                };
+                tracing::warn!(group, topic, client = id, "[get-consumer-status] a consumer left out: {why}");
+            }
+            if let Err(e) = responder.send(template.with_body(status.encode())) {
+                tracing::debug!("answer to INVOKE_BROKER_TO_GET_CONSUMER_STATUS not sent: {e}");
+            }
+        });
+        spawned.map(drop).map_err(|e| {
+            reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("[get-consumer-status] cannot wait for the consumers: {e}"),
+            )
+        })
+    }
+}
+
 /// One of the broker's [`MAX_WAITING`] places for a forwarded request; given back on drop.
 struct Slot(Arc<AtomicUsize>);
 
@@ -251,7 +358,12 @@ impl RequestHandler for ConsumerCallProcessor {
         if !Self::CODES.contains(&request.code) {
             return Handled::Respond(RemotingCommand::not_supported(&request));
         }
-        match self.call_consumer(&b, &request, ctx) {
+        let outcome = if request.code == request_code::INVOKE_BROKER_TO_GET_CONSUMER_STATUS {
+            self.consumer_status(&request, ctx)
+        } else {
+            self.call_consumer(&b, &request, ctx)
+        };
+        match outcome {
             Ok(()) => Handled::Deferred,
             Err(answer) => Handled::Respond(answer),
         }

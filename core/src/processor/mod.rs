@@ -21,7 +21,7 @@
 //! | `route` (+ `registrar` on a slave) | GET_ROUTEINFO_BY_TOPIC 105, GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206, GET_SYSTEM_TOPIC_LIST_FROM_NS 304, GET_SYSTEM_TOPIC_LIST_FROM_BROKER 305, REGISTER_BROKER 103, UNREGISTER_BROKER 104 |
 //! | `stats` (+ `rates`) | GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208, GET_BROKER_CONFIG 26, UPDATE_BROKER_CONFIG 25 (`RUNTIME_CONFIG_KEYS` only), GET_EARLIEST_MSG_STORETIME 32, QUERY_TOPIC_CONSUME_BY_WHO 300, QUERY_CONSUME_TIME_SPAN 303, QUERY_TOPICS_BY_CONSUMER 343, QUERY_SUBSCRIPTION_BY_CONSUMER 345, VIEW_BROKER_STATS_DATA 315, GET_BROKER_CONSUME_STATS 317 (operators' tools) |
 //! | `queue_query` | QUERY_CONSUME_QUEUE 321 (a queue's ConsumeQueue units, `mqadmin queryCq`) |
-//! | `consumer_call` | GET_CONSUMER_RUNNING_INFO 307, CONSUME_MESSAGE_DIRECTLY 309 (forwarded to one consumer client, answered with its response: `mqadmin consumerStatus`, `consumeMessage`) |
+//! | `consumer_call` | GET_CONSUMER_RUNNING_INFO 307, CONSUME_MESSAGE_DIRECTLY 309 (forwarded to one consumer client, answered with its response: `mqadmin consumerStatus`, `consumeMessage`), INVOKE_BROKER_TO_GET_CONSUMER_STATUS 223 (asks the group's members for the offsets they hold: `mqadmin getConsumerStatus`) |
 //!
 //! GET_BROKER_RUNTIME_INFO (28) and the config-sync codes stay with the
 //! [`AdminProcessor`](crate::broker_admin::AdminProcessor).

@@ -74,6 +74,11 @@ pub mod request_code {
     pub const RESET_CONSUMER_CLIENT_OFFSET: i32 = 220;
     /// `mqadmin resetOffsetByTime`: reset a group's offsets on a topic to a store time.
     pub const INVOKE_BROKER_TO_RESET_OFFSET: i32 = 222;
+    /// Sent by the broker to a consumer: the offsets it holds of a topic's queues.
+    pub const GET_CONSUMER_STATUS_FROM_CLIENT: i32 = 221;
+    /// `mqadmin getConsumerStatus`: the broker asks the group's consumers for the offsets
+    /// they hold (GET_CONSUMER_STATUS_FROM_CLIENT) and answers with them all.
+    pub const INVOKE_BROKER_TO_GET_CONSUMER_STATUS: i32 = 223;
     /// A consumer's running state (`mqadmin consumerStatus`): the broker asks the client.
     pub const GET_CONSUMER_RUNNING_INFO: i32 = 307;
     /// Have a consumer consume one stored message (`mqadmin consumeMessage`): the broker
