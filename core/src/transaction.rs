@@ -1155,6 +1155,35 @@ impl Checker {
     }
 }
 
+/// RESUME_CHECK_HALF_MESSAGE's copy of `msg`, a transaction's half message (in the half
+/// topic, or discarded to TRANS_CHECK_MAX_TIME_TOPIC after `transactionCheckMax` checks): in
+/// the half queue again with no checks counted (4.9 `resumeCheckHalfMessage`), so the Checker
+/// checks it back again, and the transaction it belongs to (its origin), when known. `None`
+/// for any other message (4.9 puts whatever the id names into the half topic).
+pub(crate) fn resumed(msg: &StoredMessage) -> Option<(Message, Option<i64>)> {
+    let prepared = msg.property(TRAN_MSG).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if !prepared
+        || msg.property(REAL_TOPIC).is_none()
+        || (msg.topic != HALF_TOPIC && msg.topic != CHECK_MAX_TIME_TOPIC)
+    {
+        return None;
+    }
+    // A first half message is its own origin; a discarded one without the property (one
+    // RocketMQ discarded) no longer says which it was, and starts a transaction of its own.
+    let origin = match msg.property(PREPARED_QUEUE_OFFSET).and_then(|v| v.trim().parse().ok()) {
+        Some(o) => Some(o),
+        None => (msg.topic == HALF_TOPIC).then_some(msg.queue_offset),
+    };
+    let mut copy = renew(msg);
+    copy.topic = HALF_TOPIC.to_string();
+    copy.queue_id = 0;
+    copy.set_property(CHECK_TIMES, "0");
+    if let Some(o) = origin {
+        copy.set_property(PREPARED_QUEUE_OFFSET, o.to_string());
+    }
+    Some((copy, origin))
+}
+
 /// The half-queue offset of a transaction's first half message, which its copies carry.
 fn origin(m: &StoredMessage) -> i64 {
     m.property(PREPARED_QUEUE_OFFSET).and_then(|v| v.trim().parse().ok()).unwrap_or(m.queue_offset)

@@ -211,6 +211,16 @@ fn signature_and_permissions_decide_each_request() {
     refused(&call(&c, sign(del.clone(), PRODUCER.0, PRODUCER.1)), "Need admin permission");
     refused(&call(&c, del.clone()), "No accessKey");
     assert_eq!(call(&c, sign(del, ADMIN.0, ADMIN.1)).code, code::SUCCESS);
+    // Having a transaction checked back again is an operator's act (4.9 checks only the
+    // signature): the admin passes the gate (and is told there is no such message).
+    let resume = RemotingCommand::request(request_code::RESUME_CHECK_HALF_MESSAGE)
+        .with_ext("msgId", "7F00000100002A9F0000000000000000");
+    refused(
+        &call(&c, sign(resume.clone(), PRODUCER.0, PRODUCER.1)),
+        "Need admin permission for request code=323, but accessKey=producerAK is not",
+    );
+    let r = call(&c, sign(resume, ADMIN.0, ADMIN.1));
+    assert!(r.remark.as_deref().unwrap_or_default().contains("no message of this broker"), "{r:?}");
     // The admin, with no resource lists, may send anywhere.
     let r = call(&c, sign(send_v2(&Msg::new("Denied", b"x")), ADMIN.0, ADMIN.1));
     assert_eq!(r.code, code::SUCCESS, "{r:?}");

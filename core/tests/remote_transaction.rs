@@ -22,6 +22,7 @@ const HALF: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 const OP: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
 const COMMIT: i32 = 8;
 const ROLLBACK: i32 = 12;
+const RESUME: i32 = request_code::RESUME_CHECK_HALF_MESSAGE;
 
 /// Checks every 200 ms, of transactions older than 300 ms; every flush writes what is there,
 /// so the check cursors are recorded soon after each round.
@@ -356,6 +357,54 @@ fn a_transaction_checked_transaction_check_max_times_is_discarded() {
     answered(&late, code::SYSTEM_ERROR, "no longer pending");
     settled(&b);
     assert!(messages(&b, "T", 1).is_empty(), "a discarded transaction committed");
+}
+
+/// RESUME_CHECK_HALF_MESSAGE (`mqadmin resumeCheckHalfMessage`): a discarded half message is
+/// put back in the half queue with no checks counted, checked back again, and a commit from
+/// that check delivers it once. Other messages are refused.
+#[test]
+fn a_discarded_transaction_is_checked_again_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(
+        dir.path(),
+        "ASYNC_MASTER",
+        &[("transactionCheckInterval", "200"), ("transactionTimeOut", "0"), ("transactionCheckMax", "1")],
+    );
+    let mut p = Producer::connect(&b, "pg");
+    let r = p.call(send_tx("pg", 1, b"resumed", "UR", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    expect_check(&mut p, "UR", b"resumed");
+    assert!(
+        wait_until(TIMEOUT, || messages(&b, "TRANS_CHECK_MAX_TIME_TOPIC", 0).len() == 1),
+        "moved to TRANS_CHECK_MAX_TIME_TOPIC"
+    );
+    let discarded = messages(&b, "TRANS_CHECK_MAX_TIME_TOPIC", 0).remove(0);
+    assert!(p.next_check(Duration::from_millis(800)).is_none(), "checked past transactionCheckMax");
+
+    let tool = client(b.remoting_addrs()[0]);
+    let resume = |id: &str| RemotingCommand::request(RESUME).with_ext("msgId", id);
+    let r = tool.invoke_sync(resume(&discarded.msg_id), TIMEOUT).unwrap();
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let (queue_offset, log_offset) = expect_check(&mut p, "UR", b"resumed");
+    let copy = b.store().message_at(log_offset).unwrap();
+    assert_eq!(copy.property("TRANSACTION_CHECK_TIMES"), Some("1"), "counted from 0 again");
+    p.oneway(end_tx("pg", queue_offset, log_offset, COMMIT, true));
+    assert!(wait_until(TIMEOUT, || messages(&b, "T", 1).len() == 1), "committed from the resumed check");
+    assert_eq!(messages(&b, "T", 1)[0].body, b"resumed");
+    assert!(p.next_check(Duration::from_millis(800)).is_none(), "checked again after the commit");
+
+    // A message that is no half message, an id of nothing, and a missing header are refused.
+    let plain = b.put_message_sync(&rmqha_core::Message::new("T", b"plain".to_vec())).unwrap();
+    let r = tool.invoke_sync(resume(&plain.msg_id()), TIMEOUT).unwrap();
+    assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    assert!(remark(&r).contains("not a transaction's half message"), "{r:?}");
+    let r = tool.invoke_sync(resume("0A0A0A0A00002A9F00000000FFFFFFFF"), TIMEOUT).unwrap();
+    assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    assert!(remark(&r).contains("no message of this broker"), "{r:?}");
+    let r = tool.invoke_sync(RemotingCommand::request(RESUME), TIMEOUT).unwrap();
+    assert_ne!(r.code, code::SUCCESS);
+    assert!(remark(&r).contains("msgId"), "{r:?}");
+    assert_eq!(messages(&b, "T", 1).len(), 1);
 }
 
 #[test]

@@ -82,13 +82,15 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// `TopicValidator.RMQ_SYS_TRACE_TOPIC`: PUB on it skips the permission checks (message trace).
 const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
 
-/// `Permission.ADMIN_CODE` of RocketMQ 4.9.
+/// `Permission.ADMIN_CODE` of RocketMQ 4.9, and RESUME_CHECK_HALF_MESSAGE (4.9 checks only its
+/// signature: any account could have any transaction checked back again).
 const ADMIN_CODES: &[i32] = &[
     request_code::UPDATE_AND_CREATE_TOPIC,
     request_code::UPDATE_BROKER_CONFIG,
     request_code::DELETE_TOPIC_IN_BROKER,
     request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
     request_code::DELETE_SUBSCRIPTIONGROUP,
+    request_code::RESUME_CHECK_HALF_MESSAGE,
 ];
 
 /// How many changed versions of the ACL file were taken, and how many were refused (the

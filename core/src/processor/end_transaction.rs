@@ -1,4 +1,5 @@
-//! END_TRANSACTION (37): RocketMQ 4.9's `EndTransactionProcessor` (see `crate::transaction`).
+//! END_TRANSACTION (37): RocketMQ 4.9's `EndTransactionProcessor` (see `crate::transaction`),
+//! and RESUME_CHECK_HALF_MESSAGE (323, see [`EndTransactionProcessor::resume_check`]).
 //!
 //! A producer ends a transaction, usually oneway, naming its half message by log offset
 //! (`commitLogOffset`) and half-queue offset (`tranStateTableOffset`). A commit puts the
@@ -75,7 +76,8 @@ pub struct EndTransactionProcessor {
 
 impl EndTransactionProcessor {
     /// The request codes this processor answers.
-    pub const CODES: &'static [i32] = &[request_code::END_TRANSACTION];
+    pub const CODES: &'static [i32] =
+        &[request_code::END_TRANSACTION, request_code::RESUME_CHECK_HALF_MESSAGE];
 
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         EndTransactionProcessor { shared }
@@ -269,9 +271,80 @@ fn put_failure_code(e: &crate::Error) -> i32 {
     }
 }
 
+impl EndTransactionProcessor {
+    /// RESUME_CHECK_HALF_MESSAGE (323, `mqadmin resumeCheckHalfMessage -m MSG_ID`): the half
+    /// message the header's `msgId` (an offset message id) names, typically one discarded to
+    /// TRANS_CHECK_MAX_TIME_TOPIC after `transactionCheckMax` unanswered checks, is put back
+    /// in the half queue with no checks counted, so the Checker asks its producer group again
+    /// (see [`transaction::resumed`]). Beyond 4.9: a message that is no transaction's half
+    /// message is refused (4.9 puts any message it names into the half topic), so is a slave,
+    /// and the copy keeps the transaction it belongs to, so that one decided meanwhile is not
+    /// checked again.
+    fn resume_check(&self, broker: &Broker, req: &RemotingCommand) -> RemotingCommand {
+        if broker.role() == BrokerRole::Slave {
+            return reply(
+                req,
+                response_code::SLAVE_NOT_AVAILABLE,
+                "this broker is a SLAVE: resume the check on its master",
+            );
+        }
+        let msg_id = match req.ext_str("msgId") {
+            Ok(m) => m,
+            Err(e) => return bad_header(req, e),
+        };
+        // The message whose id this is (this broker's address, a record starting there).
+        let Some(msg) = broker.store().message_by_id(msg_id) else {
+            return reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("no message of this broker has msgId {}", crate::clip(msg_id, 64)),
+            );
+        };
+        let Some((copy, origin)) = transaction::resumed(&msg) else {
+            return reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "msgId {msg_id} names a message of topic {}, not a transaction's half message \
+                     (in {} or {})",
+                    msg.topic,
+                    transaction::HALF_TOPIC,
+                    transaction::CHECK_MAX_TIME_TOPIC
+                ),
+            );
+        };
+        let stored = match broker.store().put_message(&copy) {
+            Ok(h) => h.wait(),
+            Err(e) => {
+                tracing::error!(msg_id, "putting a half message back for its check to resume failed: {e}");
+                return reply(
+                    req,
+                    put_failure_code(&e),
+                    format!("Put message back to {} failed: {e}", transaction::HALF_TOPIC),
+                );
+            }
+        };
+        if !stored.status.is_stored() {
+            return reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("Put message back to {} failed: {}", transaction::HALF_TOPIC, stored.status),
+            );
+        }
+        if let Some(o) = origin {
+            self.shared.decisions.note_copy(0, o, stored.queue_offset);
+        }
+        tracing::info!(msg_id, copy_offset = stored.queue_offset, "a half message's check resumed");
+        RemotingCommand::response_to(req, response_code::SUCCESS, None)
+    }
+}
+
 impl RequestHandler for EndTransactionProcessor {
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
         let Some(broker) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
+        if request.code == request_code::RESUME_CHECK_HALF_MESSAGE {
+            return Handled::Respond(self.resume_check(&broker, &request));
+        }
         self.process(&broker, &request, ctx)
     }
 }

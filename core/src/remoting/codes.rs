@@ -34,6 +34,9 @@ pub mod request_code {
     pub const UNREGISTER_CLIENT: i32 = 35;
     pub const CONSUMER_SEND_MSG_BACK: i32 = 36;
     pub const END_TRANSACTION: i32 = 37;
+    /// `mqadmin resumeCheckHalfMessage`: check a transaction's half message back again (one
+    /// discarded after `transactionCheckMax` checks, say).
+    pub const RESUME_CHECK_HALF_MESSAGE: i32 = 323;
     pub const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
     pub const CHECK_TRANSACTION_STATE: i32 = 39;
     pub const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
