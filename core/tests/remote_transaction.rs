@@ -407,6 +407,34 @@ fn a_discarded_transaction_is_checked_again_on_resume() {
     assert_eq!(messages(&b, "T", 1).len(), 1);
 }
 
+/// A resumed half message of a transaction that is decided is not asked about again, and a
+/// commit naming the resumed copy stores nothing more.
+#[test]
+fn a_decided_transaction_is_not_checked_again_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), "ASYNC_MASTER", CHECK_SOON);
+    let mut p = Producer::connect(&b, "pg");
+    let r = p.call(send_tx("pg", 1, b"decided", "UX", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let (qo, phy) = (ext_i64(&r, "queueOffset"), msg_id_offset(r.ext("msgId").unwrap()));
+    let half_id = r.ext("msgId").unwrap().to_string();
+    let done = p.call(end_tx("pg", qo, phy, COMMIT, false));
+    assert_eq!(done.code, code::SUCCESS, "{done:?}");
+    assert!(wait_until(TIMEOUT, || messages(&b, "T", 1).len() == 1));
+    let tool = client(b.remoting_addrs()[0]);
+    let r = tool.invoke_sync(RemotingCommand::request(RESUME).with_ext("msgId", &half_id), TIMEOUT).unwrap();
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert!(p.next_check(Duration::from_millis(1500)).is_none(), "a decided transaction checked again");
+    // The copy is the same transaction: committing it again stores nothing.
+    let copy = messages(&b, HALF, 0).pop().unwrap();
+    assert_eq!(copy.property("TRANSACTION_CHECK_TIMES"), Some("0"));
+    let again = p.call(end_tx("pg", copy.queue_offset, copy.phy_offset, COMMIT, false));
+    assert_eq!(again.code, code::SUCCESS, "{again:?}");
+    assert!(remark(&again).contains("already committed"), "{again:?}");
+    settled(&b);
+    assert_eq!(messages(&b, "T", 1).len(), 1);
+}
+
 #[test]
 fn a_restart_keeps_an_undecided_half_message() {
     let dir = tempfile::tempdir().unwrap();

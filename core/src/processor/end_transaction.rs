@@ -278,8 +278,8 @@ impl EndTransactionProcessor {
     /// in the half queue with no checks counted, so the Checker asks its producer group again
     /// (see [`transaction::resumed`]). Beyond 4.9: a message that is no transaction's half
     /// message is refused (4.9 puts any message it names into the half topic), so is a slave,
-    /// and the copy keeps the transaction it belongs to, so that one decided meanwhile is not
-    /// checked again.
+    /// and the copy keeps the transaction it belongs to, so that one already decided is not
+    /// decided twice (nor checked again while its decision is known).
     fn resume_check(&self, broker: &Broker, req: &RemotingCommand) -> RemotingCommand {
         if broker.role() == BrokerRole::Slave {
             return reply(
