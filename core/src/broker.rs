@@ -395,7 +395,11 @@ impl Broker {
             broker.threads.lock().unwrap_or_else(|e| e.into_inner()).push(t);
         }
         let _ = handler.0.set(match acl {
-            Some(gate) => Arc::new(gate.with_next(dispatch)),
+            Some(gate) => Arc::new(gate.with_next(dispatch).with_identity(crate::acl::BrokerIdentity {
+                cluster_name: broker.config.broker_cluster_name.clone(),
+                broker_name: broker.config.broker_name.clone(),
+                broker_addr: broker.store.commit_log().store_host().to_string(),
+            })),
             None => dispatch,
         });
         broker.start_persist_thread()?;

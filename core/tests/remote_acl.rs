@@ -584,3 +584,138 @@ fn an_offset_reset_needs_sub_on_the_group_and_the_topic() {
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
     assert_eq!(b.consumer_offset("test_cg", "T", 0), 0);
 }
+
+fn update_acl(ak: &str, fields: &[(&str, &str)]) -> RemotingCommand {
+    let mut r =
+        RemotingCommand::request(request_code::UPDATE_AND_CREATE_ACL_CONFIG).with_ext("accessKey", ak);
+    for (k, v) in fields {
+        r.set_ext(*k, *v);
+    }
+    r
+}
+
+/// `mqadmin updateAclConfig`, `deleteAclConfig`, `updateGlobalWhiteAddr` and
+/// `clusterAclConfigVersion`: only an admin changes the file; a change applies before its
+/// answer, is written to the file (kept across a restart), and one that would break the file
+/// is refused and changes nothing; no answer holds a secret.
+#[test]
+fn an_admin_changes_the_acl_file_over_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, file) = acl_master(dir.path(), RULES);
+    let c = client(b.remoting_addrs()[0]);
+    let version = |b: &Broker, c: &RemotingClient| {
+        let r = call(
+            c,
+            sign(RemotingCommand::request(request_code::GET_BROKER_CLUSTER_ACL_INFO), OTHER.0, OTHER.1),
+        );
+        assert_eq!(r.code, code::SUCCESS, "{r:?}");
+        assert_eq!(r.ext("brokerName"), Some("broker-a"));
+        assert_eq!(r.ext("clusterName"), Some("DefaultCluster"));
+        assert_eq!(
+            r.ext("brokerAddr").map(str::to_string),
+            Some(b.store().commit_log().store_host().to_string())
+        );
+        let all: serde_json::Value = serde_json::from_str(r.ext("allAclFileVersion").unwrap()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(r.ext("version").unwrap()).unwrap();
+        assert_eq!(all[file.to_str().unwrap()], v, "{r:?}");
+        v["counter"].as_i64().unwrap()
+    };
+    assert_eq!(version(&b, &c), 0);
+
+    // Not an admin: refused by the gate; the file is untouched.
+    let new_account = update_acl(
+        "newcomer1",
+        &[("secretKey", "newcomer-secret"), ("defaultTopicPerm", "PUB"), ("topicPerms", "Denied=DENY,T=SUB")],
+    );
+    refused(
+        &call(&c, sign(new_account.clone(), PRODUCER.0, PRODUCER.1)),
+        "Need admin permission for request code=50",
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), RULES);
+
+    // The admin creates an account, which may send at once.
+    let r = call(&c, sign(new_account, ADMIN.0, ADMIN.1));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(version(&b, &c), 1);
+    let as_newcomer =
+        |topic: &str| call(&c, sign(send_v2(&Msg::new(topic, b"x")), "newcomer1", "newcomer-secret"));
+    assert_eq!(as_newcomer("Other").code, code::SUCCESS, "defaultTopicPerm PUB");
+    refused(&as_newcomer("Denied"), "permission for topic:Denied");
+    refused(&as_newcomer("T"), "permission for topic:T");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("newcomer1") && text.contains("dataVersion"), "{text}");
+    assert!(text.contains("producerAK") && text.contains("otherAK01"), "the other accounts kept: {text}");
+
+    // An update keeps what it leaves out (the secret, the default), replaces the lists.
+    let r = call(&c, sign(update_acl("newcomer1", &[("topicPerms", "T=PUB")]), ADMIN.0, ADMIN.1));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(as_newcomer("T").code, code::SUCCESS);
+    assert_eq!(as_newcomer("Denied").code, code::SUCCESS, "the list was replaced; the default PUB applies");
+
+    // A change that would break the file is refused with the reason, and nothing changes.
+    let before = std::fs::read_to_string(&file).unwrap();
+    for (fields, why) in [
+        (vec![("topicPerms", "T=PUBLISH")], "topicPerms[0]"),
+        (vec![("secretKey", "short")], "secretKey is missing or too short"),
+        (vec![("whiteRemoteAddress", "10.0.0.300")], "whiteRemoteAddress"),
+    ] {
+        let r = call(&c, sign(update_acl("newcomer1", &fields), ADMIN.0, ADMIN.1));
+        assert_eq!(r.code, rmqha_core::acl::UPDATE_AND_CREATE_ACL_CONFIG_FAILED, "{r:?}");
+        let remark = r.remark.clone().unwrap_or_default();
+        assert!(remark.contains(why) && remark.contains("newcomer1"), "{remark}");
+        assert!(
+            !remark.contains("short") || why.contains("secretKey") && !remark.contains("\"short\""),
+            "{remark}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    assert_eq!(as_newcomer("T").code, code::SUCCESS);
+
+    // The global white list: 127.0.0.1 then passes unsigned.
+    refused(&call(&c, send_v2(&Msg::new("T", b"x"))), "No accessKey is configured");
+    let white = RemotingCommand::request(request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)
+        .with_ext("globalWhiteAddrs", "10.10.103.*, 127.0.0.1");
+    refused(&call(&c, sign(white.clone(), OTHER.0, OTHER.1)), "Need admin permission");
+    assert_eq!(call(&c, sign(white, ADMIN.0, ADMIN.1)).code, code::SUCCESS);
+    assert_eq!(call(&c, send_v2(&Msg::new("T", b"x"))).code, code::SUCCESS);
+    let bad_white = RemotingCommand::request(request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)
+        .with_ext("globalWhiteAddrs", "10.0.0.1-");
+    let r = call(&c, sign(bad_white, ADMIN.0, ADMIN.1));
+    assert_eq!(r.code, rmqha_core::acl::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, "{r:?}");
+    let white = RemotingCommand::request(request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)
+        .with_ext("globalWhiteAddrs", "");
+    assert_eq!(call(&c, sign(white, ADMIN.0, ADMIN.1)).code, code::SUCCESS);
+    refused(&call(&c, send_v2(&Msg::new("T", b"x"))), "No accessKey is configured");
+
+    // Deleting: the account is gone at once; deleting it again fails naming it.
+    let del = RemotingCommand::request(request_code::DELETE_ACL_CONFIG).with_ext("accessKey", "newcomer1");
+    assert_eq!(call(&c, sign(del.clone(), ADMIN.0, ADMIN.1)).code, code::SUCCESS);
+    refused(&as_newcomer("T"), "No acl config for newcomer1");
+    let r = call(&c, sign(del, ADMIN.0, ADMIN.1));
+    assert_eq!(r.code, rmqha_core::acl::DELETE_ACL_CONFIG_FAILED, "{r:?}");
+    assert!(r.remark.as_deref().unwrap_or_default().contains("newcomer1"), "{r:?}");
+    let changes = version(&b, &c);
+    assert_eq!(changes, 5, "two updates, two white lists, one delete");
+
+    // 4.9's GET_BROKER_CLUSTER_ACL_CONFIG would answer every secret: not served.
+    let r = call(
+        &c,
+        sign(RemotingCommand::request(request_code::GET_BROKER_CLUSTER_ACL_CONFIG), ADMIN.0, ADMIN.1),
+    );
+    assert_eq!(r.code, code::REQUEST_CODE_NOT_SUPPORTED, "{r:?}");
+
+    // The file holds the changes: a restart reads them.
+    b.shutdown();
+    drop(b);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let b = Broker::start_master(common::broker_config(
+        &dir.path().join("store"),
+        "ASYNC_MASTER",
+        &[("aclEnable", "true"), ("aclFilePath", file.to_str().unwrap())],
+    ))
+    .unwrap();
+    let c = client(b.remoting_addrs()[0]);
+    assert_eq!(version(&b, &c), changes, "{text}");
+    refused(&call(&c, send_v2(&Msg::new("T", b"x"))), "No accessKey is configured");
+    assert_eq!(call(&c, sign(send_v2(&Msg::new("T", b"x")), PRODUCER.0, PRODUCER.1)).code, code::SUCCESS);
+}

@@ -54,8 +54,14 @@
 //! they were, and says why in the log (RocketMQ's `AclFileWatchService` polls every 5 s).
 
 mod addr;
+mod admin;
 mod rules;
 mod sign;
+
+pub use admin::{
+    BrokerIdentity, DELETE_ACL_CONFIG_FAILED, UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+};
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -82,8 +88,9 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// `TopicValidator.RMQ_SYS_TRACE_TOPIC`: PUB on it skips the permission checks (message trace).
 const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
 
-/// `Permission.ADMIN_CODE` of RocketMQ 4.9, and RESUME_CHECK_HALF_MESSAGE (4.9 checks only its
-/// signature: any account could have any transaction checked back again).
+/// `Permission.ADMIN_CODE` of RocketMQ 4.9, RESUME_CHECK_HALF_MESSAGE (4.9 checks only its
+/// signature: any account could have any transaction checked back again) and the requests that
+/// change the ACL file (see `admin`).
 const ADMIN_CODES: &[i32] = &[
     request_code::UPDATE_AND_CREATE_TOPIC,
     request_code::UPDATE_BROKER_CONFIG,
@@ -91,6 +98,10 @@ const ADMIN_CODES: &[i32] = &[
     request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
     request_code::DELETE_SUBSCRIPTIONGROUP,
     request_code::RESUME_CHECK_HALF_MESSAGE,
+    // 4.9 lets any signed request change the ACL file: here only an admin may.
+    request_code::UPDATE_AND_CREATE_ACL_CONFIG,
+    request_code::DELETE_ACL_CONFIG,
+    request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
 ];
 
 /// How many changed versions of the ACL file were taken, and how many were refused (the
@@ -109,6 +120,8 @@ struct AclState {
     /// The file's bytes as last read (`None`: unreadable then), so a reload happens once per
     /// change and a broken version is reported once.
     last: Mutex<Option<Vec<u8>>>,
+    /// Held by an admin request's change of the file (see `admin`), one at a time.
+    edit_lock: Mutex<()>,
 }
 
 impl AclState {
@@ -128,6 +141,7 @@ impl AclState {
             rules: RwLock::new(Arc::new(rules)),
             reloads: Arc::default(),
             last: Mutex::new(Some(bytes)),
+            edit_lock: Mutex::new(()),
         })
     }
 
@@ -194,6 +208,8 @@ pub struct AclGate {
     state: Arc<AclState>,
     /// Where requests that pass go (REQUEST_CODE_NOT_SUPPORTED until set).
     next: Option<Arc<dyn RequestHandler>>,
+    /// This broker, for GET_BROKER_CLUSTER_ACL_INFO.
+    ident: admin::BrokerIdentity,
 }
 
 impl AclGate {
@@ -202,7 +218,7 @@ impl AclGate {
     /// [`watch`](Self::watch).
     pub fn load(path: &Path) -> crate::error::Result<AclGate> {
         let state = Arc::new(AclState::load(path).map_err(crate::error::Error::InvalidArgument)?);
-        Ok(AclGate { state, next: None })
+        Ok(AclGate { state, next: None, ident: admin::BrokerIdentity::default() })
     }
 
     /// Starts the thread that reloads the file when it changes, until `stop` (the owner
@@ -228,6 +244,12 @@ impl AclGate {
     /// The gate in front of `next`.
     pub fn with_next(mut self, next: Arc<dyn RequestHandler>) -> Self {
         self.next = Some(next);
+        self
+    }
+
+    /// Who this broker is, as GET_BROKER_CLUSTER_ACL_INFO answers it.
+    pub fn with_identity(mut self, ident: BrokerIdentity) -> Self {
+        self.ident = ident;
         self
     }
 
@@ -258,6 +280,10 @@ impl RequestHandler for AclGate {
 
     fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
         match self.verify(&request, ctx.peer().ip()) {
+            // The requests that read or change the ACL file itself.
+            Ok(_) if admin::CODES.contains(&request.code) => {
+                Handled::Respond(admin::handle(&self.state, &self.ident, &request))
+            }
             Ok(identity) => match &self.next {
                 Some(next) => next.handle(request, &ctx.with_acl(Arc::new(identity))),
                 None => Handled::Respond(RemotingCommand::not_supported(&request)),

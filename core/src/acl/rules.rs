@@ -57,6 +57,9 @@ pub(crate) struct Account {
 pub(crate) struct AclRules {
     pub(crate) global_white: Vec<AddrPattern>,
     pub(crate) accounts: HashMap<String, Account>,
+    /// The file's `dataVersion` (its first entry's `counter` and `timestamp`, as 4.9 reads
+    /// it); (0, 0) when it has none.
+    pub(crate) data_version: (i64, i64),
 }
 
 /// `AclConstants.ACCESS_KEY_MIN_LENGTH` / `SECRET_KEY_MIN_LENGTH`: keys must be longer.
@@ -103,7 +106,17 @@ impl AclRules {
                         rules.accounts.insert(account.access_key.clone(), account);
                     }
                 }
-                Some("dataVersion") => {}
+                Some("dataVersion") => {
+                    let first = match value {
+                        Yaml::Array(a) => a.first(),
+                        other => Some(other),
+                    };
+                    let field = |k: &str| match first.map(|f| &f[k]) {
+                        Some(Yaml::Integer(i)) => *i,
+                        _ => 0,
+                    };
+                    rules.data_version = (field("counter"), field("timestamp"));
+                }
                 Some(other) => tracing::warn!("ACL file: unknown key {other}; ignored"),
                 None => return Err("a top-level key is not a string".into()),
             }

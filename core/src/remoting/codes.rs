@@ -34,6 +34,16 @@ pub mod request_code {
     pub const UNREGISTER_CLIENT: i32 = 35;
     pub const CONSUMER_SEND_MSG_BACK: i32 = 36;
     pub const END_TRANSACTION: i32 = 37;
+    /// `mqadmin updateAclConfig`: create or update an account of the ACL file.
+    pub const UPDATE_AND_CREATE_ACL_CONFIG: i32 = 50;
+    /// `mqadmin deleteAclConfig`: delete an account of the ACL file.
+    pub const DELETE_ACL_CONFIG: i32 = 51;
+    /// `mqadmin clusterAclConfigVersion`: the ACL file's data version.
+    pub const GET_BROKER_CLUSTER_ACL_INFO: i32 = 52;
+    /// `mqadmin updateGlobalWhiteAddr`: replace the ACL file's global white list.
+    pub const UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: i32 = 53;
+    /// 4.9 answers every account of the ACL file, secret keys included; not served here.
+    pub const GET_BROKER_CLUSTER_ACL_CONFIG: i32 = 54;
     /// `mqadmin resumeCheckHalfMessage`: check a transaction's half message back again (one
     /// discarded after `transactionCheckMax` checks, say).
     pub const RESUME_CHECK_HALF_MESSAGE: i32 = 323;
