@@ -225,8 +225,10 @@ impl AclState {
         out.push('\n');
         AclRules::parse(&out)?;
         replace_file(&self.path, out.as_bytes()).map_err(|e| format!("cannot write the ACL file: {e}"))?;
-        if !self.reload_if_changed() {
-            return Err("the ACL file was written but not taken (see the log)".into());
+        // Taken here, or by the watcher if it read the file first.
+        self.reload_if_changed();
+        if self.last.lock().as_deref() != Some(out.as_bytes()) {
+            return Err("the ACL file was written, but changed again before it was taken (see the log)".into());
         }
         Ok(())
     }
