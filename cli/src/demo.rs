@@ -33,7 +33,8 @@ pub struct DemoArgs {
     /// CommitLog file size (mappedFileSizeCommitLog) for the demo stores.
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     file_size: u64,
-    /// SYNC_FLUSH instead of ASYNC_FLUSH on both brokers.
+    /// SYNC_FLUSH instead of ASYNC_FLUSH on both brokers: a put then waits for the master's
+    /// disk and the slave's (which acks only what it synced).
     #[arg(long)]
     sync_flush: bool,
 }
