@@ -228,7 +228,9 @@ impl AclState {
         // Taken here, or by the watcher if it read the file first.
         self.reload_if_changed();
         if self.last.lock().as_deref() != Some(out.as_bytes()) {
-            return Err("the ACL file was written, but changed again before it was taken (see the log)".into());
+            return Err(
+                "the ACL file was written, but changed again before it was taken (see the log)".into()
+            );
         }
         Ok(())
     }

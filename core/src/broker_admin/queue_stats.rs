@@ -204,7 +204,7 @@ fn queues_of<T>(
 /// Parses fastjson's output into a JSON object: an object written as a key becomes the key
 /// `String` of its compact JSON, a bare number key its digits.
 fn parse(body: &[u8]) -> Result<Map<String, Value>, String> {
-    let mut p = Parser { b: body, pos: 0 };
+    let mut p = Parser { b: body, pos: 0, depth: 0 };
     p.ws();
     let Value::Object(top) = p.value()? else { return Err("the body is not a JSON object".into()) };
     p.ws();
@@ -217,7 +217,14 @@ fn parse(body: &[u8]) -> Result<Map<String, Value>, String> {
 struct Parser<'a> {
     b: &'a [u8],
     pos: usize,
+    /// Objects open: bounded, since a body may come from a client (a consumer's answer to
+    /// GET_CONSUMER_STATUS_FROM_CLIENT) and each level is a call on the stack.
+    depth: usize,
 }
+
+/// Deepest nesting of objects read (the bodies read here nest three deep; serde_json, which
+/// reads the other values, stops at 128 on its own).
+const MAX_DEPTH: usize = 32;
 
 impl Parser<'_> {
     fn ws(&mut self) {
@@ -254,6 +261,16 @@ impl Parser<'_> {
     }
 
     fn object(&mut self) -> Result<Map<String, Value>, String> {
+        if self.depth >= MAX_DEPTH {
+            return Err(format!("objects nested deeper than {MAX_DEPTH} at byte {}", self.pos));
+        }
+        self.depth += 1;
+        let r = self.object_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn object_inner(&mut self) -> Result<Map<String, Value>, String> {
         self.expect(b'{')?;
         let mut map = Map::new();
         self.ws();
@@ -297,6 +314,18 @@ mod tests {
 
     fn mq(topic: &str, q: i32) -> QueueKey {
         QueueKey { topic: topic.into(), broker_name: "broker-a".into(), queue_id: q }
+    }
+
+    /// A body from a client may nest without end, in keys or in values: refused at a bound,
+    /// never a stack overflow (which would abort the broker).
+    #[test]
+    fn deep_nesting_is_refused_not_recursed_into() {
+        for body in ["{".repeat(200_000), format!("{{\"a\":{}", "{\"a\":".repeat(200_000))] {
+            let e = ConsumerStatus::decode(body.as_bytes()).unwrap_err();
+            assert!(e.contains("nested deeper than"), "{e}");
+        }
+        let ok = br#"{"consumerTable":{"c1":{{"brokerName":"b","queueId":0,"topic":"T"}:5}},"messageQueueTable":{}}"#;
+        assert_eq!(ConsumerStatus::decode(ok).unwrap().consumer_table.len(), 1);
     }
 
     #[test]
