@@ -678,6 +678,22 @@ fn an_admin_changes_the_acl_file_over_the_wire() {
     refused(&call(&c, sign(white.clone(), OTHER.0, OTHER.1)), "Need admin permission");
     assert_eq!(call(&c, sign(white, ADMIN.0, ADMIN.1)).code, code::SUCCESS);
     assert_eq!(call(&c, send_v2(&Msg::new("T", b"x"))).code, code::SUCCESS);
+    // A white-listed address passes unsigned, but changing the ACL (or resuming a
+    // transaction's checks) still takes an admin account: 4.9 would let this host white-list
+    // everyone or make itself admin.
+    let open_up = RemotingCommand::request(request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)
+        .with_ext("globalWhiteAddrs", "*");
+    refused(&call(&c, open_up.clone()), "an admin account's accessKey is required");
+    let mut as_producer = open_up.clone();
+    as_producer.set_ext("AccessKey", PRODUCER.0);
+    refused(&call(&c, as_producer), "Need admin permission for request code=53, but accessKey=producerAK");
+    let mut unsigned_admin = open_up;
+    unsigned_admin.set_ext("AccessKey", ADMIN.0);
+    refused(&call(&c, unsigned_admin), "Check signature failed for accessKey=adminAK01");
+    let make_admin = update_acl(PRODUCER.0, &[("admin", "true")]);
+    refused(&call(&c, make_admin), "an admin account's accessKey is required");
+    let resume = RemotingCommand::request(request_code::RESUME_CHECK_HALF_MESSAGE).with_ext("msgId", "x");
+    refused(&call(&c, resume), "an admin account's accessKey is required");
     let bad_white = RemotingCommand::request(request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)
         .with_ext("globalWhiteAddrs", "10.0.0.1-");
     let r = call(&c, sign(bad_white, ADMIN.0, ADMIN.1));

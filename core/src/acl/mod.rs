@@ -14,8 +14,10 @@
 //!    group's `%RETRY%` resource of a pull, SUB on every subscribed topic and group of a
 //!    heartbeat, ...) must be granted by the account's `topicPerms` / `groupPerms`, or else
 //!    by its `defaultTopicPerm` / `defaultGroupPerm`; DENY always refuses; admin-only codes
-//!    (create/delete topic, create/delete subscription group, UPDATE_BROKER_CONFIG) need
-//!    `admin: true`.
+//!    (create/delete topic, create/delete subscription group, UPDATE_BROKER_CONFIG, and
+//!    beyond 4.9 the ACL update requests and RESUME_CHECK_HALF_MESSAGE) need `admin: true`.
+//!    The last ones need an admin account also from a white-listed address (see
+//!    `ACCOUNT_ADMIN_CODES`).
 //!
 //! **Operators' read requests** (GET_TOPIC_STATS_INFO, GET_CONSUME_STATS,
 //! GET_CONSUMER_CONNECTION_LIST, QUERY_CONSUME_QUEUE, ...) name no resource in 4.9's
@@ -102,6 +104,18 @@ const ADMIN_CODES: &[i32] = &[
     request_code::UPDATE_AND_CREATE_ACL_CONFIG,
     request_code::DELETE_ACL_CONFIG,
     request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+];
+
+/// Codes that need an admin account whoever asks, a white-listed address included (4.9 lets a
+/// white-listed address send anything, unsigned): changing the ACL file (a white-listed host
+/// could otherwise white-list everyone, or make any account admin) and resuming a
+/// transaction's checks. From a globally white-listed address they need an AccessKey too; an
+/// account's own `whiteRemoteAddress` passes its AccessKey unsigned, as for any code.
+const ACCOUNT_ADMIN_CODES: &[i32] = &[
+    request_code::UPDATE_AND_CREATE_ACL_CONFIG,
+    request_code::DELETE_ACL_CONFIG,
+    request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    request_code::RESUME_CHECK_HALF_MESSAGE,
 ];
 
 /// How many changed versions of the ACL file were taken, and how many were refused (the
@@ -365,15 +379,29 @@ fn permits(account: &rules::Account, resource: &str, perm: u8) -> Result<(), Str
 
 /// `PlainPermissionManager.validate` with `PlainPermissionChecker.check`.
 fn check(rules: &Arc<AclRules>, request: &RemotingCommand, peer: IpAddr) -> Result<AclIdentity, String> {
-    if rules.global_white.iter().any(|p| p.matches(peer)) {
+    let account_admin = ACCOUNT_ADMIN_CODES.contains(&request.code);
+    if !account_admin && rules.global_white.iter().any(|p| p.matches(peer)) {
         return Ok(AclIdentity(Identity::White { access_key: None }));
     }
     let Some(access_key) = request.ext(ACCESS_KEY) else {
-        return Err("No accessKey is configured".into());
+        return Err(if account_admin {
+            format!(
+                "Need admin permission for request code={}: an admin account's accessKey is required",
+                request.code
+            )
+        } else {
+            "No accessKey is configured".into()
+        });
     };
     let Some(account) = rules.accounts.get(access_key) else {
         return Err(format!("No acl config for {access_key}"));
     };
+    if account_admin && !account.admin {
+        return Err(format!(
+            "Need admin permission for request code={}, but accessKey={access_key} is not",
+            request.code
+        ));
+    }
     if account.white.matches(peer) {
         return Ok(AclIdentity(Identity::White { access_key: Some(access_key.to_string()) }));
     }
