@@ -54,8 +54,6 @@ pub(crate) fn message(topic: String, body: Vec<u8>, opts: Option<PutOptions>) ->
     Ok(msg)
 }
 
-/// The store's answer to a put. A non-OK `status` of a stored message is a result, not an
-/// error (e.g. FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE).
 /// What `getMessages` keeps (RocketMQ's `MessageSelector`): give at most one.
 #[napi(object)]
 #[derive(Default)]
@@ -66,6 +64,8 @@ pub struct GetOptions {
     pub sql: Option<String>,
 }
 
+/// The store's answer to a put. A non-OK `status` of a stored message is a result, not an
+/// error (e.g. FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE).
 #[napi(object)]
 pub struct PutResult {
     /// PUT_OK, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, ...

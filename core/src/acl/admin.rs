@@ -188,13 +188,10 @@ fn accounts_of(doc: &mut Hash) -> Result<&mut Vec<Yaml>, String> {
     }
 }
 
+/// An account's accessKey as the rules read it.
 fn access_key_of(account: &Yaml) -> Option<String> {
     match account {
-        Yaml::Hash(h) => match h.get(&key("accessKey"))? {
-            Yaml::String(s) => Some(s.trim().to_string()),
-            Yaml::Integer(i) => Some(i.to_string()),
-            _ => None,
-        },
+        Yaml::Hash(h) => super::rules::scalar(h.get(&key("accessKey"))?).map(|s| s.trim().to_string()),
         _ => None,
     }
 }
@@ -215,14 +212,31 @@ impl AclState {
             Some(_) => return Err("the ACL file is not a mapping".into()),
         };
         change(&mut doc)?;
-        let (counter, _) = self.rules.read().data_version;
+        let in_file = match &doc.get(&key("dataVersion")) {
+            Some(Yaml::Array(a)) => match a.first().map(|v| &v["counter"]) {
+                Some(Yaml::Integer(i)) => *i,
+                _ => 0,
+            },
+            _ => 0,
+        };
+        let counter = in_file.max(self.rules.read().data_version.0);
         let mut version = Hash::new();
         version.insert(key("counter"), Yaml::Integer(counter + 1));
         version.insert(key("timestamp"), Yaml::Integer(crate::store::clock::now_ms()));
         doc.insert(key("dataVersion"), Yaml::Array(vec![Yaml::Hash(version)]));
+        let doc = Yaml::Hash(doc);
         let mut out = String::new();
-        YamlEmitter::new(&mut out).dump(&Yaml::Hash(doc)).map_err(|e| format!("cannot write YAML: {e}"))?;
+        YamlEmitter::new(&mut out).dump(&doc).map_err(|e| format!("cannot write YAML: {e}"))?;
         out.push('\n');
+        // What is written must read back as the same document: the emitter leaves some
+        // strings unquoted that the loader reads as another type (`0o17` as a number), which
+        // would change a key or a secret without a word.
+        let back = YamlLoader::load_from_str(&out).map_err(|e| format!("cannot write YAML: {e}"))?;
+        if back.first() != Some(&doc) {
+            return Err("a value would not read back as written (a key or a permission YAML reads as a \
+                        number or a boolean, such as 0o17: quote it in the file, or choose another)"
+                .into());
+        }
         AclRules::parse(&out)?;
         replace_file(&self.path, out.as_bytes()).map_err(|e| format!("cannot write the ACL file: {e}"))?;
         // Taken here, or by the watcher if it read the file first.
@@ -239,11 +253,17 @@ impl AclState {
 /// Writes `bytes` in place of `path`: a temporary file beside it, synced, renamed over it, and
 /// the directory synced.
 fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    // The file a link names (a mounted ConfigMap, say), not the link.
+    let path = &std::fs::canonicalize(path)?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.rmqha-tmp"));
+    // A name of this process and call: two brokers sharing the file never write one
+    // temporary file together.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.rmqha-tmp-{}-{n}", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         // The mode of the file it replaces (its owner's only, if that cannot be read): a file
         // of secrets keeps whatever protection its operator gave it.
         #[cfg(unix)]
@@ -324,6 +344,27 @@ accounts:
         assert!(written.contains("someFutureKey: kept"), "{written}");
         assert_eq!(after.data_version.0, 1, "{written}");
         assert_eq!(state.rules.read().data_version.0, 1, "taken at once");
-        assert!(!dir.path().join(".plain_acl.yml.rmqha-tmp").exists());
+        // A secret YAML would read back as a number is never changed silently: written
+        // quoted, or refused.
+        let odd = state.edit(|doc| {
+            accounts_of(doc)?.push(Yaml::Hash(
+                [
+                    (key("accessKey"), Yaml::String("octal-account".into())),
+                    (key("secretKey"), Yaml::String("0o12345670".into())),
+                ]
+                .into_iter()
+                .collect(),
+            ));
+            Ok(())
+        });
+        match odd {
+            Ok(()) => {
+                let rules = AclRules::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+                assert_eq!(rules.accounts["octal-account"].secret_key.expose(), "0o12345670");
+            }
+            Err(e) => assert!(e.contains("would not read back"), "{e}"),
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("plain_acl.yml")], "no temporary file left");
     }
 }

@@ -162,8 +162,10 @@ impl AclState {
     /// Re-reads the file; a changed version that parses replaces the rules. Returns whether
     /// the rules were replaced.
     fn reload_if_changed(&self) -> bool {
-        let read = std::fs::read(&self.path);
+        // Read under the lock: the watcher and an admin request's change both reload, and a
+        // version read before the other's reload must not be taken after it.
         let mut last = self.last.lock();
+        let read = std::fs::read(&self.path);
         match read {
             Err(e) => {
                 if last.take().is_some() {

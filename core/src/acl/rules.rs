@@ -141,7 +141,7 @@ fn list<'a>(value: &'a Yaml, what: &str) -> Result<&'a [Yaml], String> {
 }
 
 /// A scalar as the string Java would read.
-fn scalar(value: &Yaml) -> Option<String> {
+pub(crate) fn scalar(value: &Yaml) -> Option<String> {
     match value {
         Yaml::String(s) | Yaml::Real(s) => Some(s.clone()),
         Yaml::Integer(i) => Some(i.to_string()),

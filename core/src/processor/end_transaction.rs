@@ -313,6 +313,9 @@ impl EndTransactionProcessor {
                 ),
             );
         };
+        // The copy says WAIT=false (as 4.9's `setWaitStoreMsgOK(false)`): its put answers
+        // once stored, without waiting for a flush or a slave, so this does not hold the
+        // connection's thread.
         let stored = match broker.store().put_message(&copy) {
             Ok(h) => h.wait(),
             Err(e) => {
