@@ -363,8 +363,8 @@ const char *rmqha_version(void);
 // (e.g. the store directory is locked by another broker).
 //
 // Ownership: `cfg` is only read (copied); the caller keeps it and may free it at once. The
-// caller owns `*out`: `rmqha_shutdown` then `rmqha_broker_free`. Thread safety: callable from
-// any thread.
+// caller owns `*out`: `rmqha_shutdown` then `rmqha_broker_free`; on any failure `*out` is set
+// to NULL, so freeing it is always safe. Thread safety: callable from any thread.
 rmqha_status rmqha_start_master(const struct rmqha_config *cfg, struct rmqha_broker **out);
 
 // Starts a slave (`brokerRole` SLAVE, `haMasterAddress` the master's HA `host:port`) from
@@ -383,7 +383,7 @@ rmqha_status rmqha_start_slave(const struct rmqha_config *cfg, struct rmqha_brok
 // while this handle lives). Idempotent: a call while another runs returns once that one is
 // done. `RMQHA_STATUS_STORE` when the stop was not clean (the config tables could not be
 // persisted, or the final flush failed and the abort file stays for the next start's
-// recovery); `rmqha_last_error` names why, and the broker is stopped all the same (every
+// recovery); `rmqha_last_error_message` names why, and the broker is stopped all the same (every
 // later call returns the same). After it,
 // puts fail with
 // `RMQHA_STATUS_PUT_FAILED` (SERVICE_NOT_AVAILABLE) while offsets and reads still answer
@@ -637,7 +637,10 @@ rmqha_status rmqha_put_message_sync_to_queue(const struct rmqha_broker *broker,
 // RocketMQ's, such as `DELAY` = a delay level (1 to the number of `messageDelayLevel`
 // entries) for a message delivered that long after it is stored. A key given twice keeps its
 // last value; an empty value leaves the key out, as RocketMQ's encoder does. A key or value
-// holding the separator bytes 0x01 or 0x02 is not stored (MESSAGE_ILLEGAL).
+// holding the separator bytes 0x01 or 0x02 is not stored (MESSAGE_ILLEGAL). `WAIT` =
+// `false` is RocketMQ's `waitStoreMsgOK=false`: the put is answered PUT_OK once stored,
+// without waiting for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER), so it does not carry
+// the durability a PUT_OK otherwise means; leave it out for that.
 //
 // Ownership: every argument, the array and its strings included, is borrowed for the call.
 // Thread safety: as `rmqha_put_message_sync`.
@@ -742,8 +745,9 @@ rmqha_status rmqha_query_by_key_between(const struct rmqha_broker *broker,
 
 // Frees a result and every message, body and string in it. NULL is allowed and does nothing.
 //
-// Ownership: takes back what `rmqha_get_messages`, `rmqha_message_by_id` or
-// `rmqha_query_by_key` gave; no pointer into the result may be used afterwards. Thread
+// Ownership: takes back what `rmqha_get_messages`, `rmqha_get_messages_selected`,
+// `rmqha_message_by_id`, `rmqha_query_by_key` or `rmqha_query_by_key_between` gave; no
+// pointer into the result may be used afterwards. Thread
 // safety: no other call may be using the result.
 void rmqha_get_result_free(struct rmqha_get_result_t *result);
 

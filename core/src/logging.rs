@@ -6,6 +6,7 @@
 //! so that an embedding process sees what went wrong without any setup.
 
 use std::io::IsTerminal;
+use std::io::Write as _;
 
 use tracing_subscriber::EnvFilter;
 
@@ -20,7 +21,12 @@ pub fn env_filter(default: &str) -> EnvFilter {
         match checked_spec(&spec).and_then(|s| EnvFilter::try_new(&s).map_err(|e| e.to_string())) {
             Ok(filter) => return filter,
             Err(why) => {
-                eprintln!("rmqha: {var}={spec:?} ignored: {why}; logging at {default:?}");
+                // Not `eprintln!`, which panics when stderr cannot be written (a closed pipe,
+                // a full disk): this runs in C, Python and Node hosts.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "rmqha: {var}={spec:?} ignored: {why}; logging at {default:?}"
+                );
                 break;
             }
         }

@@ -61,10 +61,13 @@ fn start(
     want_master: bool,
     function: &str,
 ) -> rmqha_status {
-    // What the broker's threads log goes to stderr (level from RMQHA_LOG, warn by default).
-    rmqha_core::logging::init_for_bindings();
     guard(|| {
         args::out(out, "out")?;
+        // SAFETY: checked non-NULL above; set first so a failure leaves NULL.
+        unsafe { args::write(out, std::ptr::null_mut()) };
+        // What the broker's threads log goes to stderr (level from RMQHA_LOG, warn by default);
+        // inside the guard, as everything that could panic.
+        rmqha_core::logging::init_for_bindings();
         // SAFETY: the caller passes a config from rmqha_config_new.
         let config = unsafe { args::handle(cfg, "cfg") }?.lock().clone();
         if config.broker_role.is_master() != want_master {
@@ -93,8 +96,8 @@ fn start(
 /// (e.g. the store directory is locked by another broker).
 ///
 /// Ownership: `cfg` is only read (copied); the caller keeps it and may free it at once. The
-/// caller owns `*out`: `rmqha_shutdown` then `rmqha_broker_free`. Thread safety: callable from
-/// any thread.
+/// caller owns `*out`: `rmqha_shutdown` then `rmqha_broker_free`; on any failure `*out` is set
+/// to NULL, so freeing it is always safe. Thread safety: callable from any thread.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rmqha_start_master(
     cfg: *const rmqha_config,
@@ -125,7 +128,7 @@ pub unsafe extern "C" fn rmqha_start_slave(
 /// while this handle lives). Idempotent: a call while another runs returns once that one is
 /// done. `RMQHA_STATUS_STORE` when the stop was not clean (the config tables could not be
 /// persisted, or the final flush failed and the abort file stays for the next start's
-/// recovery); `rmqha_last_error` names why, and the broker is stopped all the same (every
+/// recovery); `rmqha_last_error_message` names why, and the broker is stopped all the same (every
 /// later call returns the same). After it,
 /// puts fail with
 /// `RMQHA_STATUS_PUT_FAILED` (SERVICE_NOT_AVAILABLE) while offsets and reads still answer

@@ -183,7 +183,10 @@ const MAX_PUT_PROPERTIES: usize = 16_384;
 /// RocketMQ's, such as `DELAY` = a delay level (1 to the number of `messageDelayLevel`
 /// entries) for a message delivered that long after it is stored. A key given twice keeps its
 /// last value; an empty value leaves the key out, as RocketMQ's encoder does. A key or value
-/// holding the separator bytes 0x01 or 0x02 is not stored (MESSAGE_ILLEGAL).
+/// holding the separator bytes 0x01 or 0x02 is not stored (MESSAGE_ILLEGAL). `WAIT` =
+/// `false` is RocketMQ's `waitStoreMsgOK=false`: the put is answered PUT_OK once stored,
+/// without waiting for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER), so it does not carry
+/// the durability a PUT_OK otherwise means; leave it out for that.
 ///
 /// Ownership: every argument, the array and its strings included, is borrowed for the call.
 /// Thread safety: as `rmqha_put_message_sync`.

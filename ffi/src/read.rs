@@ -394,8 +394,9 @@ pub unsafe extern "C" fn rmqha_query_by_key_between(
 
 /// Frees a result and every message, body and string in it. NULL is allowed and does nothing.
 ///
-/// Ownership: takes back what `rmqha_get_messages`, `rmqha_message_by_id` or
-/// `rmqha_query_by_key` gave; no pointer into the result may be used afterwards. Thread
+/// Ownership: takes back what `rmqha_get_messages`, `rmqha_get_messages_selected`,
+/// `rmqha_message_by_id`, `rmqha_query_by_key` or `rmqha_query_by_key_between` gave; no
+/// pointer into the result may be used afterwards. Thread
 /// safety: no other call may be using the result.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rmqha_get_result_free(result: *mut rmqha_get_result_t) {

@@ -228,7 +228,10 @@ static void start_errors(const char *dir) {
   char slave_dir[512];
   snprintf(slave_dir, sizeof slave_dir, "%s/slave", dir);
   rmqha_config *slave_cfg = test_config(slave_dir, "SLAVE");
+  /* A failed start clears the out-pointer, even one holding a stale value. */
+  b = (rmqha_broker *)(uintptr_t)0x1;
   CHECK_STATUS(rmqha_start_master(slave_cfg, &b), RMQHA_STATUS_WRONG_ROLE);
+  CHECK(b == NULL, "a failed start leaves NULL in *out");
   /* A slave needs its master's address. */
   CHECK_STATUS(rmqha_start_slave(slave_cfg, &b), RMQHA_STATUS_CONFIG);
   CHECK_MESSAGE("haMasterAddress");
