@@ -22,8 +22,9 @@
  *    must come last); a config is internally locked; a get result is read-only.
  *  - Processes: a child made by fork() while a broker runs may read through the inherited
  *    handle, but every write (put, consumer offset, config) fails with a message saying so,
- *    and rmqha_shutdown / rmqha_broker_free there leave the parent's broker running. Start
- *    brokers after forking.
+ *    and rmqha_shutdown / rmqha_broker_free there leave the parent's broker running. A read
+ *    there can still block for good if the fork caught another thread holding one of the
+ *    store's locks (a file roll, a new queue): start brokers after forking, or exec.
  *  - A Rust panic never crosses into C: it becomes RMQHA_STATUS_PANIC.
  */
 
@@ -504,7 +505,9 @@ rmqha_status rmqha_set_master_address(const struct rmqha_broker *broker, const c
 // slave's ack offset and lag, put counters by status, a histogram of how long puts waited
 // for a flush or a slave) into `buf`, NUL-terminated and truncated to `len` bytes, and
 // stores the text's full length in `*out_len` (a value >= `len` means truncated: call again
-// with a buffer of at least `*out_len + 1` bytes; `buf` may be NULL when `len` is 0).
+// with a buffer of at least `*out_len + 1` bytes, and since the text is rendered anew each
+// call and may grow meanwhile, repeat until `*out_len` < `len`; a little slack, say 256
+// bytes more, usually makes the second call the last; `buf` may be NULL when `len` is 0).
 // `out_len` may be NULL. Serve it at `/metrics` from your own HTTP server for Prometheus.
 //
 // Ownership: `buf` belongs to the caller. Thread safety: callable from any thread.

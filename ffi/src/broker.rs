@@ -418,7 +418,9 @@ pub struct rmqha_offsets_t {
 /// slave's ack offset and lag, put counters by status, a histogram of how long puts waited
 /// for a flush or a slave) into `buf`, NUL-terminated and truncated to `len` bytes, and
 /// stores the text's full length in `*out_len` (a value >= `len` means truncated: call again
-/// with a buffer of at least `*out_len + 1` bytes; `buf` may be NULL when `len` is 0).
+/// with a buffer of at least `*out_len + 1` bytes, and since the text is rendered anew each
+/// call and may grow meanwhile, repeat until `*out_len` < `len`; a little slack, say 256
+/// bytes more, usually makes the second call the last; `buf` may be NULL when `len` is 0).
 /// `out_len` may be NULL. Serve it at `/metrics` from your own HTTP server for Prometheus.
 ///
 /// Ownership: `buf` belongs to the caller. Thread safety: callable from any thread.

@@ -64,12 +64,25 @@ pub unsafe extern "C" fn rmqha_config_set(
         let (cfg, key, value) =
             unsafe { (args::handle(cfg, "cfg")?, args::str(key, "key")?, args::str(value, "value")?) };
         let mut c = cfg.lock();
+        let before = c.warnings.len();
         c.set(key, value).map_err(|e| Failure::new(rmqha_status::Config, e.to_string()))?;
-        if c.get(key.trim()).is_some() {
+        let key = key.trim();
+        if c.get(key).is_some() {
             // Known and kept, even with a warning (a clamped ratio, a key with no effect here).
             return Ok(());
         }
-        let why = c.warnings.iter().rev().find(|w| w.contains(key.trim())).cloned();
+        // The warning this call made, or (a warning is kept once) the one naming this key as
+        // a whole word: not another key's that merely contains it.
+        let names_key = |w: &str| {
+            w.match_indices(key).any(|(i, _)| {
+                let ident = |ch: char| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.';
+                !w[..i].ends_with(ident) && !w[i + key.len()..].starts_with(ident)
+            })
+        };
+        let why = c.warnings[before.min(c.warnings.len())..]
+            .last()
+            .or_else(|| if key.is_empty() { None } else { c.warnings.iter().rev().find(|w| names_key(w)) })
+            .cloned();
         Err(Failure::new(
             rmqha_status::UnknownConfigKey,
             why.unwrap_or_else(|| format!("unknown config key {key}; ignored")),

@@ -74,6 +74,13 @@ static void config_errors(const char *dir) {
   CHECK_OK(rmqha_config_warnings(cfg, said, sizeof said, &len));
   CHECK(len < sizeof said && strstr(said, "using 95") && strstr(said, "redeleteHangedFileInterval has no effect"),
         "warnings: %s", said);
+  /* An unknown key set again (its warning kept once) is named by its own warning, not by a
+   * later one about a key that contains it. */
+  CHECK_STATUS(rmqha_config_set(cfg, "Ratio", "1"), RMQHA_STATUS_UNKNOWN_CONFIG_KEY);
+  CHECK_OK(rmqha_config_set(cfg, "diskMaxUsedSpaceRatio", "98"));
+  CHECK_STATUS(rmqha_config_set(cfg, "Ratio", "1"), RMQHA_STATUS_UNKNOWN_CONFIG_KEY);
+  CHECK(strstr(last_error(), "Ratio") != NULL && strstr(last_error(), "diskMaxUsedSpaceRatio") == NULL,
+        "the unknown key's own warning: %s", last_error());
 
   /* Either spelling of a renamed key; truncated reads report the full length. */
   CHECK_OK(rmqha_config_set(cfg, "mapedFileSizeCommitLog", "123456789"));
