@@ -276,9 +276,11 @@ typedef struct rmqha_put_result_t {
   char msg_id[RMQHA_MSG_ID_SIZE];
   // Physical offset of the record in the CommitLog; -1 when nothing was stored.
   int64_t phy_offset;
-  // The queue the message went to.
+  // The queue the message went to. A delayed message (`DELAY`) goes first to
+  // SCHEDULE_TOPIC_XXXX, queue `level - 1`, as in RocketMQ, and this is that queue.
   int32_t queue_id;
-  // The message's ConsumeQueue offset in that queue; -1 when nothing was stored.
+  // The message's ConsumeQueue offset in that queue (for a delayed message, in
+  // SCHEDULE_TOPIC_XXXX's); -1 when nothing was stored.
   int64_t queue_offset;
   // Bytes of the record; 0 when nothing was stored. `phy_offset + size` is what a slave
   // must hold for the put to be replicated.
@@ -723,7 +725,8 @@ rmqha_status rmqha_message_by_id(const struct rmqha_broker *broker,
 
 // Finds up to `max` messages of `topic` whose KEYS (or unique key) include `key`, newest
 // first, through the IndexFile, into a new result in `*out`: status FOUND with the messages,
-// or NO_MATCHED_MESSAGE with none; the offsets are -1.
+// or NO_MATCHED_MESSAGE with none; the offsets are -1. `max` is capped by the config's
+// `maxMsgsNumBatch` (64 by default), as RocketMQ's queryMessage is.
 //
 // Ownership: as `rmqha_get_messages`. Thread safety: callable from any thread.
 rmqha_status rmqha_query_by_key(const struct rmqha_broker *broker,

@@ -70,9 +70,11 @@ pub struct rmqha_put_result_t {
     pub msg_id: [c_char; RMQHA_MSG_ID_SIZE],
     /// Physical offset of the record in the CommitLog; -1 when nothing was stored.
     pub phy_offset: i64,
-    /// The queue the message went to.
+    /// The queue the message went to. A delayed message (`DELAY`) goes first to
+    /// SCHEDULE_TOPIC_XXXX, queue `level - 1`, as in RocketMQ, and this is that queue.
     pub queue_id: i32,
-    /// The message's ConsumeQueue offset in that queue; -1 when nothing was stored.
+    /// The message's ConsumeQueue offset in that queue (for a delayed message, in
+    /// SCHEDULE_TOPIC_XXXX's); -1 when nothing was stored.
     pub queue_offset: i64,
     /// Bytes of the record; 0 when nothing was stored. `phy_offset + size` is what a slave
     /// must hold for the put to be replicated.

@@ -339,7 +339,8 @@ pub unsafe extern "C" fn rmqha_message_by_id(
 
 /// Finds up to `max` messages of `topic` whose KEYS (or unique key) include `key`, newest
 /// first, through the IndexFile, into a new result in `*out`: status FOUND with the messages,
-/// or NO_MATCHED_MESSAGE with none; the offsets are -1.
+/// or NO_MATCHED_MESSAGE with none; the offsets are -1. `max` is capped by the config's
+/// `maxMsgsNumBatch` (64 by default), as RocketMQ's queryMessage is.
 ///
 /// Ownership: as `rmqha_get_messages`. Thread safety: callable from any thread.
 #[unsafe(no_mangle)]
