@@ -153,10 +153,11 @@ fn a_slave_answers_the_same_selected_reads() {
 
 #[test]
 fn the_bindings_arguments_build_at_most_one_selector() {
-    assert!(MessageSelector::from_tags_or_sql(None, None).unwrap().is_none());
-    let t = MessageSelector::from_tags_or_sql(Some("a || b"), None).unwrap().unwrap();
+    let all = MessageSelector::from_tags_or_sql(None, None).unwrap();
+    assert!(all.is_all() && all.expression_type() == "TAG");
+    let t = MessageSelector::from_tags_or_sql(Some("a || b"), None).unwrap();
     assert_eq!((t.expression_type(), t.expression()), ("TAG", "a || b"));
-    let q = MessageSelector::from_tags_or_sql(None, Some("a > 1")).unwrap().unwrap();
+    let q = MessageSelector::from_tags_or_sql(None, Some("a > 1")).unwrap();
     assert_eq!((q.expression_type(), q.expression()), ("SQL92", "a > 1"));
     let both = MessageSelector::from_tags_or_sql(Some("a"), Some("a > 1")).unwrap_err();
     assert!(matches!(&both, rmqha_core::Error::InvalidArgument(m) if m.contains("not both")), "{both}");

@@ -301,10 +301,8 @@ pub unsafe extern "C" fn rmqha_get_messages_selected(
                 format!("max_msgs {max_msgs} is below 1"),
             ));
         }
-        let r = match rmqha_core::filter::MessageSelector::from_tags_or_sql(tags, sql)? {
-            Some(sel) => b.get_messages_selected(topic, queue_id, offset, max_msgs, &sel),
-            None => b.get_messages(topic, queue_id, offset, max_msgs),
-        };
+        let selector = rmqha_core::filter::MessageSelector::from_tags_or_sql(tags, sql)?;
+        let r = b.get_messages_selected(topic, queue_id, offset, max_msgs, &selector);
         // SAFETY: checked non-NULL above.
         unsafe { args::write(out, get_result_into_raw(r)) };
         Ok(())

@@ -96,7 +96,7 @@ pub struct GetMessagesTask {
     pub(crate) queue_id: i32,
     pub(crate) offset: i64,
     pub(crate) max_msgs: i32,
-    pub(crate) selector: Option<rmqha_core::filter::MessageSelector>,
+    pub(crate) selector: rmqha_core::filter::MessageSelector,
 }
 
 #[napi]
@@ -107,11 +107,7 @@ impl Task for GetMessagesTask {
     fn compute(&mut self) -> Result<Self::Output> {
         guarded(|| {
             let (topic, q, offset, max) = (&self.topic, self.queue_id, self.offset, self.max_msgs);
-            Ok(match &self.selector {
-                Some(sel) => self.broker.get_messages_selected(topic, q, offset, max, sel),
-                None => self.broker.get_messages(topic, q, offset, max),
-            }
-            .into())
+            Ok(self.broker.get_messages_selected(topic, q, offset, max, &self.selector).into())
         })
     }
 

@@ -144,10 +144,7 @@ impl PyBroker {
         }
         let selector = MessageSelector::from_tags_or_sql(tags, sql).map_err(|e| errors::to_py(py, e))?;
         let (r, msgs) = self.with(py, |b| {
-            let r = match &selector {
-                Some(sel) => b.get_messages_selected(topic, queue_id, offset, max_msgs, sel),
-                None => b.get_messages(topic, queue_id, offset, max_msgs),
-            };
+            let r = b.get_messages_selected(topic, queue_id, offset, max_msgs, &selector);
             let msgs = r.messages();
             (r, msgs)
         })?;

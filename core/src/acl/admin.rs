@@ -74,6 +74,14 @@ fn split(s: &str) -> Vec<Yaml> {
 /// The answer to one of [`CODES`].
 pub(crate) fn handle(state: &AclState, ident: &BrokerIdentity, req: &RemotingCommand) -> RemotingCommand {
     let fail = |code: i32, why: String| RemotingCommand::response_to(req, code, Some(&why));
+    // A change's answer: SUCCESS (and a log line saying what changed), or `failed` with why.
+    let answer = |result: Result<(), String>, failed: i32, done: String, what: String| match result {
+        Ok(()) => {
+            tracing::info!("ACL: {done}");
+            RemotingCommand::response_to(req, response_code::SUCCESS, None)
+        }
+        Err(why) => fail(failed, format!("{what}: {why}")),
+    };
     match req.code {
         request_code::UPDATE_AND_CREATE_ACL_CONFIG => {
             let Some(ak) = req.ext("accessKey").map(str::trim).filter(|a| !a.is_empty()) else {
@@ -110,18 +118,12 @@ pub(crate) fn handle(state: &AclState, ident: &BrokerIdentity, req: &RemotingCom
                 }
                 Ok(())
             });
-            match result {
-                Ok(()) => {
-                    tracing::info!(access_key = ak, "ACL: account created or updated");
-                    RemotingCommand::response_to(req, response_code::SUCCESS, None)
-                }
-                Err(why) => fail(
-                    UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
-                    format!(
-                        "The accesskey[{ak}] corresponding to accessConfig has been updated failed: {why}"
-                    ),
-                ),
-            }
+            answer(
+                result,
+                UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+                format!("account {ak} created or updated"),
+                format!("The accesskey[{ak}] corresponding to accessConfig has been updated failed"),
+            )
         }
         request_code::DELETE_ACL_CONFIG => {
             let ak = req.ext("accessKey").map(str::trim).unwrap_or_default();
@@ -131,42 +133,35 @@ pub(crate) fn handle(state: &AclState, ident: &BrokerIdentity, req: &RemotingCom
                 accounts.retain(|a| access_key_of(a).as_deref() != Some(ak));
                 if accounts.len() == before { Err("no such account".to_string()) } else { Ok(()) }
             });
-            match result {
-                Ok(()) => {
-                    tracing::info!(access_key = ak, "ACL: account deleted");
-                    RemotingCommand::response_to(req, response_code::SUCCESS, None)
-                }
-                Err(why) => fail(
-                    DELETE_ACL_CONFIG_FAILED,
-                    format!(
-                        "The accesskey[{ak}] corresponding to accessConfig has been deleted failed: {why}"
-                    ),
-                ),
-            }
+            answer(
+                result,
+                DELETE_ACL_CONFIG_FAILED,
+                format!("account {ak} deleted"),
+                format!("The accesskey[{ak}] corresponding to accessConfig has been deleted failed"),
+            )
         }
         request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG => {
             let addrs = split(req.ext("globalWhiteAddrs").unwrap_or_default());
             let n = addrs.len();
-            match state.edit(|doc| {
+            let result = state.edit(|doc| {
                 doc.insert(key("globalWhiteRemoteAddresses"), Yaml::Array(addrs));
                 Ok(())
-            }) {
-                Ok(()) => {
-                    tracing::info!(patterns = n, "ACL: global white list replaced");
-                    RemotingCommand::response_to(req, response_code::SUCCESS, None)
-                }
-                Err(why) => fail(
-                    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
-                    format!("The globalWhiteAddresses has been updated failed: {why}"),
-                ),
-            }
+            });
+            answer(
+                result,
+                UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+                format!("global white list replaced by {n} pattern(s)"),
+                "The globalWhiteAddresses has been updated failed".to_string(),
+            )
         }
         request_code::GET_BROKER_CLUSTER_ACL_INFO => {
             let (counter, timestamp) = state.rules.read().data_version;
-            let version = format!("{{\"counter\":{counter},\"stateVersion\":0,\"timestamp\":{timestamp}}}");
-            let all = serde_json::json!({ state.path.display().to_string(): serde_json::from_str::<serde_json::Value>(&version).unwrap_or_default() });
+            // Java `DataVersion` as fastjson writes it (fields in alphabetical order).
+            let version =
+                serde_json::json!({ "counter": counter, "stateVersion": 0, "timestamp": timestamp });
+            let all = serde_json::json!({ state.path.display().to_string(): &version });
             RemotingCommand::response_to(req, response_code::SUCCESS, None)
-                .with_ext("version", version)
+                .with_ext("version", version.to_string())
                 .with_ext("allAclFileVersion", all.to_string())
                 .with_ext("clusterName", &ident.cluster_name)
                 .with_ext("brokerName", &ident.broker_name)

@@ -14,7 +14,7 @@
 
 mod kv_table;
 mod processor;
-mod queue_stats;
+pub(crate) mod queue_stats;
 
 pub use kv_table::KvTable;
 pub use processor::{AdminProcessor, DeletedTopicsProvider, RuntimeInfoProvider};

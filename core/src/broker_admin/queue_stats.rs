@@ -134,12 +134,8 @@ impl ConsumerStatus {
             let entries: Vec<String> = rows
                 .iter()
                 .map(|(k, v)| {
-                    format!(
-                        "{{\"brokerName\":{},\"queueId\":{},\"topic\":{}}}:{v}",
-                        Value::from(k.broker_name.as_str()),
-                        k.queue_id,
-                        Value::from(k.topic.as_str())
-                    )
+                    let (name, topic) = (Value::from(k.broker_name.as_str()), Value::from(k.topic.as_str()));
+                    queue_entry(&name.to_string(), k.queue_id, &topic.to_string(), v)
                 })
                 .collect();
             format!("{{{}}}", entries.join(","))
@@ -156,6 +152,18 @@ impl ConsumerStatus {
         )
         .into_bytes()
     }
+}
+
+/// One entry of a `Map<MessageQueue, _>` as fastjson writes it: the queue as an object inline
+/// (fields in its alphabetical order; `name_json` and `topic_json` already JSON strings) as
+/// the key, `:`, the value's JSON.
+pub(crate) fn queue_entry(
+    name_json: &str,
+    queue_id: i32,
+    topic_json: &str,
+    value: impl std::fmt::Display,
+) -> String {
+    format!("{{\"brokerName\":{name_json},\"queueId\":{queue_id},\"topic\":{topic_json}}}:{value}")
 }
 
 /// `offsetTable` of `top`: each key read as a MessageQueue, each value by `value`.

@@ -198,19 +198,17 @@ impl MessageSelector {
     }
 
     /// The selector of a binding's read, from its `tags` and `sql` arguments: at most one of
-    /// them may be given, and neither means every message (`None`). An error
+    /// them may be given, and neither means every message (the tag expression `*`). An error
     /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)) names what was wrong: both
     /// given, or where the SQL92 expression does not compile.
-    pub fn from_tags_or_sql(tags: Option<&str>, sql: Option<&str>) -> crate::Result<Option<Self>> {
+    pub fn from_tags_or_sql(tags: Option<&str>, sql: Option<&str>) -> crate::Result<Self> {
         match (tags, sql) {
             (Some(_), Some(_)) => Err(crate::Error::InvalidArgument(
                 "give tags or sql, not both (a read has one expression)".into(),
             )),
-            (Some(t), None) => Ok(Some(Self::by_tag(t))),
-            (None, Some(q)) => {
-                Self::by_sql(q).map(Some).map_err(|e| crate::Error::InvalidArgument(e.to_string()))
-            }
-            (None, None) => Ok(None),
+            (Some(t), None) => Ok(Self::by_tag(t)),
+            (None, Some(q)) => Self::by_sql(q).map_err(|e| crate::Error::InvalidArgument(e.to_string())),
+            (None, None) => Ok(Self::by_tag("*")),
         }
     }
 

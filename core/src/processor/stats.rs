@@ -343,9 +343,7 @@ pub(super) fn queue_entries(
     rows: impl Iterator<Item = (i32, String)>,
 ) {
     let (name, topic) = (json_string(broker_name), json_string(topic));
-    out.extend(
-        rows.map(|(q, value)| format!("{{\"brokerName\":{name},\"queueId\":{q},\"topic\":{topic}}}:{value}")),
-    );
+    out.extend(rows.map(|(q, value)| crate::broker_admin::queue_stats::queue_entry(&name, q, &topic, value)));
 }
 
 fn json_string(s: &str) -> String {
