@@ -285,6 +285,10 @@ int main(int argc, char **argv) {
   CHECK_OK(rmqha_offsets(slave, &so));
   CHECK(so.connected && strcmp(so.master_address, want_addr) == 0, "slave follows %s", so.master_address);
   CHECK_OK(rmqha_offsets(master, &mo));
+  /* PUT_OK means stored (and on the slave), not yet dispatched: the ConsumeQueue entry comes
+   * from the dispatcher a moment later, as in RocketMQ. Wait for it before reading queue ends. */
+  queue_wait dispatched = {master, again.queue_id, again.queue_offset + 1};
+  CHECK(wait_until(queue_reached, &dispatched, 10000), "the put after the restart was not dispatched");
 
   /* Consumer offsets. */
   CHECK_OK(rmqha_consumer_offset(master, "group-c", TOPIC, 0, &v));
