@@ -298,7 +298,25 @@ fn master_with_two_messages(store: &Path) -> (Proc, String) {
     let addr = format!("127.0.0.1:{port}");
     let (ok, out, err) = rmqha(&["put", &addr, "--topic", "Bad", "--queue", "0", "--lines"], b"a\nb\n");
     assert!(ok, "{out} {err}");
+    wait_dispatched_bad(&addr, 2);
     (master, addr)
+}
+
+/// Waits until GET_MAX_OFFSET says queue 0 of topic Bad at `addr` holds `count` messages: a
+/// put is answered once stored, and its ConsumeQueue entry follows from the dispatcher.
+fn wait_dispatched_bad(addr: &str, count: i64) {
+    let c = RemotingClient::new(addr, ClientConfig::default());
+    let want = count.to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let max = RemotingCommand::request(30).with_ext("topic", "Bad").with_ext("queueId", 0);
+        let r = c.invoke_sync(max, Duration::from_secs(5)).unwrap();
+        if r.ext("offset") == Some(want.as_str()) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "queue Bad:0 never reached offset {count}: {r:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// `rmqha get --topic Bad` at `addr` with more arguments.
@@ -514,6 +532,7 @@ fn progress_prints_a_groups_lag_per_queue() {
     let (_master, addr) = master_with_two_messages(dir.path());
     let (ok, out, err) = rmqha(&["put", &addr, "--topic", "Bad", "--queue", "0"], b"c");
     assert!(ok, "{out} {err}");
+    wait_dispatched_bad(&addr, 3);
     let c = RemotingClient::new(&addr, ClientConfig::default());
     let commit = RemotingCommand::request(15)
         .with_ext("consumerGroup", "lagging")
@@ -586,17 +605,6 @@ fn reset_offset_moves_a_groups_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let (_master, addr) = master_with_two_messages(dir.path());
     let c = RemotingClient::new(&addr, ClientConfig::default());
-    // Both messages dispatched (a put is answered once stored): GET_MAX_OFFSET says 2.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let max = RemotingCommand::request(30).with_ext("topic", "Bad").with_ext("queueId", 0);
-        let r = c.invoke_sync(max, Duration::from_secs(5)).unwrap();
-        if r.ext("offset") == Some("2") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "queue 0 never reached offset 2: {r:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
     let commit = RemotingCommand::request(15)
         .with_ext("consumerGroup", "rewinding")
         .with_ext("topic", "Bad")

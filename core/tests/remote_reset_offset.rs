@@ -216,7 +216,9 @@ fn a_reset_on_the_master_reaches_its_slave() {
     slave.sync_config_now().unwrap();
     assert_eq!(offsets(&slave, "G"), (5, 5), "the rewind reached the slave");
 
-    // A consumer reading from the slave moves on there; the next sync keeps that.
+    // A consumer reading from the slave moves on there; the next sync keeps that. (A commit
+    // is checked against the slave's own queue: wait for it to replicate and dispatch.)
+    assert!(common::wait_until(TIMEOUT, || slave.queue_max_offset("T", 0) == 10));
     slave.commit_consumer_offset("G", "T", 0, 7).unwrap();
     slave.sync_config_now().unwrap();
     assert_eq!(offsets(&slave, "G"), (7, 5));

@@ -136,7 +136,8 @@ fn a_slow_slave_delays_the_answer_not_the_connection_and_times_out() {
     raw.send(send_v2(&Msg::new("T", b"alone")), 5);
     let r = raw.recv();
     assert_eq!((r.opaque, r.code), (5, code::SLAVE_NOT_AVAILABLE), "{r:?}");
-    // A oneway send is stored without an answer.
+    // A oneway send is stored without an answer. ("alone" was stored: counted in `before`.)
+    assert!(m.store().wait_dispatched(TIMEOUT));
     let before = m.queue_max_offset("T", 0);
     let c = client(m.remoting_addrs()[0]);
     c.invoke_oneway(send_v2(&Msg::new("T", b"oneway")), TIMEOUT).unwrap();

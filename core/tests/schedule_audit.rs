@@ -186,6 +186,8 @@ fn a_clean_stop_records_no_delivery_a_slave_does_not_hold() {
     assert_eq!(m.delay_offset(1), None, "recorded at the stop though no slave held the delivery");
     let slave = common::slave_of(sd.path(), &m, &[levels]);
     assert!(wait_until(WAIT, || m.delay_offset(1) == Some(1)), "recorded once a slave holds it");
+    // Recorded once held by the slave; its ConsumeQueue entry comes from the dispatcher.
+    assert!(wait_until(WAIT, || orders(&m).len() == 2), "the second copy dispatched");
     let bodies: Vec<Vec<u8>> = orders(&m).into_iter().map(|x| x.body).collect();
     assert_eq!(bodies, vec![b"unheld".to_vec(), b"unheld".to_vec()], "delivered again after the restart");
     assert!(wait_until(WAIT, || orders(&slave).len() == 2), "both copies on the slave");

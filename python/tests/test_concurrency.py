@@ -163,6 +163,7 @@ def test_ctrl_c_interrupts_a_put_waiting_for_a_slave(tmp_path: Path) -> None:
             assert sent.is_set()
             assert took < 10, f"Ctrl-C answered after {took:.1f}s (slaveTimeout 60s); helper: {events}"
             # The message stays stored; only its final status was not waited for.
+            assert wait_until(lambda: master.queue_max_offset("Wait", 0) == 1)
             assert master.get_messages("Wait", 0, 0, 1).messages[0].body == b"never acked"
         finally:
             fake.close()

@@ -36,6 +36,13 @@ static bool slave_acked(void *p) {
   return rmqha_slave_ack_offset(w->slave, &acked) == RMQHA_STATUS_OK && acked == w->want;
 }
 
+/* Both the ConsumeQueue and the IndexFile have every stored record (the dispatcher writes a
+ * record's queue entry, then its index entries). */
+static bool fully_dispatched(void *p) {
+  rmqha_offsets_t o;
+  return rmqha_offsets(p, &o) == RMQHA_STATUS_OK && o.dispatch_behind_bytes == 0;
+}
+
 static void body_of(int i, char *buf, size_t len) { snprintf(buf, len, "body-%d-%0*d", i, 40, i); }
 
 int main(int argc, char **argv) {
@@ -95,6 +102,8 @@ int main(int argc, char **argv) {
           (long long)per_queue[q]);
     CHECK(wait_until(queue_reached, &on_master, 10000), "master queue %d", q);
   }
+  CHECK(wait_until(fully_dispatched, master, 10000), "the master's index did not catch up");
+  CHECK(wait_until(fully_dispatched, slave, 10000), "the slave's index did not catch up");
 
   /* Offsets on both sides. */
   rmqha_offsets_t mo, so;
