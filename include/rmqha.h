@@ -509,7 +509,8 @@ rmqha_status rmqha_set_master_address(const struct rmqha_broker *broker, const c
 // stores the text's full length in `*out_len` (a value >= `len` means truncated: call again
 // with a buffer of at least `*out_len + 1` bytes, and since the text is rendered anew each
 // call and may grow meanwhile, repeat until `*out_len` < `len`; a little slack, say 256
-// bytes more, usually makes the second call the last; `buf` may be NULL when `len` is 0).
+// bytes more, usually makes the second call the last; `buf` may be NULL when `len` is 0, and
+// NULL with a larger `len` is `RMQHA_STATUS_NULL_ARGUMENT`).
 // `out_len` may be NULL. Serve it at `/metrics` from your own HTTP server for Prometheus.
 //
 // Ownership: `buf` belongs to the caller. Thread safety: callable from any thread.
@@ -558,7 +559,9 @@ rmqha_status rmqha_config_set(struct rmqha_config *cfg, const char *key, const c
 
 // Copies the current value of `key` (either spelling) into `buf`, NUL-terminated and
 // truncated to `len` bytes, and stores the value's full length in `*out_len` (a value >=
-// `len` means truncated; `buf` may be NULL when `len` is 0). `out_len` may be NULL.
+// `len` means truncated; `buf` may be NULL when `len` is 0, and NULL with a larger `len` is
+// `RMQHA_STATUS_NULL_ARGUMENT`). `out_len` may be NULL. A value holding a NUL byte (a
+// properties file can spell one `\u0000`) is cut at it, and its length is the cut one.
 //
 // Returns `RMQHA_STATUS_UNKNOWN_CONFIG_KEY` for a key rmqha does not know.
 //

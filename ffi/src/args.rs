@@ -101,11 +101,14 @@ fn prefix(s: &str, max: usize) -> &str {
 }
 
 /// Copies `s` into the caller's `buf` of `len` bytes, NUL-terminated and truncated if needed,
-/// and returns `s.len()` (the `snprintf` convention).
+/// and returns the length copied in full (the `snprintf` convention). A text with a NUL byte
+/// (a properties file can spell one as `\u0000`) is cut at it, so the length returned is the
+/// one `strlen` finds.
 ///
 /// # Safety
 /// `buf` is NULL or points to `len` writable bytes.
 pub unsafe fn copy_to_buf(s: &str, buf: *mut c_char, len: usize) -> usize {
+    let s = s.find('\0').map_or(s, |i| &s[..i]);
     if !buf.is_null() && len > 0 {
         let part = prefix(s, len - 1);
         // SAFETY: `part.len() + 1 <= len` bytes of `buf` are writable; the regions are distinct
@@ -116,6 +119,28 @@ pub unsafe fn copy_to_buf(s: &str, buf: *mut c_char, len: usize) -> usize {
         }
     }
     s.len()
+}
+
+/// [`copy_to_buf`] for an export that answers a status: `buf` NULL with `len` above 0 is a
+/// NULL argument (the caller meant to pass a buffer), and the full length goes to `*out_len`
+/// when that is not NULL.
+///
+/// # Safety
+/// `buf` is NULL or points to `len` writable bytes; `out_len` is NULL or writable.
+pub unsafe fn copy_out(s: &str, buf: *mut c_char, len: usize, out_len: *mut usize) -> FfiResult<()> {
+    if buf.is_null() && len > 0 {
+        return Err(Failure::new(
+            rmqha_status::NullArgument,
+            format!("buf is NULL but len is {len} (pass len 0 to ask only for the length)"),
+        ));
+    }
+    // SAFETY: by the caller's contract.
+    let n = unsafe { copy_to_buf(s, buf, len) };
+    if !out_len.is_null() {
+        // SAFETY: non-NULL, and the caller's.
+        unsafe { write(out_len, n) };
+    }
+    Ok(())
 }
 
 /// `s` as a fixed-size NUL-terminated array, truncated at a character boundary if needed.
@@ -153,5 +178,22 @@ mod tests {
         // SAFETY: a NULL buffer with length 0 only asks for the length.
         assert_eq!(unsafe { copy_to_buf("abc", std::ptr::null_mut(), 0) }, 3);
         assert_eq!(c_string("a\0b").as_bytes(), b"a");
+        // A NUL inside the text ends it, and the length is the one strlen finds.
+        // SAFETY: buf has 4 bytes.
+        assert_eq!(unsafe { copy_to_buf("a\0bc", buf.as_mut_ptr(), 4) }, 1);
+        // SAFETY: NUL-terminated by copy_to_buf.
+        assert_eq!(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_bytes(), b"a");
+    }
+
+    #[test]
+    fn copy_out_refuses_a_null_buffer_with_a_length() {
+        let mut n = 99usize;
+        // SAFETY: NULL with a length is refused before anything is written; `n` is writable.
+        let e = unsafe { copy_out("abc", std::ptr::null_mut(), 5, &mut n) }.unwrap_err();
+        assert_eq!(e.status, rmqha_status::NullArgument);
+        assert_eq!(n, 99, "nothing written on failure");
+        // SAFETY: NULL with 0 asks for the length.
+        unsafe { copy_out("abc", std::ptr::null_mut(), 0, &mut n) }.unwrap();
+        assert_eq!(n, 3);
     }
 }

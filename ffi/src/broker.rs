@@ -420,7 +420,8 @@ pub struct rmqha_offsets_t {
 /// stores the text's full length in `*out_len` (a value >= `len` means truncated: call again
 /// with a buffer of at least `*out_len + 1` bytes, and since the text is rendered anew each
 /// call and may grow meanwhile, repeat until `*out_len` < `len`; a little slack, say 256
-/// bytes more, usually makes the second call the last; `buf` may be NULL when `len` is 0).
+/// bytes more, usually makes the second call the last; `buf` may be NULL when `len` is 0, and
+/// NULL with a larger `len` is `RMQHA_STATUS_NULL_ARGUMENT`).
 /// `out_len` may be NULL. Serve it at `/metrics` from your own HTTP server for Prometheus.
 ///
 /// Ownership: `buf` belongs to the caller. Thread safety: callable from any thread.
@@ -434,13 +435,9 @@ pub unsafe extern "C" fn rmqha_metrics(
     guard(|| {
         // SAFETY: the caller passes a live handle.
         let text = unsafe { broker_arg(broker) }?.metrics();
-        // SAFETY: `buf` has `len` writable bytes (or is NULL) by the caller's contract.
-        let n = unsafe { args::copy_to_buf(&text, buf, len) };
-        if !out_len.is_null() {
-            // SAFETY: non-NULL, and the caller's.
-            unsafe { args::write(out_len, n) };
-        }
-        Ok(())
+        // SAFETY: `buf` has `len` writable bytes (or is NULL), `out_len` is NULL or writable,
+        // by the caller's contract.
+        unsafe { args::copy_out(&text, buf, len, out_len) }
     })
 }
 

@@ -92,7 +92,9 @@ pub unsafe extern "C" fn rmqha_config_set(
 
 /// Copies the current value of `key` (either spelling) into `buf`, NUL-terminated and
 /// truncated to `len` bytes, and stores the value's full length in `*out_len` (a value >=
-/// `len` means truncated; `buf` may be NULL when `len` is 0). `out_len` may be NULL.
+/// `len` means truncated; `buf` may be NULL when `len` is 0, and NULL with a larger `len` is
+/// `RMQHA_STATUS_NULL_ARGUMENT`). `out_len` may be NULL. A value holding a NUL byte (a
+/// properties file can spell one `\u0000`) is cut at it, and its length is the cut one.
 ///
 /// Returns `RMQHA_STATUS_UNKNOWN_CONFIG_KEY` for a key rmqha does not know.
 ///
@@ -111,13 +113,9 @@ pub unsafe extern "C" fn rmqha_config_get(
         let value = cfg.lock().get(key.trim()).ok_or_else(|| {
             Failure::new(rmqha_status::UnknownConfigKey, format!("unknown config key {key}"))
         })?;
-        // SAFETY: `buf` has `len` writable bytes (or is NULL) by the caller's contract.
-        let n = unsafe { args::copy_to_buf(&value, buf, len) };
-        if !out_len.is_null() {
-            // SAFETY: non-NULL, and the caller's.
-            unsafe { args::write(out_len, n) };
-        }
-        Ok(())
+        // SAFETY: `buf` has `len` writable bytes (or is NULL), `out_len` is NULL or writable,
+        // by the caller's contract.
+        unsafe { args::copy_out(&value, buf, len, out_len) }
     })
 }
 
@@ -159,13 +157,9 @@ pub unsafe extern "C" fn rmqha_config_warnings(
         // SAFETY: the caller passes a config from rmqha_config_new.
         let cfg = unsafe { args::handle(cfg, "cfg")? };
         let text = cfg.lock().warnings.join("\n");
-        // SAFETY: `buf` has `len` writable bytes (or is NULL) by the caller's contract.
-        let n = unsafe { args::copy_to_buf(&text, buf, len) };
-        if !out_len.is_null() {
-            // SAFETY: non-NULL, and the caller's.
-            unsafe { args::write(out_len, n) };
-        }
-        Ok(())
+        // SAFETY: `buf` has `len` writable bytes (or is NULL), `out_len` is NULL or writable,
+        // by the caller's contract.
+        unsafe { args::copy_out(&text, buf, len, out_len) }
     })
 }
 

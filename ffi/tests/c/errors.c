@@ -109,6 +109,16 @@ static void config_errors(const char *dir) {
   CHECK_OK(rmqha_config_warnings(cfg, warnings, sizeof warnings, NULL));
   CHECK(strstr(warnings, "sendMessageThreadPoolNums") != NULL && strstr(warnings, "noSuchKey") != NULL, "warnings: %s", warnings);
   CHECK_STATUS(rmqha_config_load_file(cfg, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  /* A value with a NUL byte (\u0000 in the file) reads back cut at it, with strlen's length. */
+  snprintf(path, sizeof path, "%s/nul.properties", dir);
+  write_file(path, "brokerClusterName=ab\\u0000cd\n");
+  CHECK_OK(rmqha_config_load_file(cfg, path));
+  CHECK_OK(rmqha_config_get(cfg, "brokerClusterName", value, sizeof value, &len));
+  CHECK(strcmp(value, "ab") == 0 && len == 2, "a value with a NUL: %s, length %zu", value, len);
+  /* A NULL buffer with a length is a mistake, not a question about the length. */
+  CHECK_STATUS(rmqha_config_get(cfg, "brokerClusterName", NULL, 8, &len), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_MESSAGE("buf is NULL");
+  CHECK_STATUS(rmqha_config_warnings(cfg, NULL, 8, NULL), RMQHA_STATUS_NULL_ARGUMENT);
 
   rmqha_config_free(cfg);
   rmqha_config_free(NULL);
