@@ -299,6 +299,13 @@ fn a_changed_file_is_reloaded_and_a_broken_one_keeps_the_rules() {
     std::fs::write(&file, RULES.replace("Denied=DENY", "Denied=PUBLISH")).unwrap();
     assert!(common::wait_until(TIMEOUT, || b.acl_reloads().unwrap().1 == 1), "the broken file was not seen");
     assert_eq!(send().code, code::SUCCESS);
+    // GET_BROKER_CLUSTER_ACL_CONFIG lists the rules in effect, not the broken file.
+    let listed = call(
+        &c,
+        sign(RemotingCommand::request(request_code::GET_BROKER_CLUSTER_ACL_CONFIG), ADMIN.0, ADMIN.1),
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&listed.body).unwrap();
+    assert_eq!(listed["plainAccessConfigs"][0]["topicPerms"][1], "Denied=PUB", "{listed}");
     // So is a file that is no YAML at all.
     std::fs::write(&file, "accounts: [\n").unwrap();
     assert!(common::wait_until(TIMEOUT, || b.acl_reloads().unwrap().1 == 2), "the broken file was not seen");
@@ -713,12 +720,38 @@ fn an_admin_changes_the_acl_file_over_the_wire() {
     let changes = version(&b, &c);
     assert_eq!(changes, 5, "two updates, two white lists, one delete");
 
-    // 4.9's GET_BROKER_CLUSTER_ACL_CONFIG would answer every secret: not served.
-    let r = call(
-        &c,
-        sign(RemotingCommand::request(request_code::GET_BROKER_CLUSTER_ACL_CONFIG), ADMIN.0, ADMIN.1),
+    // `mqadmin getAccessConfigSubCommand`: the accounts in effect, to an admin only, and
+    // without their secrets (4.9 answers every secret key to any signed request).
+    let get_config = RemotingCommand::request(request_code::GET_BROKER_CLUSTER_ACL_CONFIG);
+    refused(
+        &call(&c, sign(get_config.clone(), OTHER.0, OTHER.1)),
+        "Need admin permission for request code=54",
     );
-    assert_eq!(r.code, code::REQUEST_CODE_NOT_SUPPORTED, "{r:?}");
+    refused(&call(&c, get_config.clone()), "an admin account's accessKey is required");
+    let r = call(&c, sign(get_config, ADMIN.0, ADMIN.1));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let text = String::from_utf8(r.body.clone()).unwrap();
+    assert!(!text.contains("secret"), "no secret key, nor its field: {text}");
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["globalWhiteAddrs"], serde_json::json!([]), "{text}");
+    assert_eq!(
+        body["plainAccessConfigs"],
+        serde_json::json!([
+            {
+                "accessKey": "producerAK",
+                "admin": false,
+                "defaultGroupPerm": "SUB",
+                "defaultTopicPerm": "DENY",
+                "groupPerms": ["blocked_cg=DENY"],
+                "topicPerms": ["T=PUB|SUB", "Denied=DENY"],
+            },
+            { "accessKey": "adminAK01", "admin": true },
+            { "accessKey": "otherAK01", "admin": false, "defaultTopicPerm": "DENY", "topicPerms": ["Other=PUB"] },
+        ]),
+        "fields as fastjson writes 4.9's PlainAccessConfig, in the file's order: {text}"
+    );
+    // Fields in fastjson's (alphabetical) order.
+    assert!(text.starts_with(r#"{"globalWhiteAddrs":[],"plainAccessConfigs":[{"accessKey":"producerAK","admin":false,"defaultGroupPerm""#), "{text}");
 
     // The file holds the changes: a restart reads them.
     b.shutdown();

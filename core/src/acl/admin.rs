@@ -24,10 +24,14 @@
 //! replaced whole (a temporary file synced, then renamed over it, and the directory synced), so
 //! a crash leaves the old version or the new one, and the new rules apply before the answer.
 //!
-//! Beyond 4.9, where any signed request may change the ACL (these codes are not in its
-//! `Permission.ADMIN_CODE`): 50, 51 and 53 need an account with `admin: true`, and a secret
-//! key is in no answer, remark or log line. GET_BROKER_CLUSTER_ACL_CONFIG (54), which in 4.9
-//! answers every account's secret key to any signed request, is not served.
+//! - GET_BROKER_CLUSTER_ACL_CONFIG (54, `mqadmin getAccessConfigSubCommand`): the rules in
+//!   effect as 4.9's `GetBrokerClusterAclConfigResponseBody` (`globalWhiteAddrs`,
+//!   `plainAccessConfigs`), without any account's `secretKey`.
+//!
+//! Beyond 4.9, where any signed request may change or read the ACL (these codes are not in its
+//! `Permission.ADMIN_CODE`): 50, 51, 53 and 54 need an account with `admin: true`, and a secret
+//! key is in no answer, remark or log line (4.9's 54 answers every account's secret key to any
+//! signed request).
 
 use std::io::Write;
 use std::path::Path;
@@ -52,6 +56,7 @@ pub(crate) const CODES: &[i32] = &[
     request_code::DELETE_ACL_CONFIG,
     request_code::GET_BROKER_CLUSTER_ACL_INFO,
     request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    request_code::GET_BROKER_CLUSTER_ACL_CONFIG,
 ];
 
 /// Who this broker is, for GET_BROKER_CLUSTER_ACL_INFO.
@@ -166,6 +171,11 @@ pub(crate) fn handle(state: &AclState, ident: &BrokerIdentity, req: &RemotingCom
                 .with_ext("clusterName", &ident.cluster_name)
                 .with_ext("brokerName", &ident.broker_name)
                 .with_ext("brokerAddr", &ident.broker_addr)
+        }
+        request_code::GET_BROKER_CLUSTER_ACL_CONFIG => {
+            // The rules in effect (a broken version of the file on disk is not among them).
+            let body = state.rules.read().listing.to_string();
+            RemotingCommand::response_to(req, response_code::SUCCESS, None).with_body(body)
         }
         _ => RemotingCommand::not_supported(req),
     }

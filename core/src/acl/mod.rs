@@ -100,21 +100,24 @@ const ADMIN_CODES: &[i32] = &[
     request_code::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
     request_code::DELETE_SUBSCRIPTIONGROUP,
     request_code::RESUME_CHECK_HALF_MESSAGE,
-    // 4.9 lets any signed request change the ACL file: here only an admin may.
+    // 4.9 lets any signed request change the ACL file, or read it secrets and all: here only
+    // an admin may.
     request_code::UPDATE_AND_CREATE_ACL_CONFIG,
     request_code::DELETE_ACL_CONFIG,
     request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    request_code::GET_BROKER_CLUSTER_ACL_CONFIG,
 ];
 
 /// Codes that need an admin account whoever asks, a white-listed address included (4.9 lets a
 /// white-listed address send anything, unsigned): changing the ACL file (a white-listed host
-/// could otherwise white-list everyone, or make any account admin) and resuming a
-/// transaction's checks. From a globally white-listed address they need an AccessKey too; an
+/// could otherwise white-list everyone, or make any account admin), reading its accounts, and
+/// resuming a transaction's checks. From a globally white-listed address they need an AccessKey too; an
 /// account's own `whiteRemoteAddress` passes its AccessKey unsigned, as for any code.
 const ACCOUNT_ADMIN_CODES: &[i32] = &[
     request_code::UPDATE_AND_CREATE_ACL_CONFIG,
     request_code::DELETE_ACL_CONFIG,
     request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    request_code::GET_BROKER_CLUSTER_ACL_CONFIG,
     request_code::RESUME_CHECK_HALF_MESSAGE,
 ];
 

@@ -60,6 +60,10 @@ pub(crate) struct AclRules {
     /// The file's `dataVersion` (its first entry's `counter` and `timestamp`, as 4.9 reads
     /// it); (0, 0) when it has none.
     pub(crate) data_version: (i64, i64),
+    /// The file as GET_BROKER_CLUSTER_ACL_CONFIG answers it: 4.9's
+    /// `GetBrokerClusterAclConfigResponseBody` (`globalWhiteAddrs`, `plainAccessConfigs`),
+    /// every field as the file gives it except `secretKey`, which is left out.
+    pub(crate) listing: serde_json::Value,
 }
 
 /// `AclConstants.ACCESS_KEY_MIN_LENGTH` / `SECRET_KEY_MIN_LENGTH`: keys must be longer.
@@ -121,6 +125,7 @@ impl AclRules {
                 None => return Err("a top-level key is not a string".into()),
             }
         }
+        rules.listing = listing(top);
         Ok(rules)
     }
 }
@@ -132,6 +137,50 @@ pub(crate) fn is_empty_document(text: &str) -> bool {
 }
 
 /// A sequence (or nothing, for an empty or null value).
+/// [`AclRules::listing`] of a file that parsed. Fields as fastjson writes 4.9's
+/// `PlainAccessConfig` (alphabetical; `admin` always, as a Java `boolean`; absent ones left
+/// out), with no `secretKey`.
+fn listing(top: &yaml_rust2::yaml::Hash) -> serde_json::Value {
+    use serde_json::{Map, Value};
+    let strings = |v: &Yaml| -> Value {
+        match v {
+            Yaml::Array(items) => items.iter().filter_map(scalar).map(Value::String).collect(),
+            _ => Value::Array(Vec::new()),
+        }
+    };
+    let field = |name: &str| top.get(&Yaml::String(name.to_string()));
+    let white = field("globalWhiteRemoteAddresses").map_or(Value::Array(Vec::new()), strings);
+    let accounts: Vec<Value> = match field("accounts") {
+        Some(Yaml::Array(items)) => items
+            .iter()
+            .filter_map(|item| match item {
+                Yaml::Hash(h) => Some(h),
+                _ => None,
+            })
+            .map(|h| {
+                let get = |k: &str| h.get(&Yaml::String(k.to_string()));
+                let mut out = Map::new();
+                for k in ["accessKey", "defaultGroupPerm", "defaultTopicPerm", "whiteRemoteAddress"] {
+                    if let Some(s) = get(k).and_then(scalar) {
+                        out.insert(k.to_string(), Value::String(s.trim().to_string()));
+                    }
+                }
+                for k in ["groupPerms", "topicPerms"] {
+                    if let Some(v @ Yaml::Array(_)) = get(k) {
+                        out.insert(k.to_string(), strings(v));
+                    }
+                }
+                let admin =
+                    get("admin").and_then(scalar).is_some_and(|s| s.trim().eq_ignore_ascii_case("true"));
+                out.insert("admin".to_string(), Value::Bool(admin));
+                Value::Object(out)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    serde_json::json!({ "globalWhiteAddrs": white, "plainAccessConfigs": accounts })
+}
+
 fn list<'a>(value: &'a Yaml, what: &str) -> Result<&'a [Yaml], String> {
     match value {
         Yaml::Array(a) => Ok(a),
