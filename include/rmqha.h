@@ -561,7 +561,8 @@ rmqha_status rmqha_config_set(struct rmqha_config *cfg, const char *key, const c
 // truncated to `len` bytes, and stores the value's full length in `*out_len` (a value >=
 // `len` means truncated; `buf` may be NULL when `len` is 0, and NULL with a larger `len` is
 // `RMQHA_STATUS_NULL_ARGUMENT`). `out_len` may be NULL. A value holding a NUL byte (a
-// properties file can spell one `\u0000`) is cut at it, and its length is the cut one.
+// properties file can spell one `\u0000`) is cut at it, and its length is the cut one; the
+// warnings, error messages and metrics show a NUL as the six characters `\u0000`.
 //
 // Returns `RMQHA_STATUS_UNKNOWN_CONFIG_KEY` for a key rmqha does not know.
 //

@@ -701,6 +701,8 @@ fn an_admin_changes_the_acl_file_over_the_wire() {
     refused(&call(&c, make_admin), "an admin account's accessKey is required");
     let resume = RemotingCommand::request(request_code::RESUME_CHECK_HALF_MESSAGE).with_ext("msgId", "x");
     refused(&call(&c, resume), "an admin account's accessKey is required");
+    let list = RemotingCommand::request(request_code::GET_BROKER_CLUSTER_ACL_CONFIG);
+    refused(&call(&c, list), "an admin account's accessKey is required");
     let bad_white = RemotingCommand::request(request_code::UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)
         .with_ext("globalWhiteAddrs", "10.0.0.1-");
     let r = call(&c, sign(bad_white, ADMIN.0, ADMIN.1));

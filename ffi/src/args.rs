@@ -101,14 +101,21 @@ fn prefix(s: &str, max: usize) -> &str {
 }
 
 /// Copies `s` into the caller's `buf` of `len` bytes, NUL-terminated and truncated if needed,
-/// and returns the length copied in full (the `snprintf` convention). A text with a NUL byte
-/// (a properties file can spell one as `\u0000`) is cut at it, so the length returned is the
-/// one `strlen` finds.
+/// and returns the length of the whole text (the `snprintf` convention). A NUL byte in the
+/// text (a properties file can spell one `\u0000`, in a key a warning quotes, say) is written
+/// as the six characters `\u0000`, so C sees all of the text and `strlen` agrees with the
+/// length returned.
 ///
 /// # Safety
 /// `buf` is NULL or points to `len` writable bytes.
 pub unsafe fn copy_to_buf(s: &str, buf: *mut c_char, len: usize) -> usize {
-    let s = s.find('\0').map_or(s, |i| &s[..i]);
+    let escaped;
+    let s = if s.contains('\0') {
+        escaped = s.replace('\0', "\\u0000");
+        escaped.as_str()
+    } else {
+        s
+    };
     if !buf.is_null() && len > 0 {
         let part = prefix(s, len - 1);
         // SAFETY: `part.len() + 1 <= len` bytes of `buf` are writable; the regions are distinct
@@ -122,8 +129,9 @@ pub unsafe fn copy_to_buf(s: &str, buf: *mut c_char, len: usize) -> usize {
 }
 
 /// [`copy_to_buf`] for an export that answers a status: `buf` NULL with `len` above 0 is a
-/// NULL argument (the caller meant to pass a buffer), and the full length goes to `*out_len`
-/// when that is not NULL.
+/// NULL argument (the caller meant to pass a buffer), a `len` above 2 GiB an invalid one (a
+/// negative length cast to `size_t`), and the full length goes to `*out_len` when that is not
+/// NULL.
 ///
 /// # Safety
 /// `buf` is NULL or points to `len` writable bytes; `out_len` is NULL or writable.
@@ -132,6 +140,14 @@ pub unsafe fn copy_out(s: &str, buf: *mut c_char, len: usize, out_len: *mut usiz
         return Err(Failure::new(
             rmqha_status::NullArgument,
             format!("buf is NULL but len is {len} (pass len 0 to ask only for the length)"),
+        ));
+    }
+    if len > i32::MAX as usize {
+        return Err(Failure::new(
+            rmqha_status::InvalidArgument,
+            format!(
+                "buf length {len} is larger than any text rmqha returns (a negative length cast to size_t?)"
+            ),
         ));
     }
     // SAFETY: by the caller's contract.
@@ -178,11 +194,12 @@ mod tests {
         // SAFETY: a NULL buffer with length 0 only asks for the length.
         assert_eq!(unsafe { copy_to_buf("abc", std::ptr::null_mut(), 0) }, 3);
         assert_eq!(c_string("a\0b").as_bytes(), b"a");
-        // A NUL inside the text ends it, and the length is the one strlen finds.
-        // SAFETY: buf has 4 bytes.
-        assert_eq!(unsafe { copy_to_buf("a\0bc", buf.as_mut_ptr(), 4) }, 1);
+        // A NUL inside the text is written as \u0000: nothing after it is hidden from C.
+        let mut wide = [1 as c_char; 16];
+        // SAFETY: wide has 16 bytes.
+        assert_eq!(unsafe { copy_to_buf("a\0bc", wide.as_mut_ptr(), 16) }, 9);
         // SAFETY: NUL-terminated by copy_to_buf.
-        assert_eq!(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_bytes(), b"a");
+        assert_eq!(unsafe { CStr::from_ptr(wide.as_ptr()) }.to_bytes(), b"a\\u0000bc");
     }
 
     #[test]
@@ -195,5 +212,9 @@ mod tests {
         // SAFETY: NULL with 0 asks for the length.
         unsafe { copy_out("abc", std::ptr::null_mut(), 0, &mut n) }.unwrap();
         assert_eq!(n, 3);
+        let mut buf = [0 as c_char; 4];
+        // SAFETY: refused before anything is written.
+        let e = unsafe { copy_out("abc", buf.as_mut_ptr(), usize::MAX, &mut n) }.unwrap_err();
+        assert_eq!(e.status, rmqha_status::InvalidArgument);
     }
 }

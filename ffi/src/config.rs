@@ -94,7 +94,8 @@ pub unsafe extern "C" fn rmqha_config_set(
 /// truncated to `len` bytes, and stores the value's full length in `*out_len` (a value >=
 /// `len` means truncated; `buf` may be NULL when `len` is 0, and NULL with a larger `len` is
 /// `RMQHA_STATUS_NULL_ARGUMENT`). `out_len` may be NULL. A value holding a NUL byte (a
-/// properties file can spell one `\u0000`) is cut at it, and its length is the cut one.
+/// properties file can spell one `\u0000`) is cut at it, and its length is the cut one; the
+/// warnings, error messages and metrics show a NUL as the six characters `\u0000`.
 ///
 /// Returns `RMQHA_STATUS_UNKNOWN_CONFIG_KEY` for a key rmqha does not know.
 ///
@@ -113,9 +114,11 @@ pub unsafe extern "C" fn rmqha_config_get(
         let value = cfg.lock().get(key.trim()).ok_or_else(|| {
             Failure::new(rmqha_status::UnknownConfigKey, format!("unknown config key {key}"))
         })?;
+        // A value is cut at a NUL byte it holds: what C can hold of it.
+        let value = value.split('\0').next().unwrap_or_default();
         // SAFETY: `buf` has `len` writable bytes (or is NULL), `out_len` is NULL or writable,
         // by the caller's contract.
-        unsafe { args::copy_out(&value, buf, len, out_len) }
+        unsafe { args::copy_out(value, buf, len, out_len) }
     })
 }
 

@@ -15,7 +15,8 @@
 //!    heartbeat, ...) must be granted by the account's `topicPerms` / `groupPerms`, or else
 //!    by its `defaultTopicPerm` / `defaultGroupPerm`; DENY always refuses; admin-only codes
 //!    (create/delete topic, create/delete subscription group, UPDATE_BROKER_CONFIG, and
-//!    beyond 4.9 the ACL update requests and RESUME_CHECK_HALF_MESSAGE) need `admin: true`.
+//!    beyond 4.9 the ACL update requests, the account listing GET_BROKER_CLUSTER_ACL_CONFIG
+//!    and RESUME_CHECK_HALF_MESSAGE) need `admin: true`.
 //!    The last ones need an admin account also from a white-listed address (see
 //!    `ACCOUNT_ADMIN_CODES`).
 //!
@@ -92,7 +93,7 @@ const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
 
 /// `Permission.ADMIN_CODE` of RocketMQ 4.9, RESUME_CHECK_HALF_MESSAGE (4.9 checks only its
 /// signature: any account could have any transaction checked back again) and the requests that
-/// change the ACL file (see `admin`).
+/// change the ACL file or list its accounts (see `admin`).
 const ADMIN_CODES: &[i32] = &[
     request_code::UPDATE_AND_CREATE_TOPIC,
     request_code::UPDATE_BROKER_CONFIG,

@@ -62,7 +62,7 @@ pub(crate) struct AclRules {
     pub(crate) data_version: (i64, i64),
     /// The file as GET_BROKER_CLUSTER_ACL_CONFIG answers it: 4.9's
     /// `GetBrokerClusterAclConfigResponseBody` (`globalWhiteAddrs`, `plainAccessConfigs`),
-    /// every field as the file gives it except `secretKey`, which is left out.
+    /// with no `secretKey` (see `listing`).
     pub(crate) listing: serde_json::Value,
 }
 
@@ -76,11 +76,15 @@ impl AclRules {
         let mut rules = AclRules::default();
         let Some(doc) = docs.into_iter().next() else {
             tracing::warn!("the ACL file is empty: every request from outside a white list is refused");
+            rules.listing = listing(&Default::default());
             return Ok(rules);
         };
         let top = match &doc {
             Yaml::Hash(h) => h,
-            Yaml::Null => return Ok(rules),
+            Yaml::Null => {
+                rules.listing = listing(&Default::default());
+                return Ok(rules);
+            }
             _ => return Err("expected a mapping with globalWhiteRemoteAddresses and accounts".into()),
         };
         for (key, value) in top {
@@ -136,10 +140,10 @@ pub(crate) fn is_empty_document(text: &str) -> bool {
     YamlLoader::load_from_str(text).is_ok_and(|docs| docs.first().is_none_or(|d| matches!(d, Yaml::Null)))
 }
 
-/// A sequence (or nothing, for an empty or null value).
-/// [`AclRules::listing`] of a file that parsed. Fields as fastjson writes 4.9's
-/// `PlainAccessConfig` (alphabetical; `admin` always, as a Java `boolean`; absent ones left
-/// out), with no `secretKey`.
+/// [`AclRules::listing`] of a file that parsed: of each account the seven fields of 4.9's
+/// `PlainAccessConfig` other than `secretKey`, inserted in fastjson's (alphabetical) order,
+/// `admin` always (a Java `boolean`), absent ones left out; keys rmqha does not read are not
+/// listed.
 fn listing(top: &yaml_rust2::yaml::Hash) -> serde_json::Value {
     use serde_json::{Map, Value};
     let strings = |v: &Yaml| -> Value {
@@ -160,19 +164,27 @@ fn listing(top: &yaml_rust2::yaml::Hash) -> serde_json::Value {
             .map(|h| {
                 let get = |k: &str| h.get(&Yaml::String(k.to_string()));
                 let mut out = Map::new();
-                for k in ["accessKey", "defaultGroupPerm", "defaultTopicPerm", "whiteRemoteAddress"] {
-                    if let Some(s) = get(k).and_then(scalar) {
-                        out.insert(k.to_string(), Value::String(s.trim().to_string()));
+                for k in [
+                    "accessKey",
+                    "admin",
+                    "defaultGroupPerm",
+                    "defaultTopicPerm",
+                    "groupPerms",
+                    "topicPerms",
+                    "whiteRemoteAddress",
+                ] {
+                    let value = match (k, get(k)) {
+                        ("admin", v) => Some(Value::Bool(
+                            v.and_then(scalar).is_some_and(|s| s.trim().eq_ignore_ascii_case("true")),
+                        )),
+                        ("groupPerms" | "topicPerms", Some(v @ Yaml::Array(_))) => Some(strings(v)),
+                        ("groupPerms" | "topicPerms", _) => None,
+                        (_, v) => v.and_then(scalar).map(|s| Value::String(s.trim().to_string())),
+                    };
+                    if let Some(value) = value {
+                        out.insert(k.to_string(), value);
                     }
                 }
-                for k in ["groupPerms", "topicPerms"] {
-                    if let Some(v @ Yaml::Array(_)) = get(k) {
-                        out.insert(k.to_string(), strings(v));
-                    }
-                }
-                let admin =
-                    get("admin").and_then(scalar).is_some_and(|s| s.trim().eq_ignore_ascii_case("true"));
-                out.insert("admin".to_string(), Value::Bool(admin));
                 Value::Object(out)
             })
             .collect(),
@@ -181,6 +193,7 @@ fn listing(top: &yaml_rust2::yaml::Hash) -> serde_json::Value {
     serde_json::json!({ "globalWhiteAddrs": white, "plainAccessConfigs": accounts })
 }
 
+/// A sequence (or nothing, for an empty or null value).
 fn list<'a>(value: &'a Yaml, what: &str) -> Result<&'a [Yaml], String> {
     match value {
         Yaml::Array(a) => Ok(a),

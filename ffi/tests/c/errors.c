@@ -111,7 +111,7 @@ static void config_errors(const char *dir) {
   CHECK_STATUS(rmqha_config_load_file(cfg, NULL), RMQHA_STATUS_NULL_ARGUMENT);
   /* A value with a NUL byte (\u0000 in the file) reads back cut at it, with strlen's length. */
   snprintf(path, sizeof path, "%s/nul.properties", dir);
-  write_file(path, "brokerClusterName=ab\\u0000cd\n");
+  write_file(path, "brokerClusterName=ab\\u0000cd\nfo\\u0000o=1\n");
   CHECK_OK(rmqha_config_load_file(cfg, path));
   CHECK_OK(rmqha_config_get(cfg, "brokerClusterName", value, sizeof value, &len));
   CHECK(strcmp(value, "ab") == 0 && len == 2, "a value with a NUL: %s, length %zu", value, len);
@@ -119,6 +119,10 @@ static void config_errors(const char *dir) {
   CHECK_STATUS(rmqha_config_get(cfg, "brokerClusterName", NULL, 8, &len), RMQHA_STATUS_NULL_ARGUMENT);
   CHECK_MESSAGE("buf is NULL");
   CHECK_STATUS(rmqha_config_warnings(cfg, NULL, 8, NULL), RMQHA_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(rmqha_config_get(cfg, "brokerClusterName", value, (size_t)-1, &len), RMQHA_STATUS_INVALID_ARGUMENT);
+  /* Other text shows a NUL as \u0000, hiding nothing after it: here a warning's key. */
+  CHECK_OK(rmqha_config_warnings(cfg, warnings, sizeof warnings, &len));
+  CHECK(strstr(warnings, "fo\\u0000o") != NULL && strlen(warnings) == len, "warnings: %s", warnings);
 
   rmqha_config_free(cfg);
   rmqha_config_free(NULL);
