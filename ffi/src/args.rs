@@ -73,9 +73,16 @@ pub unsafe fn bytes<'a>(p: *const u8, len: usize, name: &str) -> FfiResult<&'a [
             format!("{name} is NULL but its length is {len}"),
         ));
     }
-    // No record can hold more than an i32 says (RocketMQ's size fields), and a length beyond
-    // isize::MAX is no buffer at all (a negative count cast to size_t, as a failed read()
-    // returns): refused before a slice is made of it or a byte copied.
+    plausible_len(len, name)?;
+    // SAFETY: non-NULL with `len` readable bytes by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+/// A buffer length no message or text can have is refused before a slice is made of it or a
+/// byte copied: no record holds more than an i32 says (RocketMQ's size fields), and a length
+/// beyond `isize::MAX` is no buffer at all (a negative count cast to `size_t`, as a failed
+/// `read()` returns).
+fn plausible_len(len: usize, name: &str) -> FfiResult<()> {
     if len > i32::MAX as usize {
         return Err(Failure::new(
             rmqha_status::InvalidArgument,
@@ -84,8 +91,7 @@ pub unsafe fn bytes<'a>(p: *const u8, len: usize, name: &str) -> FfiResult<&'a [
             ),
         ));
     }
-    // SAFETY: non-NULL with `len` readable bytes by the caller's contract.
-    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+    Ok(())
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
@@ -142,14 +148,7 @@ pub unsafe fn copy_out(s: &str, buf: *mut c_char, len: usize, out_len: *mut usiz
             format!("buf is NULL but len is {len} (pass len 0 to ask only for the length)"),
         ));
     }
-    if len > i32::MAX as usize {
-        return Err(Failure::new(
-            rmqha_status::InvalidArgument,
-            format!(
-                "buf length {len} is larger than any text rmqha returns (a negative length cast to size_t?)"
-            ),
-        ));
-    }
+    plausible_len(len, "buf")?;
     // SAFETY: by the caller's contract.
     let n = unsafe { copy_to_buf(s, buf, len) };
     if !out_len.is_null() {

@@ -59,7 +59,7 @@ impl ConsumeStats {
     pub fn decode(body: &[u8]) -> Result<Self, String> {
         let top = parse(body)?;
         let consume_tps = top.get("consumeTps").and_then(Value::as_f64).unwrap_or(0.0);
-        let offsets = queue_table(&top, |v| {
+        let offsets = table_of(&top, "offsetTable", |v| {
             Some(OffsetWrapper {
                 broker_offset: v.get("brokerOffset")?.as_i64()?,
                 consumer_offset: v.get("consumerOffset")?.as_i64()?,
@@ -74,7 +74,7 @@ impl TopicStats {
     /// Decodes a body; the error says what is wrong and where.
     pub fn decode(body: &[u8]) -> Result<Self, String> {
         let top = parse(body)?;
-        let offsets = queue_table(&top, |v| {
+        let offsets = table_of(&top, "offsetTable", |v| {
             Some(TopicOffset {
                 min_offset: v.get("minOffset")?.as_i64()?,
                 max_offset: v.get("maxOffset")?.as_i64()?,
@@ -96,7 +96,7 @@ impl ResetOffsets {
     /// Decodes a body; the error says what is wrong and where.
     pub fn decode(body: &[u8]) -> Result<Self, String> {
         let top = parse(body)?;
-        Ok(ResetOffsets { offsets: queue_table(&top, Value::as_i64)? })
+        Ok(ResetOffsets { offsets: table_of(&top, "offsetTable", Value::as_i64)? })
     }
 }
 
@@ -166,15 +166,8 @@ pub(crate) fn queue_entry(
     format!("{{\"brokerName\":{name_json},\"queueId\":{queue_id},\"topic\":{topic_json}}}:{value}")
 }
 
-/// `offsetTable` of `top`: each key read as a MessageQueue, each value by `value`.
-fn queue_table<T>(
-    top: &Map<String, Value>,
-    value: impl Fn(&Value) -> Option<T>,
-) -> Result<Vec<(QueueKey, T)>, String> {
-    table_of(top, "offsetTable", value)
-}
-
-/// The `Map<MessageQueue, T>` in field `name` of `top` (none: empty).
+/// The `Map<MessageQueue, T>` in field `name` of `top` (none: empty): each key read as a
+/// MessageQueue, each value by `value`.
 fn table_of<T>(
     top: &Map<String, Value>,
     name: &str,
