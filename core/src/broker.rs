@@ -1027,7 +1027,20 @@ impl Broker {
         let ratio = |p: &std::path::Path| {
             crate::store::retention::disk_used_ratio(p).map_or_else(|| "-1".to_string(), |r| r.to_string())
         };
-        put("commitLogDiskRatio", ratio(&self.config.commit_log_dir()));
+        // Over several CommitLog directories, RocketMQ's `commitLogDiskRatio_<dir>` for each and
+        // the emptiest one's as `commitLogDiskRatio` (where new files can go).
+        let cl_dirs = self.store.commit_log().queue().dirs();
+        let mut least: Option<f64> = None;
+        for dir in cl_dirs.writable() {
+            let r = crate::store::retention::disk_used_ratio(dir);
+            if cl_dirs.is_multi() {
+                put(&format!("commitLogDiskRatio_{}", dir.display()), ratio(dir));
+            }
+            if let Some(r) = r {
+                least = Some(least.map_or(r, |l| l.min(r)));
+            }
+        }
+        put("commitLogDiskRatio", least.map_or_else(|| "-1".to_string(), |r| r.to_string()));
         put("consumeQueueDiskRatio", ratio(&self.config.consume_queue_dir()));
         let guard = self.store.disk_guard();
         if guard.is_full() {

@@ -7,41 +7,14 @@
 mod common;
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use common::{message, store_config, wait_until};
+use common::{Tmpfs, message, store_config, wait_until};
 use rmqha_core::store::retention::{disk_available_bytes, disk_used_ratio};
 use rmqha_core::{Error, MessageStore, PutStatus};
 
 /// The size of the test's file system.
 const TMPFS_BYTES: u64 = 16 << 20;
-
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: &Path, bytes: u64) -> Result<Tmpfs, String> {
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "rmqha-test"])
-            .arg(dir)
-            .output()
-            .map_err(|e| format!("mount: {e}"))?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-        Ok(Tmpfs(dir.to_path_buf()))
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let ok = Command::new("umount").arg(&self.0).status().is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-}
 
 #[test]
 fn a_nearly_full_file_system_refuses_puts_until_space_returns() {

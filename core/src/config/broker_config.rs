@@ -365,8 +365,14 @@ broker_config! {
     slave_timeout: i64 = 3000, "slaveTimeout";
     /// Root of the store (`~` expands to $HOME).
     store_path_root_dir: String = "~/store".into(), "storePathRootDir";
-    /// CommitLog directory; empty means `<storePathRootDir>/commitlog`.
+    /// CommitLog directory; empty means `<storePathRootDir>/commitlog`. Several directories
+    /// separated by `;` (RocketMQ 4.9.2's multi-directory CommitLog, say one per disk): the
+    /// files of all of them make one log, and new files take turns across them.
     store_path_commit_log: String = String::new(), "storePathCommitLog";
+    /// CommitLog directories (`;`-separated) whose files are read, and deleted by retention,
+    /// but which get no new file (a disk being retired); they may also be listed in
+    /// `storePathCommitLog`.
+    read_only_commit_log_store_paths: String = String::new(), "readOnlyCommitLogStorePaths";
     /// Size of each CommitLog file in bytes.
     mapped_file_size_commit_log: i64 = 1_073_741_824, "mappedFileSizeCommitLog" | "mapedFileSizeCommitLog";
     /// Size of each ConsumeQueue file in bytes (rounded up to a multiple of 20).
@@ -689,13 +695,6 @@ impl BrokerConfig {
             }
             if let Some((_, why)) = NO_EFFECT_KEYS.iter().find(|(k, _)| *k == canonical) {
                 self.warn(format!("config key {key} has no effect in rmqha: {why}"));
-            }
-            if canonical == "storePathCommitLog" && value.contains(';') {
-                self.warn(format!(
-                    "{key}={value}: rmqha writes the CommitLog to one directory, the first ({}); \
-                     RocketMQ's multi-directory CommitLog is not implemented",
-                    self.commit_log_dir().display()
-                ));
             }
             // Errors name the key as the file spells it (old spellings included).
             self.validate_key(canonical, value.trim()).map_err(|mut e| {
@@ -1085,8 +1084,9 @@ impl BrokerConfig {
             "storePathRootDir" if self.store_path_root_dir.trim().is_empty() => {
                 bad("must name a directory (an empty path would put the store in the working directory)")
             }
-            "storePathRootDir" | "storePathCommitLog"
-                if (value == "~" || value.starts_with("~/")) && home_dir().is_none() =>
+            "storePathRootDir" | "storePathCommitLog" | "readOnlyCommitLogStorePaths"
+                if value.split(';').map(str::trim).any(|v| v == "~" || v.starts_with("~/"))
+                    && home_dir().is_none() =>
             {
                 bad(
                     "~ needs a home directory, and HOME is unset and the user has none: give an absolute path",
@@ -1155,6 +1155,16 @@ impl BrokerConfig {
             // Not `for_key`: the error must not repeat the secret.
             return Err(ConfigError::new("aclAccessKey and aclSecretKey go together: set both, or neither"));
         }
+        let read_only = self.read_only_commit_log_dirs();
+        if !self.store_path_commit_log.trim().is_empty()
+            && self.commit_log_dirs().iter().all(|d| read_only.contains(d))
+        {
+            return Err(ConfigError::for_key(
+                "storePathCommitLog",
+                &self.store_path_commit_log,
+                "every directory is also in readOnlyCommitLogStorePaths: new CommitLog files would have nowhere to go",
+            ));
+        }
         if self.ha_listen_port < 0 && self.listen_port == 65535 {
             return Err(ConfigError::for_key(
                 "listenPort",
@@ -1179,11 +1189,22 @@ impl BrokerConfig {
         expand_home(&self.store_path_root_dir)
     }
 
-    /// The CommitLog directory (`storePathCommitLog`, or `<root>/commitlog`). RocketMQ's
-    /// `;`-separated multi-directory form is not supported; the first entry is used.
+    /// The CommitLog directory (`storePathCommitLog`, or `<root>/commitlog`); of several, the
+    /// first named (see `commit_log_dirs`).
     pub fn commit_log_dir(&self) -> PathBuf {
-        let first = self.store_path_commit_log.split(';').next().unwrap_or("").trim();
-        if first.is_empty() { self.store_root().join("commitlog") } else { expand_home(first) }
+        self.commit_log_dirs().swap_remove(0)
+    }
+
+    /// Every directory of `storePathCommitLog` (`;`-separated, empty entries skipped, each
+    /// named once), or `<root>/commitlog` when it names none.
+    pub fn commit_log_dirs(&self) -> Vec<PathBuf> {
+        let dirs = split_dirs(&self.store_path_commit_log);
+        if dirs.is_empty() { vec![self.store_root().join("commitlog")] } else { dirs }
+    }
+
+    /// The directories of `readOnlyCommitLogStorePaths`.
+    pub fn read_only_commit_log_dirs(&self) -> Vec<PathBuf> {
+        split_dirs(&self.read_only_commit_log_store_paths)
     }
 
     pub fn consume_queue_dir(&self) -> PathBuf {
@@ -1238,6 +1259,17 @@ fn parse_delete_when(s: &str) -> Option<Vec<u8>> {
         hours.push(h);
     }
     if hours.is_empty() { None } else { Some(hours) }
+}
+
+/// `;`-separated directories, trimmed, `~` expanded, empty entries skipped, each once.
+fn split_dirs(value: &str) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for d in value.split(';').map(str::trim).filter(|d| !d.is_empty()).map(expand_home) {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    dirs
 }
 
 fn expand_home(p: &str) -> PathBuf {
@@ -1465,11 +1497,32 @@ mod tests {
         let c =
             BrokerConfig::from_map([("storePathRootDir", "/r"), ("storePathCommitLog", "/cl;/cl2")]).unwrap();
         assert_eq!(c.commit_log_dir(), PathBuf::from("/cl"));
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        // RocketMQ 4.9.2's multi-directory CommitLog: each entry trimmed, empty and repeated
+        // ones skipped, and read-only directories beside them.
+        let c = BrokerConfig::from_map([
+            ("storePathRootDir", "/r"),
+            ("storePathCommitLog", " /d2/cl ; /d1/cl;;/d2/cl"),
+            ("readOnlyCommitLogStorePaths", "/old/cl"),
+        ])
+        .unwrap();
+        assert_eq!(c.commit_log_dirs(), [PathBuf::from("/d2/cl"), PathBuf::from("/d1/cl")]);
+        assert_eq!(c.read_only_commit_log_dirs(), [PathBuf::from("/old/cl")]);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
         assert!(
-            c.warnings.iter().any(|w| w.contains("/cl;/cl2") && w.contains("the first (/cl)")),
-            "{:?}",
-            c.warnings
+            BrokerConfig::from_map([("storePathRootDir", "/r")])
+                .unwrap()
+                .read_only_commit_log_dirs()
+                .is_empty()
         );
+        // No directory left to write new files to.
+        let e = BrokerConfig::from_map([
+            ("storePathCommitLog", "/a;/b"),
+            ("readOnlyCommitLogStorePaths", "/b;/a"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("storePathCommitLog"), "{e}");
+        assert!(e.to_string().contains("readOnlyCommitLogStorePaths"), "{e}");
         let e = BrokerConfig::from_map([("storePathRootDir", " ")]).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("storePathRootDir"), "{e}");
     }

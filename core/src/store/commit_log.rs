@@ -192,7 +192,16 @@ impl CommitLog {
         opts: CommitLogOptions,
         allocator: Option<Arc<Allocator>>,
     ) -> std::io::Result<Self> {
-        let queue = MappedFileQueue::load(dir, opts.file_size, allocator)?;
+        Self::load_dirs(Arc::new(super::dirs::LogDirs::single(dir)), opts, allocator)
+    }
+
+    /// `load` of a log over several directories (`storePathCommitLog` with `;`).
+    pub fn load_dirs(
+        dirs: Arc<super::dirs::LogDirs>,
+        opts: CommitLogOptions,
+        allocator: Option<Arc<Allocator>>,
+    ) -> std::io::Result<Self> {
+        let queue = MappedFileQueue::load_dirs(dirs, opts.file_size, allocator)?;
         // Appends go into the last file: its holes (RocketMQ's files are sparse, and so is a
         // store copied with `cp --sparse` or `rsync -S`) would fault on a full disk, killing
         // the process with SIGBUS in an append (or, on tmpfs, in recovery's first read).
@@ -715,7 +724,7 @@ impl CommitLog {
         }
         self.queue.create_file(start).map_err(|e| {
             let why =
-                format!("cannot create CommitLog file at {start} in {}: {e}", self.queue.dir().display());
+                format!("cannot create CommitLog file at {start} in {}: {e}", self.queue.dirs().describe());
             // Every put fails this way until it is fixed (a full disk below the disk guard's
             // level, a permission): an operator must see it, once a minute with a count.
             static FAILED: crate::logging::Throttle =
@@ -767,7 +776,7 @@ impl CommitLog {
                 format!(
                     "cannot create CommitLog file at {} in {}: {e}",
                     offset - offset % fs,
-                    self.queue.dir().display()
+                    self.queue.dirs().describe()
                 )
             })?,
         };
@@ -856,7 +865,7 @@ impl CommitLog {
                 self.flushes.fetch_add(1, Ordering::Relaxed);
             }
             Ok(_) => {}
-            Err(e) => self.poison(format!("flushing {} failed: {e}", self.queue.dir().display())),
+            Err(e) => self.poison(format!("flushing {} failed: {e}", self.queue.dirs().describe())),
         }
         r
     }

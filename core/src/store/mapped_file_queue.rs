@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
+use super::dirs::LogDirs;
 use super::mapped_file::{MappedFile, Populate, file_name, sync_dir};
 
 /// Creates files ahead of need on a background thread.
@@ -71,10 +72,22 @@ impl Allocator {
     }
 
     /// The file at `start`: the pre-created one if requested (waiting for it if it is being
-    /// made), otherwise created now.
+    /// made), otherwise created now in `dir`. A file made in another directory (a log over
+    /// several directories, whose choice for `start` changed since with a disk's fullness) is
+    /// the one taken: two files for one offset would make the log ambiguous. One that failed
+    /// there, or is still only queued, is made in `dir` instead (the caller's choice, which
+    /// may be the fallback from a full disk).
     pub fn take(&self, dir: &Path, start: u64, size: usize) -> io::Result<Arc<MappedFile>> {
-        let path = dir.join(file_name(start));
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let name = file_name(start);
+        let known = s
+            .creating
+            .iter()
+            .chain(s.slots.keys())
+            .find(|p| p.file_name().and_then(|n| n.to_str()) == Some(name.as_str()))
+            .cloned();
+        let path = known.unwrap_or_else(|| dir.join(&name));
+        let requested_in = path.parent().unwrap_or(dir).to_path_buf();
         loop {
             if s.creating.as_ref() == Some(&path) {
                 // Being made (perhaps for a request since cancelled): wait for it to finish.
@@ -110,7 +123,7 @@ impl Allocator {
                 queued_or_unrequested => {
                     // Not being made (see above): if queued, take the request over ourselves.
                     if queued_or_unrequested.is_some() {
-                        s.queue.retain(|(d, st, _)| !(d == dir && *st == start));
+                        s.queue.retain(|(d, st, _)| !(*d == requested_in && *st == start));
                         s.slots.remove(&path);
                     }
                     s.wanted.remove(&path);
@@ -211,19 +224,19 @@ impl Allocator {
         self.cv.notify_all();
     }
 
-    /// Deletes a pre-created, untaken file at or beyond `start` in `dir` (after a truncation).
-    pub fn cancel_from(&self, dir: &Path, start: u64) {
+    /// Deletes pre-created, untaken files at or beyond `start` (after a truncation), in
+    /// whichever directory they were made.
+    pub fn cancel_from(&self, start: u64) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.queue.retain(|(d, st, _)| !(d == dir && *st >= start));
+        s.queue.retain(|(_, st, _)| *st < start);
         let doomed: Vec<PathBuf> = s
             .slots
             .keys()
             .filter(|p| {
-                p.parent() == Some(dir)
-                    && p.file_name()
-                        .and_then(|n| n.to_str())
-                        .and_then(|n| n.parse::<u64>().ok())
-                        .is_some_and(|o| o >= start)
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|o| o >= start)
             })
             .cloned()
             .collect();
@@ -237,7 +250,7 @@ impl Allocator {
 
 /// The files of one log.
 pub struct MappedFileQueue {
-    dir: PathBuf,
+    dirs: Arc<LogDirs>,
     file_size: usize,
     files: RwLock<Vec<Arc<MappedFile>>>,
     /// Bumped by every change of `files` (and by truncation), so that the put path can keep
@@ -281,40 +294,71 @@ impl MappedFileQueue {
     /// Loads the files in `dir` (creating `dir` if needed). Every file must be `file_size`
     /// bytes, except that an empty last file is deleted (a crash while creating it).
     pub fn load(dir: &Path, file_size: usize, allocator: Option<Arc<Allocator>>) -> io::Result<Self> {
-        Self::load_with(dir, file_size, allocator, true)
+        Self::load_with(Arc::new(LogDirs::single(dir)), file_size, allocator, true)
+    }
+
+    /// `load` over several directories (a multi-directory CommitLog): the files of all of them
+    /// make one log; writable directories are created if needed, missing read-only ones are
+    /// skipped. One offset's file in two directories is an error naming both.
+    pub fn load_dirs(
+        dirs: Arc<LogDirs>,
+        file_size: usize,
+        allocator: Option<Arc<Allocator>>,
+    ) -> io::Result<Self> {
+        Self::load_with(dirs, file_size, allocator, true)
     }
 
     /// `load` for files that are only mapped, never written with `pwrite` nor sent with
     /// `sendfile` (ConsumeQueues): they keep no descriptor once mapped.
     pub fn load_mapped_only(dir: &Path, file_size: usize) -> io::Result<Self> {
-        Self::load_with(dir, file_size, None, false)
+        Self::load_with(Arc::new(LogDirs::single(dir)), file_size, None, false)
     }
 
     fn load_with(
-        dir: &Path,
+        dirs: Arc<LogDirs>,
         file_size: usize,
         allocator: Option<Arc<Allocator>>,
         keep_descriptors: bool,
     ) -> io::Result<Self> {
-        let dir_new = !dir.exists();
-        std::fs::create_dir_all(dir)?;
+        let dir_new = !dirs.primary().exists();
         let mut names: Vec<(u64, PathBuf)> = Vec::new();
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name.ends_with(".creating") {
-                // An interrupted creation: never part of the log.
-                let _ = std::fs::remove_file(entry.path());
-                continue;
+        for dir in dirs.all() {
+            if dirs.is_read_only(dir) {
+                if !dir.exists() {
+                    continue;
+                }
+            } else {
+                std::fs::create_dir_all(dir)?;
             }
-            if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
-                if let Ok(off) = name.parse::<u64>() {
-                    names.push((off, entry.path()));
+            for entry in std::fs::read_dir(dir)? {
+                let entry = entry?;
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if name.ends_with(".creating") {
+                    // An interrupted creation: never part of the log.
+                    let _ = std::fs::remove_file(entry.path());
+                    continue;
+                }
+                if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+                    if let Ok(off) = name.parse::<u64>() {
+                        names.push((off, entry.path()));
+                    }
                 }
             }
         }
         names.sort();
+        if let Some(w) = names.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} and {} both hold the file at offset {}: one log's file must be in one directory \
+                     (were these directories written by two brokers?)",
+                    w[0].1.display(),
+                    w[1].1.display(),
+                    w[0].0
+                ),
+            ));
+        }
         let mut files = Vec::with_capacity(names.len());
         let count = names.len();
         for (i, (off, path)) in names.into_iter().enumerate() {
@@ -335,8 +379,9 @@ impl MappedFileQueue {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!(
-                            "gap in {}: a file ends at {prev} but the next starts at {off}",
-                            dir.display()
+                            "gap in {}: a file ends at {prev} but the next starts at {off} ({})",
+                            dirs.describe(),
+                            path.display()
                         ),
                     ));
                 }
@@ -351,7 +396,7 @@ impl MappedFileQueue {
             files.push(Arc::new(if keep_descriptors { file } else { file.without_descriptor() }));
         }
         Ok(MappedFileQueue {
-            dir: dir.to_path_buf(),
+            dirs,
             file_size,
             files: RwLock::new(files),
             generation: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
@@ -370,10 +415,10 @@ impl MappedFileQueue {
     /// before counting on those names. Each is given once; `restore_unsynced` after a failed sync.
     pub(crate) fn take_unsynced_dirs(&self, out: &mut std::collections::BTreeSet<PathBuf>) {
         if self.dir_unsynced.swap(false, Ordering::AcqRel) {
-            out.insert(self.dir.clone());
+            out.insert(self.dir().to_path_buf());
         }
         if self.dir_new.swap(false, Ordering::AcqRel) {
-            out.extend(self.dir.ancestors().skip(1).take(2).map(Path::to_path_buf));
+            out.extend(self.dir().ancestors().skip(1).take(2).map(Path::to_path_buf));
         }
     }
 
@@ -382,8 +427,14 @@ impl MappedFileQueue {
         self.dir_unsynced.store(true, Ordering::Release);
     }
 
+    /// The directory of a single-directory log; the first writable one of a log over several
+    /// (see `dirs`).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dirs.primary()
+    }
+    /// Every directory of the log and where new files go.
+    pub fn dirs(&self) -> &Arc<LogDirs> {
+        &self.dirs
     }
     pub fn file_size(&self) -> usize {
         self.file_size
@@ -450,18 +501,21 @@ impl MappedFileQueue {
                 ));
             }
         }
+        let dir = self.dirs.for_file(start, self.file_size);
         let file = match &self.allocator {
             Some(a) => {
-                let f = a.take(&self.dir, start, self.file_size)?;
-                a.request(&self.dir, start + self.file_size as u64, self.file_size);
+                let f = self.with_space_fallback(dir, |d| a.take(d, start, self.file_size))?;
+                self.request_next(f.end_offset());
                 f
             }
-            None if self.keep_descriptors => Arc::new(MappedFile::create(&self.dir, start, self.file_size)?),
+            None if self.keep_descriptors => {
+                Arc::new(self.with_space_fallback(dir, |d| MappedFile::create(d, start, self.file_size))?)
+            }
             // Mapped-only files (ConsumeQueues) reserve their blocks as they fill, and are
             // faulted in page by page while few (`advise_random_while_cold`).
             None => {
                 let f = MappedFile::create_reserving_with(
-                    &self.dir,
+                    dir,
                     &super::mapped_file::file_name(start),
                     start,
                     self.file_size,
@@ -479,6 +533,46 @@ impl MappedFileQueue {
         self.generation.fetch_add(1, Ordering::AcqRel);
         drop(files);
         Ok(file)
+    }
+
+    /// `make(dir)`, and where it fails for lack of space (ENOSPC, EDQUOT) and the log has
+    /// other writable directories, `make` in each of them in turn: one full disk does not stop
+    /// a log that has room on another (RocketMQ waits for its disk check to mark the disk
+    /// full, failing puts until then). The first error is the one returned.
+    fn with_space_fallback<T>(&self, dir: &Path, make: impl Fn(&Path) -> io::Result<T>) -> io::Result<T> {
+        let first = match make(dir) {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        if !matches!(first.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+            return Err(first);
+        }
+        for other in self.dirs.others(dir) {
+            match make(&other) {
+                Ok(v) => {
+                    tracing::warn!(
+                        "no space for a new file in {} ({first}); made it in {} instead",
+                        dir.display(),
+                        other.display()
+                    );
+                    return Ok(v);
+                }
+                Err(e) => tracing::debug!("no new file in {} either: {e}", other.display()),
+            }
+        }
+        Err(first)
+    }
+
+    /// Asks the allocator (if any) to prepare the file starting at `start` in the directory
+    /// chosen for it, unless a file for that offset exists in any directory.
+    pub fn request_next(&self, start: u64) {
+        if let Some(a) = &self.allocator {
+            let name = file_name(start);
+            if self.dirs.all().any(|d| d.join(&name).exists()) {
+                return;
+            }
+            a.request(self.dirs.for_file(start, self.file_size), start, self.file_size);
+        }
     }
 
     /// Flushes the file holding the flushed position (one file per call, as RocketMQ); returns
@@ -542,12 +636,12 @@ impl MappedFileQueue {
         let _no_flush = self.flush_lock.lock();
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         self.generation.fetch_add(1, Ordering::AcqRel);
-        let mut removed = false;
+        let mut removed_from = std::collections::BTreeSet::new();
         while let Some(last) = files.last() {
             if last.start_offset() > offset {
                 let f = files.pop().expect("last");
                 f.destroy()?;
-                removed = true;
+                removed_from.insert(f.path().parent().unwrap_or(self.dir()).to_path_buf());
             } else {
                 break;
             }
@@ -557,13 +651,13 @@ impl MappedFileQueue {
         }
         drop(files);
         if let Some(a) = &self.allocator {
-            a.cancel_from(&self.dir, offset + 1);
+            a.cancel_from(offset + 1);
         }
         if self.flushed_where() > offset {
             self.set_flushed_where(offset);
         }
-        // Only a deletion changes the directory.
-        if removed { sync_dir(&self.dir) } else { Ok(()) }
+        // Only a deletion changes a directory.
+        removed_from.iter().try_for_each(|d| sync_dir(d))
     }
 
     /// Deletes every file (an empty log).
@@ -756,6 +850,32 @@ mod allocator_tests {
         runner.join().unwrap();
     }
 
+    /// A log over several directories: the file for an offset, requested in one directory,
+    /// is taken from there when it was made, and made in the taker's directory when it could
+    /// not be (a full disk: before, the take tried the full one again and failed the roll
+    /// although the taker had chosen another directory).
+    #[test]
+    fn a_take_adopts_a_file_made_elsewhere_and_makes_a_failed_one_where_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (full, open) = (dir.path().join("full-missing"), dir.path().join("open"));
+        std::fs::create_dir(&open).unwrap();
+        let a = Allocator::new(Populate::Write);
+        let runner = {
+            let a = a.clone();
+            std::thread::spawn(move || a.run())
+        };
+        a.request(&full, 0, 1 << 16);
+        a.request(dir.path(), 1 << 16, 1 << 16);
+        assert!(a.wait_idle(Duration::from_secs(30)));
+        let f = a.take(&open, 0, 1 << 16).unwrap();
+        assert_eq!(f.path(), open.join(file_name(0)), "made where the taker asked");
+        let g = a.take(&open, 1 << 16, 1 << 16).unwrap();
+        assert_eq!(g.path(), dir.path().join(file_name(1 << 16)), "the file made elsewhere");
+        assert!(!open.join(file_name(1 << 16)).exists(), "no second file for one offset");
+        a.close();
+        runner.join().unwrap();
+    }
+
     /// A truncation cancels a file the allocator is making; an append then needs that file.
     /// It must get the allocator's file once it is made (or one made after it), never make
     /// its own beside it: two creators each rename their file into place, and the allocator
@@ -779,7 +899,7 @@ mod allocator_tests {
             assert!(Instant::now() < deadline, "the allocator did not start making the file");
             std::thread::yield_now();
         }
-        a.cancel_from(dir.path(), start);
+        a.cancel_from(start);
         let f = a.take(dir.path(), start, size).unwrap();
         f.pwrite_at(0, b"kept").unwrap();
         f.set_wrote_position(4);

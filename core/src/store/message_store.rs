@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -12,6 +13,7 @@ use super::checkpoint::StoreCheckpoint;
 use super::commit_log::{AppendError, CommitLog, CommitLogOptions};
 use super::consume_queue::{CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueStore, CqUnit};
 use super::deleted_topics::DeletedTopics;
+use super::dirs::LogDirs;
 use super::dispatcher::Dispatcher;
 use super::flush::{self, StopSignal};
 use super::index::{IndexOptions, IndexService};
@@ -127,7 +129,7 @@ pub struct MessageStore {
     /// The store's `lock` and the CommitLog directory's own lock (see
     /// `lock::lock_commit_log_dir`), held until a shutdown completes: a handle kept after it
     /// (a binding's call in flight) must not keep another broker off the store.
-    locks: Mutex<Option<(StoreLock, Option<StoreLock>)>>,
+    locks: Mutex<Option<(StoreLock, Vec<StoreLock>)>>,
     /// Held through a shutdown, so that a concurrent call returns only once it is done.
     stopping: Mutex<()>,
     /// Why the last `shutdown` was not clean (the abort file kept), if it was not.
@@ -136,6 +138,32 @@ pub struct MessageStore {
 
 fn io_err(path: &std::path::Path, op: &'static str, source: std::io::Error) -> Error {
     Error::Io { op, path: path.to_path_buf(), source }
+}
+
+/// The CommitLog's directories (`storePathCommitLog`, `readOnlyCommitLogStorePaths`), the
+/// writable ones created. Two entries that are one directory (a symlink, `a` and `a/`) are
+/// refused: their files would be loaded twice and their locks would clash.
+fn commit_log_dirs(config: &BrokerConfig) -> Result<Arc<LogDirs>> {
+    let (write, read_only) = (config.commit_log_dirs(), config.read_only_commit_log_dirs());
+    let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::new();
+    for dir in write.iter().chain(&read_only) {
+        if !read_only.contains(dir) {
+            std::fs::create_dir_all(dir).map_err(|e| io_err(dir, "cannot create CommitLog directory", e))?;
+        }
+        let Ok(real) = std::fs::canonicalize(dir) else { continue };
+        if let Some((_, first)) = seen.iter().find(|(r, d)| *r == real && *d != dir) {
+            return Err(Error::Config(crate::config::ConfigError::new(format!(
+                "storePathCommitLog/readOnlyCommitLogStorePaths name the directory {} twice, as {} and {}",
+                real.display(),
+                first.display(),
+                dir.display()
+            ))));
+        }
+        seen.push((real, dir));
+    }
+    LogDirs::new(&write, &read_only)
+        .map(Arc::new)
+        .map_err(|e| Error::Config(crate::config::ConfigError::new(e.to_string())))
 }
 
 /// A lock another broker holds is a store error that says so; any other failure to take it is
@@ -158,9 +186,16 @@ impl MessageStore {
         std::fs::create_dir_all(&root).map_err(|e| io_err(&root, "cannot create store directory", e))?;
         let lock = StoreLock::acquire(&config.lock_path())
             .map_err(|e| lock_err(&config.lock_path(), "cannot lock", e))?;
-        let cl_dir = config.commit_log_dir();
-        let cl_lock = lock::lock_commit_log_dir(&cl_dir)
-            .map_err(|e| lock_err(&cl_dir, "cannot create CommitLog directory", e))?;
+        let cl_dirs = commit_log_dirs(&config)?;
+        let mut cl_locks = Vec::new();
+        for dir in cl_dirs.all() {
+            if cl_dirs.is_read_only(dir) && !dir.exists() {
+                continue; // nothing to read there (RocketMQ skips it too)
+            }
+            let lock = lock::lock_commit_log_dir(dir)
+                .map_err(|e| lock_err(dir, "cannot create CommitLog directory", e))?;
+            cl_locks.extend(lock);
+        }
         let last_exit_ok = lock::last_exit_ok(&config.abort_path());
         let store_host = store_host(&config);
         let delay_levels = parse_delay_levels(&config.message_delay_level).ok_or_else(|| {
@@ -175,8 +210,8 @@ impl MessageStore {
         let allocator = Allocator::new(if append_with_pwrite { Populate::Zero } else { Populate::Write });
         allocator.set_pretouch(pretouch_bytes(&config, config.broker_role));
         let commit_log = Arc::new(
-            CommitLog::load(
-                &cl_dir,
+            CommitLog::load_dirs(
+                cl_dirs.clone(),
                 CommitLogOptions {
                     file_size: config.mapped_file_size_commit_log as usize,
                     max_message_size: config.max_message_size as usize,
@@ -194,7 +229,7 @@ impl MessageStore {
                     std::io::ErrorKind::InvalidData => "cannot load CommitLog (mappedFileSizeCommitLog) from",
                     _ => "cannot load CommitLog from",
                 };
-                io_err(&cl_dir, op, e)
+                io_err(Path::new(&cl_dirs.describe()), op, e)
             })?,
         );
         let cq_dir = config.consume_queue_dir();
@@ -285,7 +320,7 @@ impl MessageStore {
             recovery,
             total_memory: total_physical_memory(),
             fork: ForkGuard::new(),
-            locks: Mutex::new(Some((lock, cl_lock))),
+            locks: Mutex::new(Some((lock, cl_locks))),
             stopping: Mutex::new(()),
             unclean: Mutex::new(None),
         }))
@@ -318,24 +353,24 @@ impl MessageStore {
             let start = self.commit_log.max_offset()
                 - self.commit_log.max_offset() % self.commit_log.file_size() as u64;
             self.commit_log.queue().create_file(start).map_err(|e| {
-                io_err(self.commit_log.queue().dir(), "cannot create the first CommitLog file in", e)
+                io_err(
+                    Path::new(&self.commit_log.queue().dirs().describe()),
+                    "cannot create the first CommitLog file in",
+                    e,
+                )
             })?;
         }
         let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(last) = self.commit_log.queue().last() {
             // The next CommitLog file is prepared ahead of need; with warmMapedFileEnable the
             // unwritten part of the current one is faulted in as well.
-            self.allocator.request(
-                self.commit_log.queue().dir(),
-                last.end_offset(),
-                self.commit_log.file_size(),
-            );
+            self.commit_log.queue().request_next(last.end_offset());
             if warm {
                 // RocketMQ warms a file before it is used; the current one is warmed here, before
                 // the store accepts puts, the next ones by the allocator.
                 self.commit_log
                     .warm_ahead(last.size())
-                    .map_err(|e| io_err(self.commit_log.queue().dir(), "cannot write zeros ahead in", e))?;
+                    .map_err(|e| io_err(last.path(), "cannot write zeros ahead in", e))?;
             }
         }
 
@@ -1541,7 +1576,7 @@ fn recover(
                  index records up to offset {indexed_end}: storePathCommitLog may name the wrong directory, \
                  or the log was deleted. Nothing was deleted. To start this store with an empty log anyway \
                  (a slave to be filled again from its master), delete {} and {} as well",
-                cl.queue().dir().display(),
+                cl.queue().dirs().describe(),
                 cqs.root().display(),
                 cqs.root().display(),
                 config.index_dir().display()
@@ -1640,7 +1675,7 @@ fn recover(
         let (file, pos) = cl
             .data_at(end)
             .map(|(f, pos)| (f.path().display().to_string(), pos))
-            .unwrap_or_else(|| (cl.queue().dir().display().to_string(), 0));
+            .unwrap_or_else(|| (cl.queue().dirs().describe(), 0));
         return Err(Error::Store(format!(
             "recovery: the CommitLog record at offset {end} ({file}, position {pos}) fails its checks \
              (magic, length or CRC), but at least {} valid records after it are indexed, up to offset {}: the log \
@@ -1661,7 +1696,7 @@ fn recover(
             "recovery: the ConsumeQueues index {lost} records at or after offset {end} (up to offset {}) that \
              the CommitLog in {} no longer holds (its tail is torn or zeroed); they are lost{}",
             past.indexed_end,
-            cl.queue().dir().display(),
+            cl.queue().dirs().describe(),
             if last_exit_ok { ", though the broker had stopped cleanly" } else { "" }
         );
     }
@@ -1672,7 +1707,7 @@ fn recover(
     if torn_tail {
         tracing::warn!(
             "recovery: the CommitLog in {} ends with torn or invalid data at offset {end}; cutting it there",
-            cl.queue().dir().display()
+            cl.queue().dirs().describe()
         );
     }
     cl.set_recovered_end(end).map_err(|e| store_err("commit log", e))?;
@@ -1872,7 +1907,7 @@ fn foreign_queues(cl: &CommitLog, cqs: &ConsumeQueueStore, min: u64, end: u64) -
                  deleting the queue and rebuilding it from the log",
                 q.topic(),
                 q.queue_id(),
-                cl.queue().dir().display(),
+                cl.queue().dirs().describe(),
                 unit.phy_offset,
                 unit.size
             );

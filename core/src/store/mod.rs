@@ -5,6 +5,7 @@ pub mod clock;
 pub mod commit_log;
 pub mod consume_queue;
 pub mod deleted_topics;
+pub mod dirs;
 pub mod dispatcher;
 pub mod flush;
 pub mod index;

@@ -24,6 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::commit_log::CommitLog;
 use super::consume_queue::ConsumeQueueStore;
+use super::dirs::LogDirs;
 use super::dispatcher::Dispatcher;
 use super::index::IndexService;
 
@@ -149,9 +150,20 @@ impl DiskGuard {
     }
 
     /// Takes a reading of the store's file systems and sets or clears the flag; returns the
-    /// used fraction of the fuller one.
-    pub fn check(&self, clock: &dyn StoreClock, commit_log_dir: &Path, opts: &RetentionOptions) -> f64 {
-        let cl = clock.disk_used_ratio(commit_log_dir);
+    /// used fraction of the fuller one. A CommitLog over several directories counts by its
+    /// emptiest writable one, as RocketMQ's (new files can still go there), and a directory
+    /// above `diskSpaceCleanForciblyRatio` gets no new file while another has room.
+    pub fn check(&self, clock: &dyn StoreClock, cl_dirs: &LogDirs, opts: &RetentionOptions) -> f64 {
+        let (mut cl, mut commit_log_dir) = (f64::INFINITY, cl_dirs.primary());
+        for dir in cl_dirs.writable() {
+            let used = clock.disk_used_ratio(dir);
+            if cl_dirs.is_multi() {
+                cl_dirs.set_full(dir, used > opts.clean_forcibly_ratio);
+            }
+            if used < cl {
+                (cl, commit_log_dir) = (used, dir);
+            }
+        }
         let cq = clock.disk_used_ratio(&opts.consume_queue_dir);
         let (used, dir) = if cq > cl { (cq, opts.consume_queue_dir.as_path()) } else { (cl, commit_log_dir) };
         self.used_ppm.store((used.clamp(0.0, 1.0) * 1e6) as u32, Ordering::Relaxed);
@@ -205,7 +217,7 @@ pub fn run_pass(
 ) -> std::io::Result<RetentionReport> {
     let now = clock.now_ms();
     let at_delete_hour = opts.delete_hours.contains(&clock.hour_of_day());
-    let used = guard.check(clock.as_ref(), cl.queue().dir(), opts);
+    let used = guard.check(clock.as_ref(), cl.queue().dirs(), opts);
     // Above either of the two upper ratios files go whatever their age, as RocketMQ's
     // `cleanImmediately`: a config may set the warning level (puts refused) below the
     // forcible one, and only expired files going then would keep puts refused for as long as
@@ -356,7 +368,7 @@ mod tests {
     /// CommitLog disk set.)
     #[test]
     fn the_fuller_disk_sets_and_clears_the_flag() {
-        let cl = Path::new("/data/commitlog");
+        let cl = &LogDirs::single(Path::new("/data/commitlog"));
         let g = DiskGuard::default();
         let used = g.check(&TwoDisks { commit_log: 0.95, consume_queue: 0.20 }, cl, &opts());
         assert_eq!(used, 0.95);
@@ -383,6 +395,44 @@ mod tests {
         assert!(g.is_full());
         g.check(&TwoDisks { commit_log: 0.60, consume_queue: 0.0 }, cl, &low);
         assert!(!g.is_full());
+    }
+
+    /// A gauge with one reading per directory.
+    struct Disks(Vec<(&'static str, f64)>);
+
+    impl StoreClock for Disks {
+        fn now_ms(&self) -> i64 {
+            0
+        }
+        fn hour_of_day(&self) -> u8 {
+            0
+        }
+        fn disk_used_ratio(&self, path: &Path) -> f64 {
+            self.0.iter().find(|(p, _)| path == Path::new(p)).map_or(0.0, |(_, r)| *r)
+        }
+    }
+
+    /// A CommitLog over several directories, as RocketMQ's `isSpaceToDelete`: the emptiest
+    /// writable one counts (new files can go there), and one above
+    /// diskSpaceCleanForciblyRatio gets no new file while another has room.
+    #[test]
+    fn several_commit_log_directories_count_by_the_emptiest() {
+        let dirs =
+            LogDirs::new(&[PathBuf::from("/d1"), PathBuf::from("/d2")], &[PathBuf::from("/old")]).unwrap();
+        let g = DiskGuard::default();
+        let disks =
+            |d1, d2| Disks(vec![("/d1", d1), ("/d2", d2), ("/old", 0.99), ("/store/consumequeue", 0.1)]);
+        assert_eq!(g.check(&disks(0.95, 0.40), &dirs, &opts()), 0.40);
+        assert!(!g.is_full(), "a read-only directory's disk does not count");
+        assert_eq!(dirs.for_file(0, 10), Path::new("/d2"));
+        assert_eq!(dirs.for_file(10, 10), Path::new("/d2"), "the full one is skipped");
+        assert_eq!(g.check(&disks(0.95, 0.93), &dirs, &opts()), 0.93);
+        assert!(g.is_full());
+        assert!(g.reason().contains("/d2 is 93.0% used"), "{}", g.reason());
+        assert_eq!(dirs.for_file(0, 10), Path::new("/d1"), "every one full: turns again");
+        g.check(&disks(0.50, 0.93), &dirs, &opts());
+        assert!(!g.is_full());
+        assert_eq!(dirs.for_file(10, 10), Path::new("/d1"));
     }
 
     /// The used fraction is `df`'s Use% (reserved blocks are not "used": on this project's

@@ -295,3 +295,30 @@ pub fn panic_count() -> &'static std::sync::atomic::AtomicUsize {
     });
     &PANICS
 }
+
+/// A tmpfs of a given size mounted for a test (needs root, as the chaos harness does);
+/// unmounted on drop.
+pub struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    pub fn mount(dir: &Path, bytes: u64) -> Result<Tmpfs, String> {
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "rmqha-test"])
+            .arg(dir)
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let ok = std::process::Command::new("umount").arg(&self.0).status().is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
