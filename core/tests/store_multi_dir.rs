@@ -140,6 +140,13 @@ fn a_read_only_directory_is_read_and_gets_no_new_file() {
         acked
     };
     let old_files = files_in(&[&old]);
+    // A listed directory that does not exist beside one that holds the log's files: its disk
+    // may be unmounted, so the store does not open until it is made by hand.
+    let keys = [("storePathCommitLog", joined(&[&old, &new]))];
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let err = MessageStore::open(store_config(&root, &keys)).err().expect("a missing directory").to_string();
+    assert!(err.contains("does not exist") && err.contains(new.to_str().unwrap()), "{err}");
+    std::fs::create_dir_all(&new).unwrap();
     let keys = [
         ("storePathCommitLog", joined(&[&old, &new])),
         ("readOnlyCommitLogStorePaths", joined(&[&old])),
@@ -305,6 +312,13 @@ fn a_full_directory_sends_new_files_to_another() {
         assert_eq!(r.status, PutStatus::PutOk, "put {i}");
         acked.push((r, m.body));
     }
+    // The disk check (every 50 ms here) marks the small disk full: new files keep off it
+    // without trying it first.
+    let dirs = store.commit_log().queue().dirs().clone();
+    assert!(
+        wait_until(Duration::from_secs(10), || (0..4).all(|i| dirs.for_file(i * 1048576, 1048576) == big)),
+        "the small disk was never marked full"
+    );
     let (on_small, on_big) = (files_in(&[&small]), files_in(&[&big]));
     assert!(on_small.len() <= 3, "{} files on the 3 MiB disk", on_small.len());
     assert!(on_big.len() >= 10, "{} files elsewhere", on_big.len());

@@ -1156,14 +1156,24 @@ impl BrokerConfig {
             return Err(ConfigError::new("aclAccessKey and aclSecretKey go together: set both, or neither"));
         }
         let read_only = self.read_only_commit_log_dirs();
-        if !self.store_path_commit_log.trim().is_empty()
-            && self.commit_log_dirs().iter().all(|d| read_only.contains(d))
-        {
-            return Err(ConfigError::for_key(
-                "storePathCommitLog",
-                &self.store_path_commit_log,
-                "every directory is also in readOnlyCommitLogStorePaths: new CommitLog files would have nowhere to go",
-            ));
+        if self.commit_log_dirs().iter().all(|d| read_only.contains(d)) {
+            return Err(if self.store_path_commit_log.trim().is_empty() {
+                ConfigError::for_key(
+                    "readOnlyCommitLogStorePaths",
+                    &self.read_only_commit_log_store_paths,
+                    format!(
+                        "names the CommitLog directory {} (storePathCommitLog is unset): new CommitLog files \
+                         would have nowhere to go",
+                        self.commit_log_dir().display()
+                    ),
+                )
+            } else {
+                ConfigError::for_key(
+                    "storePathCommitLog",
+                    &self.store_path_commit_log,
+                    "every directory is also in readOnlyCommitLogStorePaths: new CommitLog files would have nowhere to go",
+                )
+            });
         }
         if self.ha_listen_port < 0 && self.listen_port == 65535 {
             return Err(ConfigError::for_key(
@@ -1523,6 +1533,13 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.key.as_deref(), Some("storePathCommitLog"), "{e}");
         assert!(e.to_string().contains("readOnlyCommitLogStorePaths"), "{e}");
+        let e = BrokerConfig::from_map([
+            ("storePathRootDir", "/r"),
+            ("readOnlyCommitLogStorePaths", "/r/commitlog"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("readOnlyCommitLogStorePaths"), "{e}");
+        assert!(e.to_string().contains("/r/commitlog (storePathCommitLog is unset)"), "{e}");
         let e = BrokerConfig::from_map([("storePathRootDir", " ")]).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("storePathRootDir"), "{e}");
     }

@@ -27,6 +27,18 @@ pub struct Allocator {
     how: Populate,
 }
 
+impl AllocState {
+    /// The path of the file for `start` being made, made or requested, in whichever directory.
+    fn pending(&self, start: u64) -> Option<PathBuf> {
+        let name = file_name(start);
+        self.creating
+            .iter()
+            .chain(self.slots.keys())
+            .find(|p| p.file_name().and_then(|n| n.to_str()) == Some(name.as_str()))
+            .cloned()
+    }
+}
+
 #[derive(Default)]
 struct AllocState {
     /// Files requested and not yet taken: None while being created.
@@ -59,11 +71,12 @@ impl Allocator {
         self.pretouch.store(bytes, std::sync::atomic::Ordering::Release);
     }
 
-    /// Asks for the file at `start` in `dir` to be created in the background.
+    /// Asks for the file at `start` in `dir` to be created in the background, unless one for
+    /// that offset is already requested, in any directory.
     pub fn request(&self, dir: &Path, start: u64, size: usize) {
         let path = dir.join(file_name(start));
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if s.closed || s.slots.contains_key(&path) || path.exists() {
+        if s.closed || s.pending(start).is_some() || path.exists() {
             return;
         }
         s.slots.insert(path.clone(), None);
@@ -79,16 +92,10 @@ impl Allocator {
     /// may be the fallback from a full disk).
     pub fn take(&self, dir: &Path, start: u64, size: usize) -> io::Result<Arc<MappedFile>> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let name = file_name(start);
-        let known = s
-            .creating
-            .iter()
-            .chain(s.slots.keys())
-            .find(|p| p.file_name().and_then(|n| n.to_str()) == Some(name.as_str()))
-            .cloned();
-        let path = known.unwrap_or_else(|| dir.join(&name));
-        let requested_in = path.parent().unwrap_or(dir).to_path_buf();
         loop {
+            // Looked up on every pass: what was being made may be gone, and made again elsewhere.
+            let path = s.pending(start).unwrap_or_else(|| dir.join(file_name(start)));
+            let requested_in = path.parent().unwrap_or(dir).to_path_buf();
             if s.creating.as_ref() == Some(&path) {
                 // Being made (perhaps for a request since cancelled): wait for it to finish.
                 s.wanted.insert(path.clone());
@@ -866,6 +873,8 @@ mod allocator_tests {
         };
         a.request(&full, 0, 1 << 16);
         a.request(dir.path(), 1 << 16, 1 << 16);
+        // A second request for one offset, in another directory, is not a second file.
+        a.request(&open, 1 << 16, 1 << 16);
         assert!(a.wait_idle(Duration::from_secs(30)));
         let f = a.take(&open, 0, 1 << 16).unwrap();
         assert_eq!(f.path(), open.join(file_name(0)), "made where the taker asked");

@@ -141,10 +141,31 @@ fn io_err(path: &std::path::Path, op: &'static str, source: std::io::Error) -> E
 }
 
 /// The CommitLog's directories (`storePathCommitLog`, `readOnlyCommitLogStorePaths`), the
-/// writable ones created. Two entries that are one directory (a symlink, `a` and `a/`) are
-/// refused: their files would be loaded twice and their locks would clash.
+/// writable ones created. Two entries that are one directory (through a symlink) are refused:
+/// their files would be loaded twice and their locks would clash. So is a missing writable
+/// directory beside others that hold CommitLog files: most likely its disk is not mounted,
+/// and the log would go on without the files there (its tail, say), handing their offsets
+/// out again; a new directory must be made by hand first.
 fn commit_log_dirs(config: &BrokerConfig) -> Result<Arc<LogDirs>> {
     let (write, read_only) = (config.commit_log_dirs(), config.read_only_commit_log_dirs());
+    let holds_files = |d: &PathBuf| {
+        std::fs::read_dir(d).is_ok_and(|rd| {
+            rd.flatten().any(|e| {
+                e.file_name().to_str().is_some_and(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+        })
+    };
+    if let Some(missing) = write.iter().find(|d| !d.exists()) {
+        if let Some(with_files) = write.iter().chain(&read_only).find(|d| holds_files(d)) {
+            return Err(Error::Store(format!(
+                "the CommitLog directory {} does not exist, but {} holds CommitLog files: if it is on a disk \
+                 that is not mounted, mount it (its files are part of the log); if it is a new directory, \
+                 create it (mkdir -p) and start again",
+                missing.display(),
+                with_files.display()
+            )));
+        }
+    }
     let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::new();
     for dir in write.iter().chain(&read_only) {
         if !read_only.contains(dir) {
@@ -287,14 +308,14 @@ impl MessageStore {
             Some(commit_log.put_metrics().clone()),
         );
         // A disk slower than syncFlushTimeout answered puts FLUSH_DISK_TIMEOUT without a word.
-        let (timeout_ms, dir) = (config.sync_flush_timeout, config.commit_log_dir());
+        let (timeout_ms, dir) = (config.sync_flush_timeout, cl_dirs.describe());
         let timeouts = crate::logging::Throttle::new(std::time::Duration::from_secs(60));
         flush_waiters.set_on_expired(move |n| {
             if let Some(rounds) = timeouts.note("timeout") {
                 tracing::warn!(
                     "{n} SYNC_FLUSH put(s) answered FLUSH_DISK_TIMEOUT: not flushed to {} within syncFlushTimeout \
                      ({timeout_ms} ms){}",
-                    dir.display(),
+                    dir,
                     crate::logging::recurred(rounds)
                 );
             }

@@ -34,8 +34,9 @@ pub trait StoreClock: Send + Sync {
     fn now_ms(&self) -> i64;
     /// The local hour of day (0..23).
     fn hour_of_day(&self) -> u8;
-    /// Fraction (0..1) of the file system holding `path` that is used.
-    fn disk_used_ratio(&self, path: &Path) -> f64;
+    /// Fraction (0..1) of the file system holding `path` that is used; `None` when it cannot
+    /// be read (a directory gone, a disk unmounted under it).
+    fn disk_used_ratio(&self, path: &Path) -> Option<f64>;
 }
 
 /// The real clock and disk.
@@ -55,8 +56,8 @@ impl StoreClock for SystemClock {
         };
         tm.tm_hour as u8
     }
-    fn disk_used_ratio(&self, path: &Path) -> f64 {
-        disk_used_ratio(path).unwrap_or(0.0)
+    fn disk_used_ratio(&self, path: &Path) -> Option<f64> {
+        disk_used_ratio(path)
     }
 }
 
@@ -152,19 +153,23 @@ impl DiskGuard {
     /// Takes a reading of the store's file systems and sets or clears the flag; returns the
     /// used fraction of the fuller one. A CommitLog over several directories counts by its
     /// emptiest writable one, as RocketMQ's (new files can still go there), and a directory
-    /// above `diskSpaceCleanForciblyRatio` gets no new file while another has room.
+    /// above `diskSpaceCleanForciblyRatio` gets no new file while another has room. A
+    /// directory that cannot be read gets no new file and does not count (it would pass for
+    /// the emptiest, and hide the others' fullness); a file system that cannot be read at all
+    /// counts as empty.
     pub fn check(&self, clock: &dyn StoreClock, cl_dirs: &LogDirs, opts: &RetentionOptions) -> f64 {
-        let (mut cl, mut commit_log_dir) = (f64::INFINITY, cl_dirs.primary());
+        let (mut cl, mut commit_log_dir) = (None, cl_dirs.primary());
         for dir in cl_dirs.writable() {
             let used = clock.disk_used_ratio(dir);
             if cl_dirs.is_multi() {
-                cl_dirs.set_full(dir, used > opts.clean_forcibly_ratio);
+                cl_dirs.set_full(dir, used.is_none_or(|u| u > opts.clean_forcibly_ratio));
             }
-            if used < cl {
-                (cl, commit_log_dir) = (used, dir);
+            if let Some(u) = used.filter(|u| cl.is_none_or(|c| *u < c)) {
+                (cl, commit_log_dir) = (Some(u), dir);
             }
         }
-        let cq = clock.disk_used_ratio(&opts.consume_queue_dir);
+        let cl = cl.unwrap_or(0.0);
+        let cq = clock.disk_used_ratio(&opts.consume_queue_dir).unwrap_or(0.0);
         let (used, dir) = if cq > cl { (cq, opts.consume_queue_dir.as_path()) } else { (cl, commit_log_dir) };
         self.used_ppm.store((used.clamp(0.0, 1.0) * 1e6) as u32, Ordering::Relaxed);
         let pct = |r: f64| r * 100.0;
@@ -323,8 +328,8 @@ impl StoreClock for ManualClock {
     fn hour_of_day(&self) -> u8 {
         self.hour.load(std::sync::atomic::Ordering::SeqCst)
     }
-    fn disk_used_ratio(&self, _path: &Path) -> f64 {
-        self.used_ratio_millis.load(std::sync::atomic::Ordering::SeqCst) as f64 / 1000.0
+    fn disk_used_ratio(&self, _path: &Path) -> Option<f64> {
+        Some(self.used_ratio_millis.load(std::sync::atomic::Ordering::SeqCst) as f64 / 1000.0)
     }
 }
 
@@ -345,8 +350,8 @@ mod tests {
         fn hour_of_day(&self) -> u8 {
             0
         }
-        fn disk_used_ratio(&self, path: &Path) -> f64 {
-            if path.ends_with("consumequeue") { self.consume_queue } else { self.commit_log }
+        fn disk_used_ratio(&self, path: &Path) -> Option<f64> {
+            Some(if path.ends_with("consumequeue") { self.consume_queue } else { self.commit_log })
         }
     }
 
@@ -407,8 +412,8 @@ mod tests {
         fn hour_of_day(&self) -> u8 {
             0
         }
-        fn disk_used_ratio(&self, path: &Path) -> f64 {
-            self.0.iter().find(|(p, _)| path == Path::new(p)).map_or(0.0, |(_, r)| *r)
+        fn disk_used_ratio(&self, path: &Path) -> Option<f64> {
+            self.0.iter().find(|(p, _)| path == Path::new(p)).map(|(_, r)| *r)
         }
     }
 
@@ -433,6 +438,11 @@ mod tests {
         g.check(&disks(0.50, 0.93), &dirs, &opts());
         assert!(!g.is_full());
         assert_eq!(dirs.for_file(10, 10), Path::new("/d1"));
+        // A directory without a reading (its disk gone) does not pass for the emptiest.
+        let gone = Disks(vec![("/d2", 0.95), ("/store/consumequeue", 0.1)]);
+        assert_eq!(g.check(&gone, &dirs, &opts()), 0.95);
+        assert!(g.is_full(), "{}", g.reason());
+        assert!(g.reason().contains("/d2 is 95.0% used"), "{}", g.reason());
     }
 
     /// The used fraction is `df`'s Use% (reserved blocks are not "used": on this project's
