@@ -64,6 +64,8 @@ enum ChildCmd {
         seed: u64,
         #[arg(long)]
         record_crc: bool,
+        #[arg(long, default_value_t = 1)]
+        commit_log_dirs: usize,
     },
     /// (internal) A slave from a properties file, like `rmqha broker -c FILE`.
     #[command(hide = true)]
@@ -104,6 +106,10 @@ struct RunArgs {
     /// recovery then checks: a good record it cut would show as a lost acknowledged message.
     #[arg(long)]
     record_crc: bool,
+    /// Both stores spread their CommitLog over this many directories (`storePathCommitLog`
+    /// with `;`), so recovery, torn tails and replication cross directories.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    commit_log_dirs: u16,
     /// Acknowledged messages to wait for before and after each fault.
     #[arg(long, default_value_t = 1000)]
     acks_per_phase: u64,
@@ -133,9 +139,11 @@ fn main() {
             flush_disk_type,
             seed,
             record_crc,
+            commit_log_dirs,
         }) => {
             init_logging();
             verify::RECORD_CRC.store(record_crc, std::sync::atomic::Ordering::Relaxed);
+            verify::COMMIT_LOG_DIRS.store(commit_log_dirs, std::sync::atomic::Ordering::Relaxed);
             child::run_master(&store, &ack_log, generation, file_size, &flush_disk_type, seed)
         }
         Some(ChildCmd::ChildSlave { config }) => {
@@ -144,6 +152,8 @@ fn main() {
         }
         None => {
             verify::RECORD_CRC.store(cli.run.record_crc, std::sync::atomic::Ordering::Relaxed);
+            verify::COMMIT_LOG_DIRS
+                .store(cli.run.commit_log_dirs as usize, std::sync::atomic::Ordering::Relaxed);
             run(cli.run)
         }
     };
@@ -489,12 +499,12 @@ fn records_in(bytes: &[u8], end: usize) -> Vec<(usize, usize)> {
 type DataFile = (PathBuf, u64, Vec<u8>, usize);
 
 fn last_data_file(store: &Path) -> Result<Option<DataFile>, String> {
-    let files = verify::commit_log_files(store)?;
-    for (name, bytes) in files.into_iter().rev() {
+    for (name, path) in verify::commit_log_paths(store)?.into_iter().rev() {
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
         if end > 0 {
             let start = name.parse::<u64>().map_err(|e| e.to_string())?;
-            return Ok(Some((store.join("commitlog").join(&name), start, bytes, end)));
+            return Ok(Some((path, start, bytes, end)));
         }
     }
     Ok(None)
@@ -583,6 +593,9 @@ impl World {
             s.push_str(&format!("{k}={v}\n"));
         }
         s.push_str(&format!("storePathRootDir={}\n", self.slave_dir.display()));
+        if let Some(dirs) = verify::commit_log_path_setting(&self.slave_dir) {
+            s.push_str(&format!("storePathCommitLog={dirs}\n"));
+        }
         s.push_str(&format!("haMasterAddress={}\n", self.proxy.addr()));
         std::fs::write(self.props(), s).map_err(|e| e.to_string())
     }
@@ -614,6 +627,7 @@ impl World {
                 &self.a.flush_disk_type,
             ])
             .args(["--seed", &self.seed.to_string()])
+            .args(["--commit-log-dirs", &self.a.commit_log_dirs.to_string()])
             .env("RMQHA_LOG", "warn");
         if self.a.record_crc {
             cmd.arg("--record-crc");
@@ -991,33 +1005,31 @@ impl World {
     /// the master's next CommitLog files (and their `.creating` temporaries) would be
     /// created, so creating them fails, as it would with ENOSPC. Returns how many.
     fn block_next_files(&self, store: &Path, on: bool) -> Result<u64, String> {
-        let dir = store.join("commitlog");
-        let last = std::fs::read_dir(&dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
-            .flatten()
-            .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
-            .filter_map(|e| {
-                e.file_name().to_str().filter(|n| n.len() == 20).and_then(|n| n.parse::<u64>().ok())
-            })
-            .max()
-            .unwrap_or(0);
+        let last =
+            verify::commit_log_paths(store)?.keys().filter_map(|n| n.parse::<u64>().ok()).max().unwrap_or(0);
         let mut n = 0;
-        for k in 1..=8u64 {
-            let name = format!("{:020}", last + k * self.a.file_size);
-            for p in [dir.join(format!("{name}.creating")), dir.join(&name)] {
-                if on && !p.exists() {
-                    std::fs::create_dir(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-                    n += 1;
-                } else if !on && p.is_dir() {
-                    std::fs::remove_dir(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        // In every CommitLog directory: the next file may be made in any of them.
+        for dir in verify::commit_log_dirs(store) {
+            if !dir.is_dir() {
+                continue;
+            }
+            for k in 1..=8u64 {
+                let name = format!("{:020}", last + k * self.a.file_size);
+                for p in [dir.join(format!("{name}.creating")), dir.join(&name)] {
+                    if on && !p.exists() {
+                        std::fs::create_dir(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                        n += 1;
+                    } else if !on && p.is_dir() {
+                        std::fs::remove_dir(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                    }
                 }
             }
-        }
-        if !on {
-            // Blocks left from an earlier round (they are only ever empty directories).
-            for e in std::fs::read_dir(&dir).map_err(|e| e.to_string())?.flatten() {
-                if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                    let _ = std::fs::remove_dir(e.path());
+            if !on {
+                // Blocks left from an earlier round (they are only ever empty directories).
+                for e in std::fs::read_dir(&dir).map_err(|e| e.to_string())?.flatten() {
+                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                        let _ = std::fs::remove_dir(e.path());
+                    }
                 }
             }
         }
@@ -1027,6 +1039,8 @@ impl World {
     fn verify(&mut self) -> Result<String, String> {
         self.acks.poll()?;
         let prefix = verify::check_prefix(&self.slave_dir, &self.master_dir)?;
+        verify::check_spread(&self.master_dir)?;
+        verify::check_spread(&self.slave_dir)?;
         let slave =
             verify::open(&self.slave_dir, "SLAVE", self.a.file_size, &self.a.flush_disk_type, "slave")?;
         verify::check_acks(&slave, &self.acks.acks)?;
@@ -1239,6 +1253,7 @@ fn run(a: RunArgs) -> Result<(), String> {
         "seed": seed,
         "flush_disk_type": w.a.flush_disk_type,
         "record_crc": w.a.record_crc,
+        "commit_log_dirs": w.a.commit_log_dirs,
         "seconds": elapsed.as_secs(),
         "rounds": s.rounds,
         "faults": s.faults,

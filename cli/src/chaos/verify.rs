@@ -1,7 +1,7 @@
 //! The checks run after every round, on stores opened in-process while both brokers are down.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rmqha_core::{BrokerConfig, MessageStore};
@@ -9,6 +9,24 @@ use rmqha_core::{BrokerConfig, MessageStore};
 /// `--record-crc`: every store of the run writes and checks whole-record CRCs
 /// (`enabledAppendPropCRC`). Set once at the start of each process of the run.
 pub static RECORD_CRC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--commit-log-dirs`: how many directories every store of the run spreads its CommitLog
+/// over (`storePathCommitLog` with `;`). Set once at the start of each process of the run.
+pub static COMMIT_LOG_DIRS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// The CommitLog directories of the store in `dir`: `commitlog`, then `commitlog-2` and on
+/// with `--commit-log-dirs`. All inside the store's root, so a full file system there fills
+/// every one of them.
+pub fn commit_log_dirs(dir: &Path) -> Vec<PathBuf> {
+    let n = COMMIT_LOG_DIRS.load(std::sync::atomic::Ordering::Relaxed).max(1);
+    (1..=n).map(|i| if i == 1 { dir.join("commitlog") } else { dir.join(format!("commitlog-{i}")) }).collect()
+}
+
+/// `storePathCommitLog` for the store in `dir`, if the run uses several directories.
+pub fn commit_log_path_setting(dir: &Path) -> Option<String> {
+    let dirs = commit_log_dirs(dir);
+    (dirs.len() > 1).then(|| dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(";"))
+}
 
 /// The settings every store of a run shares (master, slave, and stores opened offline), so the
 /// same files are read with the same geometry.
@@ -48,6 +66,9 @@ pub fn config(dir: &Path, role: &str, file_size: u64, flush_disk_type: &str) -> 
         c.set(k, &v).map_err(|e| e.to_string())?;
     }
     c.set("storePathRootDir", &dir.display().to_string()).map_err(|e| e.to_string())?;
+    if let Some(dirs) = commit_log_path_setting(dir) {
+        c.set("storePathCommitLog", &dirs).map_err(|e| e.to_string())?;
+    }
     c.set("brokerRole", role).map_err(|e| e.to_string())?;
     if role == "SLAVE" {
         c.set("brokerId", "1").map_err(|e| e.to_string())?;
@@ -242,24 +263,60 @@ pub fn check_consume_queues(o: &Offline) -> Result<CqCheck, String> {
     Ok(out)
 }
 
-/// The CommitLog files of a store, name -> bytes.
+/// The CommitLog files of a store, name -> bytes, from all its CommitLog directories.
 pub fn commit_log_files(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    commit_log_paths(dir)?
+        .into_iter()
+        .map(|(name, path)| {
+            std::fs::read(&path).map(|b| (name, b)).map_err(|e| format!("{}: {e}", path.display()))
+        })
+        .collect()
+}
+
+/// The CommitLog files of a store, name -> path, from all its CommitLog directories; one name
+/// in two directories is an error (the store itself refuses to open then).
+pub fn commit_log_paths(dir: &Path) -> Result<BTreeMap<String, PathBuf>, String> {
     let mut out = BTreeMap::new();
-    let cl = dir.join("commitlog");
-    let rd = match std::fs::read_dir(&cl) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(format!("{}: {e}", cl.display())),
-    };
-    for e in rd {
-        let e = e.map_err(|e| e.to_string())?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
-        if is_file && name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
-            out.insert(name, std::fs::read(e.path()).map_err(|e| e.to_string())?);
+    for cl in commit_log_dirs(dir) {
+        let rd = match std::fs::read_dir(&cl) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("{}: {e}", cl.display())),
+        };
+        for e in rd {
+            let e = e.map_err(|e| e.to_string())?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
+            if is_file && name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+                if let Some(other) = out.insert(name.clone(), e.path()) {
+                    return Err(format!(
+                        "CommitLog file {name} is in {} and {}",
+                        other.display(),
+                        cl.display()
+                    ));
+                }
+            }
         }
     }
     Ok(out)
+}
+
+/// With several CommitLog directories, the log really is spread over them: once it has at
+/// least as many files as directories, every directory holds one (files take turns by index).
+pub fn check_spread(dir: &Path) -> Result<(), String> {
+    let dirs = commit_log_dirs(dir);
+    let files = commit_log_paths(dir)?;
+    if dirs.len() < 2 || files.len() < dirs.len() {
+        return Ok(());
+    }
+    match dirs.iter().find(|d| !files.values().any(|p| p.parent() == Some(d.as_path()))) {
+        Some(empty) => Err(format!(
+            "{} CommitLog files, none in {}: the store did not spread its files over its directories",
+            files.len(),
+            empty.display()
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The slave's CommitLog is a byte prefix of the master's: each slave file's bytes, up to its
