@@ -1135,3 +1135,89 @@ fn with_truncate_diverged_an_old_master_cuts_its_tail_back_and_follows_the_new_o
         assert_same_commit_logs(ad.path(), bd.path());
     }
 }
+
+/// A slave whose dispatcher lags by more than a file (catching up a backlog) and whose link
+/// breaks inside a record: it reports where that partial record starts, as it does with a
+/// dispatcher in its last file. Before, it reported its end inside the record, the master
+/// refused that as no record boundary, and the slave took its log for diverged (found by an
+/// audit).
+#[test]
+fn a_slave_with_a_dispatcher_a_file_behind_reports_its_last_record_boundary() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    let slave = slave_of(sd.path(), &master, &[]);
+    master.put_message_sync(&message("L", 0, 0, 100)).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    assert!(slave.store().wait_dispatched(Duration::from_secs(10)));
+    let held = slave.store().dispatcher().exclusive(); // no dispatch round from here on
+    let mut i = 1;
+    while master.max_offset() < 65536 + 2000 {
+        master.put_message_sync(&message("L", 0, i, 300)).unwrap();
+        i += 1;
+    }
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    let end = slave.max_offset();
+    assert!(slave.store().dispatcher().reput_from() < 65536, "the dispatcher is a file behind");
+
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    slave.set_master_address(&fake.local_addr().unwrap().to_string()).unwrap();
+    let (mut conn, report) = accept_slave(&fake);
+    assert_eq!(report, end, "complete records up to its end");
+    // The first 60 bytes of the master's next record, then the link breaks.
+    master.put_message_sync(&message("L", 0, i, 300)).unwrap();
+    let file = &commit_log_files(md.path())["00000000000000065536"];
+    let at = (end - 65536) as usize;
+    send_frame(&mut conn, end, &file[at..at + 60]);
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
+    drop(conn);
+    let (conn, report) = accept_slave(&fake);
+    assert_eq!(report, end, "where the partial record starts, not inside it");
+    drop(conn);
+    drop(held);
+    slave.set_master_address(&ha_addr(&master).to_string()).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()),
+        "{:?}",
+        slave.offsets().last_ha_error
+    );
+    slave.shutdown();
+    master.shutdown();
+}
+
+/// `haSlaveTruncateDiverged=true` and a master whose log ends below this slave's first file
+/// (the slave started from the master's last file, or its retention took its first ones):
+/// the slave cuts back to its first file's start once, and then, with nothing left to cut,
+/// says so and waits as after any refusal. Before, it "cut" from there to there and
+/// reconnected at once, without end (found by an audit).
+#[test]
+fn with_truncate_diverged_nothing_left_to_cut_is_an_error_not_a_loop() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master =
+        Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[("syncFromLastFile", "true")]))
+            .unwrap();
+    let mut i = 0;
+    while master.max_offset() < 2 * 65536 + 1000 {
+        master.put_message_sync(&message("Cut", 0, i, 300)).unwrap();
+        i += 1;
+    }
+    let slave = slave_of(sd.path(), &master, &[("haSlaveTruncateDiverged", "true")]);
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    let first = slave.min_offset();
+    assert!(first > 0, "the slave starts at the master's last file");
+
+    // A master whose log ends at 0: it says so with an empty frame at 0.
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    slave.set_master_address(&fake.local_addr().unwrap().to_string()).unwrap();
+    let (mut conn, report) = accept_slave(&fake);
+    assert_eq!(report, master.max_offset());
+    send_frame(&mut conn, 0, &[]);
+    let (mut conn2, report) = accept_slave(&fake);
+    assert_eq!(report, first, "cut back to its first file's start");
+    assert_eq!(slave.max_offset(), first);
+    send_frame(&mut conn2, 0, &[]);
+    assert!(ha_error_says(&slave, "nothing to cut"), "{:?}", slave.offsets().last_ha_error);
+    assert_eq!(slave.max_offset(), first, "nothing more was cut");
+    drop((conn, conn2));
+    slave.shutdown();
+    master.shutdown();
+}

@@ -175,6 +175,16 @@ impl Shared {
             );
         }
         let end = self.store.max_offset();
+        if record as i64 >= end {
+            // Nothing to cut (the master's log ends below this slave's first record, say after
+            // this slave's retention took its early files): cutting "back" to the end and
+            // reconnecting at once looped without a pause, cutting nothing each round.
+            return format!(
+                "{what}: the logs diverged at or before {record}, where this slave's log begins or ends, so \
+                 haSlaveTruncateDiverged has nothing to cut: start this store empty (a new store directory) to \
+                 copy the master's log"
+            );
+        }
         match self.store.truncate(record) {
             Ok(()) => {
                 tracing::warn!(
@@ -416,11 +426,16 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
     // lengths from where dispatch stands, a record start): the master resends from there.
     // Not where dispatch stands itself: a dispatcher that lags (after a restart that rebuilds
     // queues, say) would have the master resend up to a whole file for this slave to compare.
+    // From the last file's start at the latest (a file begins with a record): a dispatcher a
+    // file or more behind (catching up a backlog) left the end reported as it was, inside the
+    // partial record, which the master refused as no record boundary and this slave then
+    // took for diverged logs.
     let resume_from = {
         let reput = store.dispatcher().reput_from() as i64;
         let last_file_start = reported - reported % store.commit_log().file_size() as i64;
-        if reput < reported && reput >= last_file_start {
-            store.commit_log().record_start_at_or_before(reput as u64, reported as u64) as i64
+        let from = reput.max(last_file_start);
+        if from < reported {
+            store.commit_log().record_start_at_or_before(from as u64, reported as u64) as i64
         } else {
             reported
         }
@@ -569,6 +584,9 @@ fn session(shared: &Shared, mut stream: TcpStream) -> String {
                                 if let Err(e) = store.cut(differs_at as u64) {
                                     return format!("cannot drop the partial record from {differs_at}: {e}");
                                 }
+                                // The master's record takes the dropped one's place, at
+                                // `resume_from`, with its own size.
+                                fillers.next = Some(resume_from as u64);
                                 body = &body[(differs_at - offset) as usize..];
                                 offset = differs_at;
                                 local = differs_at;
