@@ -177,7 +177,9 @@ impl IndexFile {
         let hash = index_key_hash(key);
         let slot_pos = self.slot_pos(hash);
         let mut prev = self.get_i32(slot_pos);
-        if prev <= 0 || prev > count {
+        // Entries are 1..count-1: a slot at `count` (a crash between the slot and the count)
+        // names an entry never written, and this one would point at itself.
+        if prev <= 0 || prev >= count {
             prev = 0;
         }
         let begin = self.begin_timestamp();
@@ -282,12 +284,24 @@ pub struct IndexService {
     /// running could write the checkpoint after the store closed, over a store reopened
     /// since in the same process, and kept its 400 MB file mapped.
     flushers: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// A full file's flush failed (or could not be started): the checkpoint's index timestamp
+    /// stays where it is, and the store reports a failed index flush (see `flush_failed`).
+    flush_failed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The `beginPhyOffset` in an index file's header (its first 40 bytes, the same whatever the
 /// file's slot and entry counts), or 0 when it cannot be read.
 fn header_begin_phy_offset(path: &Path) -> u64 {
     header_phy_offsets(path).0
+}
+
+/// Whether the file's 40-byte header is all zeros, or cannot be read.
+fn header_is_blank(path: &Path) -> bool {
+    use std::io::Read;
+    let mut header = [0u8; 40];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .map_or(true, |()| header.iter().all(|&b| b == 0))
 }
 
 /// The header's begin and end CommitLog offsets (0 where unreadable or negative).
@@ -330,26 +344,30 @@ impl IndexService {
         // In the order they were written: by the CommitLog offset their records begin at. Not
         // by name, as RocketMQ loads them: a name is the local time the file was made, which
         // a DST fall-back or a clock stepped back puts out of order, and the checks below
-        // (and where dispatch goes on indexing) assume the last file is the newest.
-        let mut names: Vec<(u64, PathBuf)> =
-            names.into_iter().map(|p| (header_begin_phy_offset(&p), p)).collect();
+        // (and where dispatch goes on indexing) assume the last file is the newest. A file
+        // whose header is all zeros (made just before a power loss, its header never written
+        // back) goes last, by name: sorted first by its begin of 0, it was refused there and
+        // every good file after it was destroyed and indexed again from the log's start.
+        let mut names: Vec<(bool, u64, PathBuf)> =
+            names.into_iter().map(|p| (header_is_blank(&p), header_begin_phy_offset(&p), p)).collect();
         names.sort();
-        let names = names.into_iter().map(|(_, p)| p);
+        let count = names.len();
+        let names = names.into_iter().map(|(_, _, p)| p).enumerate();
         let mut files = Vec::new();
         let mut rebuild_from: Option<u64> = None;
         let index_ts = checkpoint.get().index_msg_timestamp;
-        for p in names {
+        for (i, p) in names {
             let f = match IndexFile::open(&p, opts.slot_num, opts.index_num) {
                 Ok(f) => f,
                 Err(e) => {
                     // Typically written with other maxHashSlotNum / maxIndexNum values, so its
                     // slots and entries cannot be found. Its header still says where its
                     // records began: dispatch indexes them again from there. A damaged header
-                    // may not (a begin past its end): then from the previous file's end, where
-                    // this one began, or from the log's start.
+                    // may not (a begin past its end, or all zeros): then from the previous
+                    // file's end, where this one began, or from the log's start.
                     let (begin, end) = header_phy_offsets(&p);
                     let prev_end = files.last().map(|f: &Arc<IndexFile>| f.end_phy_offset().max(0) as u64);
-                    let begin = if begin > end {
+                    let begin = if begin > end || header_is_blank(&p) {
                         prev_end.unwrap_or(0)
                     } else {
                         begin.min(prev_end.unwrap_or(begin))
@@ -376,7 +394,12 @@ impl IndexService {
                 f.file.destroy()?;
                 continue;
             }
-            if !last_exit_ok && f.end_timestamp() > index_ts {
+            // The last file, not full, was never flushed whole: its end time does not show it
+            // when the clock went back since the checkpoint's (it starts with the previous
+            // file's end, and keeps the latest), and a power loss may have kept its header
+            // without its entries.
+            let unflushed_last = i + 1 == count && !f.is_full();
+            if !last_exit_ok && (f.end_timestamp() > index_ts || unflushed_last) {
                 tracing::info!("unclean exit: destroying index file {} (rebuilt by dispatch)", p.display());
                 let begin = f.begin_phy_offset().max(0) as u64;
                 rebuild_from = Some(rebuild_from.map_or(begin, |r| r.min(begin)));
@@ -392,6 +415,7 @@ impl IndexService {
             checkpoint,
             rebuild_from,
             flushers: std::sync::Mutex::new(Vec::new()),
+            flush_failed: Arc::default(),
         })
     }
 
@@ -429,14 +453,29 @@ impl IndexService {
         )?);
         self.files.write().unwrap_or_else(|e| e.into_inner()).push(f.clone());
         if let Some(p) = prev {
-            // The full file is final: flush it off the dispatch thread and record its
-            // end in the checkpoint.
+            // The full file is final: flush it off the dispatch thread and record its end in
+            // the checkpoint, after the previous full file's flush (the checkpoint claims every
+            // file up to its timestamp), and only while no such flush has failed.
             let cp = self.checkpoint.clone();
+            let failed = self.flush_failed.clone();
+            let mut flushers = self.flushers.lock().unwrap_or_else(|e| e.into_inner());
+            let before = flushers.pop();
+            flushers.retain(|h| !h.is_finished());
+            let path = p.path().to_path_buf();
             let spawned = std::thread::Builder::new().name("rmqha-index-flush".into()).spawn(move || {
+                if let Some(h) = before {
+                    let _ = h.join();
+                }
                 #[cfg(test)]
-                tests::before_flushing_a_full_file();
-                if let Err(e) = p.flush() {
-                    tracing::warn!("flushing index file {} failed: {e}", p.path().display());
+                let flushed = tests::before_flushing_a_full_file().and_then(|()| p.flush());
+                #[cfg(not(test))]
+                let flushed = p.flush();
+                if let Err(e) = flushed {
+                    failed.store(true, std::sync::atomic::Ordering::Release);
+                    tracing::error!("flushing index file {} failed: {e}", p.path().display());
+                    return;
+                }
+                if failed.load(std::sync::atomic::Ordering::Acquire) {
                     return;
                 }
                 cp.update(|d| d.index_msg_timestamp = p.end_timestamp());
@@ -444,10 +483,12 @@ impl IndexService {
                     tracing::warn!("writing the checkpoint failed: {e}");
                 }
             });
-            if let Ok(h) = spawned {
-                let mut flushers = self.flushers.lock().unwrap_or_else(|e| e.into_inner());
-                flushers.retain(|h| !h.is_finished());
-                flushers.push(h);
+            match spawned {
+                Ok(h) => flushers.push(h),
+                Err(e) => {
+                    self.flush_failed.store(true, std::sync::atomic::Ordering::Release);
+                    tracing::error!("cannot start the flush of full index file {}: {e}", path.display());
+                }
             }
         }
         Ok(f)
@@ -621,6 +662,12 @@ impl IndexService {
         if let Some(f) = last { f.flush() } else { Ok(()) }
     }
 
+    /// Whether flushing a full file failed, or could not be started, since the store opened:
+    /// its pages may be marked clean without being on disk.
+    pub fn flush_failed(&self) -> bool {
+        self.flush_failed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Deletes every index file.
     pub fn destroy_all(&self) -> io::Result<()> {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
@@ -665,11 +712,121 @@ mod tests {
     /// Milliseconds the thread flushing a full file waits first (a slow disk).
     static FLUSH_DELAY_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-    pub(super) fn before_flushing_a_full_file() {
+    /// Makes the next flush of a full file fail (EIO), as a failing disk's writeback would.
+    static FAIL_NEXT_FULL_FLUSH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    pub(super) fn before_flushing_a_full_file() -> io::Result<()> {
         let ms = FLUSH_DELAY_MS.load(std::sync::atomic::Ordering::Acquire);
         if ms > 0 {
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
+        if FAIL_NEXT_FULL_FLUSH.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        Ok(())
+    }
+
+    /// A full file whose flush failed: its pages may be marked clean without being on disk,
+    /// so the checkpoint never claims it, nor any later file (flushed in order), and the
+    /// store hears of it (a clean stop then keeps the abort file). Before, the failure was
+    /// only logged, and the next file's flush moved the checkpoint past it (found by an
+    /// audit).
+    #[test]
+    fn a_failed_full_file_flush_holds_the_checkpoint_and_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
+        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let index = IndexService::load(&dir.path().join("index"), opts, cp.clone(), true).unwrap();
+        FAIL_NEXT_FULL_FLUSH.store(true, std::sync::atomic::Ordering::Release);
+        for i in 0..7 {
+            index
+                .build_index(&request(
+                    100 * (i + 1),
+                    ["a", "b", "c", "d", "e", "f", "g"][i as usize],
+                    1_000_000 + i,
+                ))
+                .unwrap();
+        }
+        index.join_flushers();
+        assert_eq!(index.file_count(), 3, "two files filled");
+        assert!(index.flush_failed());
+        assert_eq!(cp.get().index_msg_timestamp, 0, "neither full file is claimed");
+    }
+
+    /// After a power loss just after a roll, the new file's header may be all zeros (named
+    /// and synced, its header never written back). It goes last and alone: the good files
+    /// before it are kept and dispatch indexes again only from where they end. Sorted first
+    /// (by a begin of 0), it made every good file after it go too (found by an audit).
+    #[test]
+    fn a_blank_header_sorts_last_and_spares_the_good_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
+        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
+        for i in 0..7 {
+            index
+                .build_index(&request(
+                    100 * (i + 1),
+                    ["a", "b", "c", "d", "e", "f", "g"][i as usize],
+                    1_000_000 + i,
+                ))
+                .unwrap();
+        }
+        index.join_flushers();
+        let files = index.files.read().unwrap().clone();
+        assert_eq!(files.len(), 3);
+        let second_end = files[1].end_phy_offset() as u64;
+        let newest = files[2].path().to_path_buf();
+        drop((files, index));
+        let mut bytes = std::fs::read(&newest).unwrap();
+        bytes[..40].fill(0);
+        std::fs::write(&newest, &bytes).unwrap();
+        let index = IndexService::load(&dir.path().join("index"), opts, cp, false).unwrap();
+        assert_eq!(index.file_count(), 2, "the two good files kept");
+        assert_eq!(index.rebuild_from(), Some(second_end), "indexed again from where they end");
+        assert_eq!(offsets(&index, "a", 0, i64::MAX), vec![100]);
+    }
+
+    /// After an unclean exit the last file, not full, is rebuilt even when its end time is
+    /// not past the checkpoint's (the clock went back: it starts with the previous file's
+    /// end and keeps the latest), since it was never flushed whole.
+    #[test]
+    fn after_a_crash_an_unfull_last_file_is_rebuilt_whatever_its_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
+        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
+        for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+            index.build_index(&request(100 * (i as i64 + 1), key, 1_000_000 + i as i64)).unwrap();
+        }
+        // The clock went back before the next record.
+        index.build_index(&request(400, "d", 900_000)).unwrap();
+        index.join_flushers();
+        assert_eq!(cp.get().index_msg_timestamp, 1_000_002);
+        let last = index.files.read().unwrap()[1].clone();
+        assert_eq!(last.end_timestamp(), 1_000_002, "not past the checkpoint's");
+        let begin = last.begin_phy_offset() as u64;
+        drop((last, index));
+        let index = IndexService::load(&dir.path().join("index"), opts, cp, false).unwrap();
+        assert_eq!(index.file_count(), 1);
+        assert_eq!(index.rebuild_from(), Some(begin));
+    }
+
+    /// A slot holding the count itself (a crash between a put's slot and its count) names an
+    /// entry never written: the next entry for that slot starts a chain rather than point at
+    /// itself.
+    #[test]
+    fn a_slot_at_the_count_is_no_previous_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = IndexFile::create(dir.path(), "20260101000000000", 8, 16, 0, 0).unwrap();
+        assert!(f.put_key("x", 100, 1_000));
+        let count = f.index_count();
+        let slot = f.slot_pos(index_key_hash("y"));
+        f.set_i32(slot, count);
+        assert!(f.put_key("y", 200, 2_000));
+        let entry = f.entries_start() + count as usize * INDEX_ENTRY_SIZE;
+        assert_eq!(f.get_i32(entry + 16), 0, "no previous entry");
+        assert_eq!(found(&f, "y", 0, i64::MAX), vec![200]);
     }
 
     thread_local! {
