@@ -348,8 +348,25 @@ impl Broker {
             let sync = SlaveSynchronizer::new(tables.clone(), master, sync_config);
             // Weak: the store must not outlive the broker in a closure the broker owns.
             let weak = Arc::downgrade(&store);
+            let offsets = tables.clone();
             sync.set_deletion_handler(Arc::new(move |deleted| match weak.upgrade() {
-                Some(store) => store.apply_master_deletions(deleted).map_err(|e| e.to_string()),
+                Some(store) => {
+                    let taken = store.apply_master_deletions(deleted).map_err(|e| e.to_string())?;
+                    // The master forgot the topic's consumer offsets with it; a topic made
+                    // again starts its queues at 0, and the larger-offset merge of a later sync
+                    // kept the old offsets here, ahead of the new queues' (found by an audit).
+                    for topic in &taken {
+                        let n = offsets.consumer_offsets().remove_topic(topic);
+                        if n > 0 {
+                            tracing::info!(
+                                topic,
+                                groups = n,
+                                "topic deleted on the master: its consumer offsets too"
+                            );
+                        }
+                    }
+                    Ok(taken.len())
+                }
                 None => Ok(0),
             }));
             sync

@@ -875,11 +875,11 @@ impl MessageStore {
     /// dispatched into new queues; every other record there is already queued and indexed,
     /// and is skipped. Without this a slave kept a deleted topic's queues, and a topic made
     /// again on the master got no units here (its queue offsets were behind the old queue's
-    /// end). Returns how many deletions were taken.
-    pub fn apply_master_deletions(&self, deletions: &BTreeMap<String, u64>) -> Result<usize> {
+    /// end). Returns the topics whose deletion was taken now.
+    pub fn apply_master_deletions(&self, deletions: &BTreeMap<String, u64>) -> Result<Vec<String>> {
         self.writable()?;
         let deleted = self.dispatcher.deleted_topics();
-        let mut taken = 0;
+        let mut taken = Vec::new();
         for (topic, &below) in deletions {
             // An offset is an i64: a larger one read as negative, so the deletion hid every
             // record of the topic, at any offset, for good.
@@ -922,9 +922,9 @@ impl MessageStore {
                 below,
                 "topic deleted on the master: deleted here too"
             );
-            taken += 1;
+            taken.push(topic.clone());
         }
-        if taken > 0 {
+        if !taken.is_empty() {
             self.commit_log.appended().notify();
         }
         Ok(taken)
