@@ -25,6 +25,8 @@ use super::server::{Handled, RequestContext, RequestHandler};
 
 /// Bytes of answers a connection may hold for a peer that reads too slowly; beyond them the
 /// connection is closed (RocketMQ's Netty channel stops being writable and its answers fail).
+/// One answer alone may be larger (a slave's config sync takes a table of up to 256 MiB in
+/// one answer): only answers queued behind another count against it.
 const MAX_PENDING_BYTES: usize = 64 << 20;
 
 /// Most requests of the broker's own awaiting their answers on one connection at once
@@ -168,7 +170,7 @@ impl ConnWriter {
             }
         }
         let rest = bytes.len() - sent;
-        if out.bytes + rest > MAX_PENDING_BYTES {
+        if out.bytes > 0 && out.bytes + rest > MAX_PENDING_BYTES {
             drop(out);
             tracing::warn!(peer = %self.peer, "closing a connection whose peer does not read its answers \
                 ({MAX_PENDING_BYTES} bytes waiting)");
@@ -628,5 +630,42 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "non-string panic payload".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// One answer larger than the backlog a slow peer may leave (a config table of 80 MiB)
+    /// is queued whole and arrives intact; before, every answer above 64 MiB closed the
+    /// connection, so a slave never synced such a table (found by an audit). An answer queued
+    /// behind it that passes the limit still closes a peer that does not read.
+    #[test]
+    fn one_large_answer_is_sent_whole_and_a_backlog_behind_it_is_not() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        // A peer that reads nothing (kept open until the end).
+        let _idle = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, peer) = listener.accept().unwrap();
+        let w = Arc::new(ConnWriter::new(stream, peer));
+        let big: Vec<u8> = (0..80usize << 20).map(|i| (i % 251) as u8).collect();
+        w.write_frame(&big).expect("one large answer is queued");
+        assert!(!w.is_closed());
+        let small = vec![7u8; 1 << 20];
+        let queued = (0..100).take_while(|_| w.write_frame(&small).is_ok()).count();
+        assert!(queued <= 64, "{queued} MiB queued behind it");
+        assert!(w.is_closed(), "a backlog past the limit closes the connection");
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, peer) = listener.accept().unwrap();
+        let w = Arc::new(ConnWriter::new(stream, peer));
+        w.write_frame(&big).unwrap();
+        let mut got = vec![0u8; big.len()];
+        client.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        client.read_exact(&mut got).unwrap();
+        assert!(got == big, "the answer arrived intact");
+        assert!(!w.is_closed());
     }
 }
