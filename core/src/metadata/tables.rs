@@ -29,7 +29,16 @@ impl ConfigTables {
     /// having forgotten its topics.
     pub fn open(store_root: impl AsRef<Path>) -> Result<Self, MetadataError> {
         let config_dir = store_root.as_ref().join("config");
-        fs::create_dir_all(&config_dir).map_err(|e| MetadataError::io(&config_dir, "create directory", e))?;
+        if !config_dir.is_dir() {
+            fs::create_dir_all(&config_dir)
+                .map_err(|e| MetadataError::io(&config_dir, "create directory", e))?;
+            // The root's entry for the new directory: the tables' writes sync `config/` itself,
+            // never its parent, so a power loss could lose the directory with every table in it.
+            let root = store_root.as_ref();
+            fs::File::open(root)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| MetadataError::io(root, "sync directory", e))?;
+        }
         Ok(ConfigTables {
             topics: TopicConfigTable::open(config_dir.join(TOPICS_FILE))?,
             consumer_offsets: ConsumerOffsetTable::open(config_dir.join(CONSUMER_OFFSET_FILE))?,

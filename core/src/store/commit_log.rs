@@ -202,6 +202,7 @@ impl CommitLog {
         allocator: Option<Arc<Allocator>>,
     ) -> std::io::Result<Self> {
         let queue = MappedFileQueue::load_dirs(dirs, opts.file_size, allocator)?;
+        queue.refuse_flushes_after_a_failure();
         // Appends go into the last file: its holes (RocketMQ's files are sparse, and so is a
         // store copied with `cp --sparse` or `rsync -S`) would fault on a full disk, killing
         // the process with SIGBUS in an append (or, on tmpfs, in recovery's first read).

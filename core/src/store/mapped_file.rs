@@ -437,6 +437,8 @@ impl MappedFile {
             return Ok(flushed);
         }
         let from = flushed - flushed % OS_PAGE_SIZE;
+        #[cfg(test)]
+        tests::flush_error(&self.path)?;
         self.map.flush_range(from, end - from)?;
         #[cfg(test)]
         tests::mid_flush(&self.path);
@@ -1047,6 +1049,18 @@ pub(crate) mod tests {
     #[allow(clippy::type_complexity)]
     pub(crate) static MID_FLUSH: std::sync::Mutex<Option<(PathBuf, Box<dyn Fn() + Send>)>> =
         std::sync::Mutex::new(None);
+
+    /// The next flush of the file at this path fails with EIO (any thread).
+    pub(crate) static FAIL_FLUSH_OF: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+    pub(super) fn flush_error(path: &Path) -> io::Result<()> {
+        let mut doomed = FAIL_FLUSH_OF.lock().unwrap_or_else(|e| e.into_inner());
+        if doomed.as_deref() == Some(path) {
+            *doomed = None;
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        Ok(())
+    }
 
     pub(super) fn mid_flush(path: &Path) {
         let hook = MID_FLUSH.lock().unwrap_or_else(|e| e.into_inner());

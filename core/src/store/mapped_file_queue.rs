@@ -274,6 +274,10 @@ pub struct MappedFileQueue {
     allocator: Option<Arc<Allocator>>,
     /// Whether its files keep their descriptors (`MappedFile::without_descriptor`).
     keep_descriptors: bool,
+    /// A file's flush failed (set under `flush_lock`, before the lock goes).
+    flush_failed: AtomicBool,
+    /// Whether every flush after a failed one is refused (`refuse_flushes_after_a_failure`).
+    refuse_after_failure: AtomicBool,
 }
 
 /// Bytes of a queue's files written but not flushed, listed by `begin_flush`, for the caller
@@ -413,6 +417,8 @@ impl MappedFileQueue {
             dir_new: AtomicBool::new(dir_new && !keep_descriptors),
             allocator,
             keep_descriptors,
+            flush_failed: AtomicBool::new(false),
+            refuse_after_failure: AtomicBool::new(false),
         })
     }
 
@@ -591,6 +597,11 @@ impl MappedFileQueue {
     /// `flush`, each file only up to a multiple of `align` bytes (see `MappedFile::flush_aligned`).
     pub fn flush_aligned(&self, least_pages: usize, align: usize) -> io::Result<u64> {
         let _no_truncation = self.flush_lock.lock();
+        if self.refuse_after_failure.load(Ordering::Acquire) && self.flush_failed.load(Ordering::Acquire) {
+            return Err(io::Error::other(
+                "an earlier flush of this log failed: no later sync proves its bytes on disk",
+            ));
+        }
         let mut where_ = self.flushed_where();
         // At or below the first file's start (a new queue, or files deleted under the flushed
         // position), the first file is next: `find` knows no file there, and the position
@@ -601,11 +612,23 @@ impl MappedFileQueue {
             None => None,
         };
         if let Some(f) = file {
-            let pos = f.flush_aligned(least_pages, align)?;
+            let pos = f.flush_aligned(least_pages, align).inspect_err(|_| {
+                // Before the lock goes: another flusher waiting for it would sync the same
+                // pages, which the failed writeback left marked clean, "succeed", and raise the
+                // flushed position over bytes that may never have reached the disk.
+                self.flush_failed.store(true, Ordering::Release);
+            })?;
             where_ = where_.max(f.start_offset() + pos as u64);
             self.set_flushed_where(where_);
         }
         Ok(where_)
+    }
+
+    /// From the first failed flush on, every flush is refused and nothing more counts as
+    /// flushed (the CommitLog: a failed writeback reports its error once, and marks the pages
+    /// clean, so a later sync of the same bytes succeeds without writing them).
+    pub fn refuse_flushes_after_a_failure(&self) {
+        self.refuse_after_failure.store(true, Ordering::Release);
     }
 
     /// What `flush_all` would sync, for a caller that syncs it another way (one `syncfs` for
@@ -786,6 +809,36 @@ mod flush_tests {
         // Past the end is refused, not published as written.
         assert!(f.zero_from(6_000_001).is_err());
         assert_eq!(f.wrote_position(), 1000);
+    }
+
+    /// A CommitLog flush that fails while another flusher waits for the queue's flush lock
+    /// (a SYNC_FLUSH slave's group commit and its HA client): the waiting one synced the same
+    /// pages after the lock went, which the failed writeback had left clean, succeeded, and
+    /// raised the flushed position before the store was poisoned; the slave then acked the
+    /// lost bytes (found by an audit). The failure is recorded under the lock now.
+    #[test]
+    fn after_a_failed_flush_nothing_more_counts_as_flushed() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(dir.path(), 1 << 20, None).unwrap();
+        q.refuse_flushes_after_a_failure();
+        let f = q.create_file(0).unwrap();
+        f.write_region(0, 8192, |b| b.fill(7));
+        f.set_wrote_position(8192);
+        *crate::store::mapped_file::tests::FAIL_FLUSH_OF.lock().unwrap() = Some(f.path().to_path_buf());
+        assert!(q.flush(0).is_err());
+        let err = q.flush(0).unwrap_err().to_string();
+        assert!(err.contains("earlier flush of this log failed"), "{err}");
+        assert!(q.flush_all().is_err());
+        assert_eq!((q.flushed_where(), f.flushed_position()), (0, 0), "nothing counts as flushed");
+        // A queue that does not refuse (a ConsumeQueue's) flushes again.
+        let other = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::load(other.path(), 1 << 20, None).unwrap();
+        let f = q.create_file(0).unwrap();
+        f.write_region(0, 8192, |b| b.fill(7));
+        f.set_wrote_position(8192);
+        *crate::store::mapped_file::tests::FAIL_FLUSH_OF.lock().unwrap() = Some(f.path().to_path_buf());
+        assert!(q.flush(0).is_err());
+        assert_eq!(q.flush(0).unwrap(), 8192);
     }
 
     /// A truncation while a flush syncs: the flush raised the flushed position to the end it

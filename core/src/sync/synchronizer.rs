@@ -464,9 +464,11 @@ impl Inner {
 /// one, and the slave would replace its table with nothing: Java's masters always send the
 /// table, empty or not.
 fn require_table(body: &[u8], key: &str, origin: &str) -> Result<(), MetadataError> {
-    let object: serde_json::Map<String, serde_json::Value> = object_from_slice_lenient(body, origin)?;
-    match object.get(key) {
-        Some(v) if !v.is_null() => Ok(()),
+    // The top level's keys only, each value skipped unread: parsed into a map of values, an
+    // answer of up to 256 MiB took several GiB for this check alone (found by an audit).
+    let object: TopLevelKeys = object_from_slice_lenient(body, origin)?;
+    match object.0.iter().find(|(k, _)| k == key).map(|(_, null)| *null) {
+        Some(false) => Ok(()),
         found => Err(MetadataError::Json {
             origin: origin.to_string(),
             line: 0,
@@ -479,9 +481,51 @@ fn require_table(body: &[u8], key: &str, origin: &str) -> Result<(), MetadataErr
     }
 }
 
+/// A JSON object's top-level keys, each with whether its value is null; the values are
+/// skipped without being kept.
+struct TopLevelKeys(Vec<(String, bool)>);
+
+impl<'de> serde::Deserialize<'de> for TopLevelKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = TopLevelKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<TopLevelKeys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some(k) = map.next_key::<String>()? {
+                    let v: Option<serde::de::IgnoredAny> = map.next_value()?;
+                    keys.push((k, v.is_none()));
+                }
+                Ok(TopLevelKeys(keys))
+            }
+        }
+        d.deserialize_map(Keys)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The check finds a table's key at the top level, present and not null, whatever else
+    /// the answer holds.
+    #[test]
+    fn require_table_reads_the_top_level_keys_only() {
+        let ok = br#"{"dataVersion":{"counter":1},"offsetTable":{"T@G":{0:5}}}"#;
+        assert!(require_table(ok, "offsetTable", "t").is_ok());
+        for (body, why) in [
+            (&br#"{"dataVersion":{"counter":1}}"#[..], "no such key"),
+            (br#"{"offsetTable":null}"#, "it is null"),
+            (br#"{"other":{"offsetTable":{}}}"#, "no such key"),
+        ] {
+            let err = require_table(body, "offsetTable", "t").unwrap_err().to_string();
+            assert!(err.contains(why), "{err}");
+        }
+        assert!(require_table(b"[1,2]", "offsetTable", "t").is_err(), "not an object");
+    }
 
     fn tables() -> (tempfile::TempDir, Arc<ConfigTables>) {
         let dir = tempfile::tempdir().unwrap();
