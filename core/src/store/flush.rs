@@ -171,9 +171,11 @@ pub fn run_group_commit(cl: &CommitLog, cp: &StoreCheckpoint, waiters: &OffsetWa
         let seen = signal.seq();
         let stopping = stop.is_stopped();
         if cl.flushed_offset() < cl.max_offset() {
+            // Read before the flush: a truncation after it returns makes its value stale.
+            let epoch = waiters.epoch();
             match cl.flush(0) {
                 Ok(flushed) => {
-                    waiters.advance(flushed as i64);
+                    waiters.advance_from(epoch, flushed as i64);
                     record_physic_timestamp(cl, cp);
                 }
                 Err(_) => {

@@ -402,6 +402,8 @@ struct Waiter {
 
 struct WaitersState {
     value: i64,
+    /// Bumped by every `reset`: a watermark measured before one is stale (`advance_from`).
+    epoch: u64,
     seq: u64,
     by_target: BTreeMap<(i64, u64), Waiter>,
     by_deadline: BTreeMap<(Instant, u64), i64>,
@@ -435,6 +437,7 @@ impl OffsetWaiters {
             timeout_status,
             state: Mutex::new(WaitersState {
                 value: initial,
+                epoch: 0,
                 seq: 0,
                 by_target: BTreeMap::new(),
                 by_deadline: BTreeMap::new(),
@@ -493,9 +496,13 @@ impl OffsetWaiters {
     /// Raises the watermark (never lowers it) and completes every put it now covers; returns
     /// how many that was.
     pub fn advance(&self, value: i64) -> usize {
+        self.advance_checked(None, value)
+    }
+
+    fn advance_checked(&self, epoch: Option<u64>, value: i64) -> usize {
         let done = {
             let mut s = lock(&self.state);
-            if value <= s.value {
+            if value <= s.value || epoch.is_some_and(|e| e != s.epoch) {
                 return 0;
             }
             s.value = value;
@@ -522,7 +529,22 @@ impl OffsetWaiters {
     /// Lowers the watermark (a truncated log, a slave that went away) without completing
     /// anything.
     pub fn reset(&self, value: i64) {
-        lock(&self.state).value = value;
+        let mut s = lock(&self.state);
+        s.value = value;
+        s.epoch += 1;
+    }
+
+    /// The current epoch, for `advance_from`: read it before measuring a new watermark.
+    pub fn epoch(&self) -> u64 {
+        lock(&self.state).epoch
+    }
+
+    /// `advance`, unless a `reset` came since `epoch` was read: the value was measured before
+    /// the log was cut (a flush that returned just before a truncation), and would raise the
+    /// watermark over bytes the cut took away, so that a later put ending there heard PUT_OK
+    /// unflushed (found by an audit).
+    pub fn advance_from(&self, epoch: u64, value: i64) -> usize {
+        self.advance_checked(Some(epoch), value)
     }
 
     /// Completes every waiting put with `status` (shutdown, poisoned store).
@@ -647,6 +669,22 @@ mod tests {
         assert_eq!(w.pending(), 2);
         w.advance(50);
         assert!(tickets.iter().all(|t| t.wait().status == PutStatus::PutOk));
+    }
+
+    /// A watermark measured before a reset (a flush that returned just before the log was
+    /// cut) does not raise it: a put registered after the cut, ending below that stale value,
+    /// waits for a real flush.
+    #[test]
+    fn a_watermark_measured_before_a_reset_is_ignored() {
+        let w = OffsetWaiters::new(WaitPart::Flush, PutStatus::FlushDiskTimeout, 0, None);
+        let epoch = w.epoch();
+        w.reset(0);
+        assert_eq!(w.advance_from(epoch, 500), 0);
+        let t = PutTicket::with_parts(result(100), 1);
+        w.register(100, Instant::now() + Duration::from_secs(60), &t);
+        assert!(!t.is_done(), "completed by a stale watermark");
+        assert_eq!(w.advance_from(w.epoch(), 100), 1);
+        assert_eq!(t.wait().status, PutStatus::PutOk);
     }
 
     #[test]
