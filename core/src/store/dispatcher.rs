@@ -33,6 +33,9 @@ pub struct Dispatcher {
     /// On a slave a partial record at the tail is waited for, not skipped.
     is_slave: AtomicBool,
     reput_from: AtomicU64,
+    /// How many times `reput_from` went back (a cut, a master's deletion): a value read before
+    /// one no longer says what is dispatched (see `rewinds`).
+    rewinds: AtomicU64,
     /// Store timestamp of the last dispatched message.
     last_dispatched_ts: AtomicI64,
     /// Signalled after each round that dispatched something (long polling waits on it).
@@ -125,6 +128,7 @@ impl Dispatcher {
             deleted,
             is_slave: AtomicBool::new(is_slave),
             reput_from: AtomicU64::new(reput_from),
+            rewinds: AtomicU64::new(0),
             last_dispatched_ts: AtomicI64::new(0),
             dispatched: Notifier::new(),
             reported_bad: AtomicU64::new(u64::MAX),
@@ -166,7 +170,15 @@ impl Dispatcher {
         self.reput_from.load(Ordering::Acquire)
     }
     pub(crate) fn set_reput_from(&self, v: u64) {
-        self.reput_from.store(v, Ordering::Release);
+        if self.reput_from.swap(v, Ordering::AcqRel) > v {
+            self.rewinds.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// How many times dispatch was sent back to an earlier offset: the checkpoint's flusher
+    /// reads it before and after a flush, and claims nothing measured across one.
+    pub fn rewinds(&self) -> u64 {
+        self.rewinds.load(Ordering::Acquire)
     }
     pub fn is_slave(&self) -> bool {
         self.is_slave.load(Ordering::Acquire)

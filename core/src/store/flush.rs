@@ -233,6 +233,7 @@ pub fn flush_logics(
 ) {
     // The timestamp (and the offset below which every record is dispatched) is taken before
     // flushing, so it never claims more than is on disk.
+    let rewinds = dispatcher.rewinds();
     let logics_offset = dispatcher.reput_from();
     let logics_ts = dispatcher.last_dispatched_timestamp();
     // On a failing disk every queue fails every round: one line per round, not per queue.
@@ -317,7 +318,9 @@ pub fn flush_logics(
                 cqs.set_flush_failed();
             }
         }
-        if logics_ts > 0 && !cqs.flush_failed() {
+        // A cut while the queues were flushed (a slave's `truncate`) took dispatch back below
+        // `logics_offset`: the units written again above the cut are not in this flush.
+        if logics_ts > 0 && !cqs.flush_failed() && dispatcher.rewinds() == rewinds {
             cp.update(|d| {
                 d.logics_msg_timestamp = logics_ts;
                 d.logics_offset = logics_offset as i64;

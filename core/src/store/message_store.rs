@@ -2108,6 +2108,53 @@ mod tests {
         }
     }
 
+    /// A cut (dispatch sent back) while a thorough flush syncs the queues: the checkpoint's
+    /// logics fields, measured before the flush, would claim units above the cut that are
+    /// written again after it and not flushed; an OS crash then started recovery past them
+    /// (found by an audit). Nothing is claimed across such a rewind.
+    #[test]
+    fn a_rewind_during_a_queue_flush_claims_nothing_in_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let slow =
+            [("flushIntervalConsumeQueue", "3600000"), ("flushConsumeQueueThoroughInterval", "3600000")];
+        let store = MessageStore::open(config(dir.path(), &slow)).unwrap();
+        store.start().unwrap();
+        for i in 0..3 {
+            store.put_message_sync(&Message::new("T", format!("m{i}").into_bytes())).unwrap();
+        }
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+        let claimed = store.checkpoint.get().logics_offset;
+        assert!(store.dispatcher.reput_from() as i64 > claimed);
+        let cq = store.cqs.find("T", 0).unwrap().files().last().unwrap().path().to_path_buf();
+        let d = store.dispatcher.clone();
+        *crate::store::mapped_file::tests::MID_FLUSH.lock().unwrap() =
+            Some((cq, Box::new(move || d.set_reput_from(0))));
+        flush::flush_logics(
+            &store.cqs,
+            store.index.as_deref(),
+            &store.dispatcher,
+            &store.commit_log,
+            &store.checkpoint,
+            0,
+            true,
+        );
+        *crate::store::mapped_file::tests::MID_FLUSH.lock().unwrap() = None;
+        assert_eq!(store.checkpoint.get().logics_offset, claimed, "claimed across the rewind");
+        // The next flush claims again.
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+        flush::flush_logics(
+            &store.cqs,
+            store.index.as_deref(),
+            &store.dispatcher,
+            &store.commit_log,
+            &store.checkpoint,
+            0,
+            true,
+        );
+        assert_eq!(store.checkpoint.get().logics_offset, store.dispatcher.reput_from() as i64);
+        store.shutdown();
+    }
+
     /// A put that passed its running check just before `shutdown` began appended after the
     /// final flush (and after the store's locks went to the next owner of the directory) and
     /// answered PUT_OK: a record never flushed, in a store someone else may have opened.
