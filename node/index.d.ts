@@ -65,7 +65,7 @@ export declare class Broker {
    * max offset when every message is older), `'upper'` the last stored at or before it.
    * Either answers the min offset when every message is newer, and 0 for an unknown queue.
    */
-  queueOffsetByTime(topic: string, queueId: number, timestampMs: number, boundary?: 'lower' | 'upper'): number
+  queueOffsetByTime(topic: string, queueId: number, timestampMs: number, boundary?: 'lower' | 'upper'): Promise<number>
   /** One snapshot of the offsets and replication state. */
   offsets(): Offsets
   /**

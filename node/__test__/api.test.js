@@ -81,10 +81,10 @@ test('put, read back by queue, key and id; offsets are numbers', async (t) => {
   for (const ts of [times[0] - 1, ...times, times[1] + 1]) {
     const lower = times.findIndex((x) => x >= ts)
     const upper = times.findLastIndex((x) => x <= ts)
-    assert.equal(b.queueOffsetByTime('Orders', 1, ts), lower === -1 ? 2 : lower, `lower of ${ts}`)
-    assert.equal(b.queueOffsetByTime('Orders', 1, ts, 'upper'), upper === -1 ? 0 : upper, `upper of ${ts}`)
+    assert.equal(await b.queueOffsetByTime('Orders', 1, ts), lower === -1 ? 2 : lower, `lower of ${ts}`)
+    assert.equal(await b.queueOffsetByTime('Orders', 1, ts, 'upper'), upper === -1 ? 0 : upper, `upper of ${ts}`)
   }
-  assert.equal(b.queueOffsetByTime('Orders', 3, times[0], 'lower'), 0)
+  assert.equal(await b.queueOffsetByTime('Orders', 3, times[0], 'lower'), 0)
   assert.throws(() => b.queueOffsetByTime('Orders', 1, 0, 'sideways'), { code: 'INVALID_ARGUMENT', message: /sideways/ })
   assert.throws(() => b.queueOffsetByTime('Orders', 1, 0.5), { code: 'INVALID_ARGUMENT', message: /timestampMs/ })
   const byId = await b.messageById(r2.msgId)

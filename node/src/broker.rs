@@ -16,7 +16,7 @@ use rmqha_core::{Broker as CoreBroker, TimeBoundary};
 
 use crate::error::{Failure, MAX_SAFE_INTEGER, Outcome, int_in, to_js};
 use crate::put::Settler;
-use crate::tasks::{CloseTask, GetMessagesTask, MessageByIdTask, QueryByKeyTask};
+use crate::tasks::{CloseTask, GetMessagesTask, MessageByIdTask, QueryByKeyTask, QueueOffsetByTimeTask};
 use crate::types::{self, GetOptions, Offsets, PutOptions, PutResult};
 
 /// A running master or slave. Get one from `startMaster` or `startSlave`; end it with
@@ -232,14 +232,17 @@ impl Broker {
         queue_id: f64,
         timestamp_ms: f64,
         boundary: Option<String>,
-    ) -> Result<i64> {
+    ) -> Result<AsyncTask<QueueOffsetByTimeTask>> {
         let queue_id = to_js(&env, int_in("queueId", queue_id, i32::MIN as i64, i32::MAX as i64))? as i32;
         let ts = to_js(&env, int_in("timestampMs", timestamp_ms, -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER))?;
         let boundary = match boundary.as_deref() {
             None => TimeBoundary::Lower,
             Some(s) => to_js(&env, s.parse::<TimeBoundary>().map_err(Failure::from))?,
         };
-        self.read(&env, |b| b.queue_offset_by_time(&topic, queue_id, ts, boundary))
+        // A binary search that reads a record at each step (cold pages after a restart are disk
+        // reads): on libuv's pool, as every other read of the CommitLog.
+        let broker = to_js(&env, self.core())?;
+        Ok(AsyncTask::new(QueueOffsetByTimeTask { broker, topic, queue_id, ts, boundary }))
     }
 
     /// One snapshot of the offsets and replication state.

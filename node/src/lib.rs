@@ -21,7 +21,10 @@ use napi::{Env, Result};
 use napi_derive::napi;
 
 pub use broker::Broker;
-pub use tasks::{CloseTask, GetMessagesTask, LoadPropertiesTask, MessageByIdTask, QueryByKeyTask, StartTask};
+pub use tasks::{
+    CloseTask, GetMessagesTask, LoadPropertiesTask, MessageByIdTask, QueryByKeyTask, QueueOffsetByTimeTask,
+    StartTask,
+};
 pub use types::{GetMessagesResult, Offsets, PutOptions, PutResult, RefusedSlave, SlaveInfo, StoredMessage};
 
 use crate::config::config_pairs;

@@ -169,6 +169,29 @@ impl Task for MessageByIdTask {
     }
 }
 
+/// `queueOffsetByTime`: a queue's offset by store time.
+pub struct QueueOffsetByTimeTask {
+    pub(crate) broker: Arc<CoreBroker>,
+    pub(crate) topic: String,
+    pub(crate) queue_id: i32,
+    pub(crate) ts: i64,
+    pub(crate) boundary: rmqha_core::store::TimeBoundary,
+}
+
+#[napi]
+impl Task for QueueOffsetByTimeTask {
+    type Output = i64;
+    type JsValue = i64;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        guarded(|| Ok(self.broker.queue_offset_by_time(&self.topic, self.queue_id, self.ts, self.boundary)))
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        Ok(output)
+    }
+}
+
 /// `close`: graceful shutdown (flush, stop services, join threads). Puts still waiting for a
 /// slave get their answer first. `None` when the broker was already closed. Rejects with
 /// `STORE` when the stop was not clean (the broker is stopped all the same).
