@@ -75,6 +75,21 @@ pub fn to_schedule(msgs: &[Message], levels: usize) -> Result<Option<Vec<Message
     let mut out: Option<Vec<Message>> = None;
     for (i, m) in msgs.iter().enumerate() {
         let Some(level) = delay_level(m, levels)? else { continue };
+        // Checked here, as the CommitLog checks an undelayed message: stored under
+        // SCHEDULE_TOPIC_XXXX, a message to a topic no put could take was answered PUT_OK, and
+        // dropped with a warning when due (found by an audit).
+        if let Some(why) = crate::processor::topic_name_error(&m.topic) {
+            return Err(Error::PutFailed {
+                status: PutStatus::MessageIllegal,
+                reason: format!("topic {:?}: {}", crate::clip(&m.topic, 64), crate::clip(&why, 200)),
+            });
+        }
+        if m.queue_id < 0 {
+            return Err(Error::PutFailed {
+                status: PutStatus::MessageIllegal,
+                reason: format!("queue id {} is negative", m.queue_id),
+            });
+        }
         if m.topic == SCHEDULE_TOPIC {
             // Delivered into SCHEDULE_TOPIC_XXXX, it would be due at once and delivered again.
             return Err(Error::PutFailed {

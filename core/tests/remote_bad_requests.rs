@@ -194,6 +194,14 @@ fn garbage_bodies_and_oversized_messages_are_refused() {
     let r = call(&c, m);
     assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{r:?}");
     assert!(r.remark.as_deref().unwrap_or("").contains("soon"), "{r:?}");
+    // The same as a transaction's half message: stored, its commit could never succeed.
+    let stored = b.max_offset();
+    let mut m = send_v2(&Msg::new("T", b"x"));
+    m.set_ext("i", props(&[("TRAN_MSG", "true"), ("PGROUP", "pg"), ("DELAY", "soon")]));
+    let r = call(&c, m);
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{r:?}");
+    assert!(r.remark.as_deref().unwrap_or("").contains("soon"), "{r:?}");
+    assert_eq!(b.max_offset(), stored, "no half message stored");
     let mut m = send_batch("T", 0, &[Msg::new("T", b"a"), Msg::new("T", b"b")]);
     m.set_ext("i", props(&[("WAIT", "true"), ("DELAY", "1")]));
     let r = call(&c, m);

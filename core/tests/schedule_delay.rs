@@ -179,3 +179,28 @@ fn the_metrics_count_the_delayed_messages_of_each_level() {
     assert!(wait_until(TIMEOUT, || gauge(3) == Some(0)));
     b.shutdown();
 }
+
+/// A delayed message is checked as an undelayed one is, before it is moved into
+/// SCHEDULE_TOPIC_XXXX: to a topic no put could take, or a negative queue, it is refused
+/// MESSAGE_ILLEGAL and nothing is stored. Before, it was answered PUT_OK and dropped with a
+/// warning when due (found by an audit).
+#[test]
+fn a_delayed_message_to_an_invalid_topic_or_queue_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Broker::start_master(config(dir.path(), "ASYNC_MASTER")).unwrap();
+    let before = b.max_offset();
+    for m in [
+        Message::new("bad topic", b"x".to_vec()).with_property("DELAY", "1"),
+        Message::new("x".repeat(128), b"x".to_vec()).with_property("DELAY", "1"),
+        Message::new("Orders", b"x".to_vec()).with_queue(-3).with_property("DELAY", "1"),
+    ] {
+        match b.put_message_sync(&m) {
+            Err(rmqha_core::Error::PutFailed { status, reason }) => {
+                assert_eq!(status, PutStatus::MessageIllegal, "{reason}")
+            }
+            other => panic!("{:?} to {:?}: {other:?}", m.queue_id, &m.topic[..m.topic.len().min(20)]),
+        }
+    }
+    assert_eq!(b.max_offset(), before, "nothing stored");
+    b.shutdown();
+}

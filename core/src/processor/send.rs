@@ -247,6 +247,13 @@ impl SendProcessor {
         // A delayed message (DELAY) is stored in SCHEDULE_TOPIC_XXXX by the broker's put and
         // answered, as in RocketMQ, with the queue it was sent to.
         let levels = broker.store().delay_levels_ms().len();
+        // A DELAY that is no number is refused here, as 4.9 refuses it at the send: the half
+        // message of a transaction was stored with it, and its commit then always failed.
+        if let Some(Err(e)) =
+            msgs.iter().map(|m| crate::schedule::delay_level(m, levels)).find(|r| r.is_err())
+        {
+            return Err(reply(req, response_code::MESSAGE_ILLEGAL, e.to_string()));
+        }
         let delayed = msgs.iter().any(|m| matches!(crate::schedule::delay_level(m, levels), Ok(Some(_))));
         if batch && delayed {
             // 4.9's putMessages refuses a batch with a delay level, even a batch of one.
