@@ -611,14 +611,7 @@ fn a_slave_whose_next_bytes_retention_deleted_is_refused() {
 #[test]
 fn a_slave_cut_back_to_its_first_files_start_replicates_again() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master =
-        Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[("syncFromLastFile", "true")]))
-            .unwrap();
-    let mut i = 0;
-    while master.max_offset() < 2 * 65536 + 1000 {
-        master.put_message_sync(&message("Cut", 0, i, 300)).unwrap();
-        i += 1;
-    }
+    let master = master_past_two_files(md.path());
     let slave = slave_of(sd.path(), &master, &[]);
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
     let first = slave.min_offset();
@@ -653,6 +646,19 @@ fn a_slave_cut_back_to_its_first_files_start_replicates_again() {
     }
     master.shutdown();
     slave.shutdown();
+}
+
+/// An ASYNC_MASTER with `syncFromLastFile` whose log fills two files and starts a third, so
+/// that an empty slave of it starts at its last file.
+fn master_past_two_files(dir: &std::path::Path) -> std::sync::Arc<Broker> {
+    let master =
+        Broker::start_master(broker_config(dir, "ASYNC_MASTER", &[("syncFromLastFile", "true")])).unwrap();
+    let mut i = 0;
+    while master.max_offset() < 2 * 65536 + 1000 {
+        master.put_message_sync(&message("Cut", 0, i, 300)).unwrap();
+        i += 1;
+    }
+    master
 }
 
 fn read_frame(s: &mut TcpStream) -> (i64, Vec<u8>) {
@@ -1192,14 +1198,7 @@ fn a_slave_with_a_dispatcher_a_file_behind_reports_its_last_record_boundary() {
 #[test]
 fn with_truncate_diverged_nothing_left_to_cut_is_an_error_not_a_loop() {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master =
-        Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[("syncFromLastFile", "true")]))
-            .unwrap();
-    let mut i = 0;
-    while master.max_offset() < 2 * 65536 + 1000 {
-        master.put_message_sync(&message("Cut", 0, i, 300)).unwrap();
-        i += 1;
-    }
+    let master = master_past_two_files(md.path());
     let slave = slave_of(sd.path(), &master, &[("haSlaveTruncateDiverged", "true")]);
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
     let first = slave.min_offset();

@@ -712,6 +712,19 @@ mod tests {
     /// Milliseconds the thread flushing a full file waits first (a slow disk).
     static FLUSH_DELAY_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+    /// Tiny files: three entries each (RocketMQ's count starts at 1).
+    fn three_per_file() -> IndexOptions {
+        IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 }
+    }
+
+    /// Indexes keys "k0".."k{n-1}" at offsets 100, 200, ... and times 1_000_000, 1_000_001, ...
+    fn index_keys(index: &IndexService, n: i64) {
+        const KEYS: [&str; 7] = ["k0", "k1", "k2", "k3", "k4", "k5", "k6"];
+        for i in 0..n {
+            index.build_index(&request(100 * (i + 1), KEYS[i as usize], 1_000_000 + i)).unwrap();
+        }
+    }
+
     /// Makes the next flush of a full file fail (EIO), as a failing disk's writeback would.
     static FAIL_NEXT_FULL_FLUSH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -735,18 +748,10 @@ mod tests {
     fn a_failed_full_file_flush_holds_the_checkpoint_and_is_reported() {
         let dir = tempfile::tempdir().unwrap();
         let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let opts = three_per_file();
         let index = IndexService::load(&dir.path().join("index"), opts, cp.clone(), true).unwrap();
         FAIL_NEXT_FULL_FLUSH.store(true, std::sync::atomic::Ordering::Release);
-        for i in 0..7 {
-            index
-                .build_index(&request(
-                    100 * (i + 1),
-                    ["a", "b", "c", "d", "e", "f", "g"][i as usize],
-                    1_000_000 + i,
-                ))
-                .unwrap();
-        }
+        index_keys(&index, 7);
         index.join_flushers();
         assert_eq!(index.file_count(), 3, "two files filled");
         assert!(index.flush_failed());
@@ -761,17 +766,9 @@ mod tests {
     fn a_blank_header_sorts_last_and_spares_the_good_files() {
         let dir = tempfile::tempdir().unwrap();
         let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let opts = three_per_file();
         let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
-        for i in 0..7 {
-            index
-                .build_index(&request(
-                    100 * (i + 1),
-                    ["a", "b", "c", "d", "e", "f", "g"][i as usize],
-                    1_000_000 + i,
-                ))
-                .unwrap();
-        }
+        index_keys(&index, 7);
         index.join_flushers();
         let files = index.files.read().unwrap().clone();
         assert_eq!(files.len(), 3);
@@ -784,7 +781,7 @@ mod tests {
         let index = IndexService::load(&dir.path().join("index"), opts, cp, false).unwrap();
         assert_eq!(index.file_count(), 2, "the two good files kept");
         assert_eq!(index.rebuild_from(), Some(second_end), "indexed again from where they end");
-        assert_eq!(offsets(&index, "a", 0, i64::MAX), vec![100]);
+        assert_eq!(offsets(&index, "k0", 0, i64::MAX), vec![100]);
     }
 
     /// After an unclean exit the last file, not full, is rebuilt even when its end time is
@@ -794,7 +791,7 @@ mod tests {
     fn after_a_crash_an_unfull_last_file_is_rebuilt_whatever_its_times() {
         let dir = tempfile::tempdir().unwrap();
         let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let opts = three_per_file();
         let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
             index.build_index(&request(100 * (i as i64 + 1), key, 1_000_000 + i as i64)).unwrap();
@@ -923,7 +920,7 @@ mod tests {
     fn time_bounded_queries_survive_rounding_and_a_clock_stepped_back() {
         let dir = tempfile::tempdir().unwrap();
         let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let opts = three_per_file();
         let index = IndexService::load(&dir.path().join("index"), opts, cp, true).unwrap();
         index.build_index(&request(100, "a", 1_000_000)).unwrap();
         index.build_index(&request(200, "b", 1_010_900)).unwrap();
@@ -949,7 +946,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
         // Three entries per file.
-        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let opts = three_per_file();
         let index = IndexService::load(&dir.path().join("index"), opts, cp, true).unwrap();
         index.build_index(&request(100, "a b", 1_000_000)).unwrap();
         super::super::mapped_file::fail_next_named_creation(io::Error::from_raw_os_error(libc::ENOSPC));
@@ -977,7 +974,7 @@ mod tests {
     fn a_cut_behind_an_empty_last_file_lowers_the_full_files_end() {
         let dir = tempfile::tempdir().unwrap();
         let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let opts = three_per_file();
         let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
             index.build_index(&request(100 * (i as i64 + 1), key, 1_000_000 + i as i64)).unwrap();
@@ -1007,7 +1004,7 @@ mod tests {
     fn join_flushers_waits_for_the_full_files_flush() {
         let dir = tempfile::tempdir().unwrap();
         let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 };
+        let opts = three_per_file();
         let index = IndexService::load(&dir.path().join("index"), opts, cp.clone(), true).unwrap();
         FLUSH_DELAY_MS.store(300, std::sync::atomic::Ordering::Release);
         for (i, key) in ["a", "b", "c", "d"].into_iter().enumerate() {

@@ -2126,31 +2126,19 @@ mod tests {
         let claimed = store.checkpoint.get().logics_offset;
         assert!(store.dispatcher.reput_from() as i64 > claimed);
         let cq = store.cqs.find("T", 0).unwrap().files().last().unwrap().path().to_path_buf();
+        let thorough = || {
+            let (cqs, cl, cp) = (&store.cqs, &store.commit_log, &store.checkpoint);
+            flush::flush_logics(cqs, store.index.as_deref(), &store.dispatcher, cl, cp, 0, true)
+        };
         let d = store.dispatcher.clone();
         *crate::store::mapped_file::tests::MID_FLUSH.lock().unwrap() =
             Some((cq, Box::new(move || d.set_reput_from(0))));
-        flush::flush_logics(
-            &store.cqs,
-            store.index.as_deref(),
-            &store.dispatcher,
-            &store.commit_log,
-            &store.checkpoint,
-            0,
-            true,
-        );
+        thorough();
         *crate::store::mapped_file::tests::MID_FLUSH.lock().unwrap() = None;
         assert_eq!(store.checkpoint.get().logics_offset, claimed, "claimed across the rewind");
         // The next flush claims again.
         assert!(store.wait_dispatched(Duration::from_secs(10)));
-        flush::flush_logics(
-            &store.cqs,
-            store.index.as_deref(),
-            &store.dispatcher,
-            &store.commit_log,
-            &store.checkpoint,
-            0,
-            true,
-        );
+        thorough();
         assert_eq!(store.checkpoint.get().logics_offset, store.dispatcher.reput_from() as i64);
         store.shutdown();
     }
