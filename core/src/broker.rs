@@ -351,11 +351,13 @@ impl Broker {
             let offsets = tables.clone();
             sync.set_deletion_handler(Arc::new(move |deleted| match weak.upgrade() {
                 Some(store) => {
-                    let taken = store.apply_master_deletions(deleted).map_err(|e| e.to_string())?;
                     // The master forgot the topic's consumer offsets with it; a topic made
                     // again starts its queues at 0, and the larger-offset merge of a later sync
                     // kept the old offsets here, ahead of the new queues' (found by an audit).
-                    for topic in &taken {
+                    // Each as its deletion is taken, and on disk before the deletion counts as
+                    // done: a deletion is taken once.
+                    let mut removed = 0;
+                    let taken = store.apply_master_deletions_with(deleted, &mut |topic| {
                         let n = offsets.consumer_offsets().remove_topic(topic);
                         if n > 0 {
                             tracing::info!(
@@ -364,8 +366,13 @@ impl Broker {
                                 "topic deleted on the master: its consumer offsets too"
                             );
                         }
-                    }
-                    Ok(taken.len())
+                        removed += n;
+                    });
+                    let persisted = if removed > 0 { offsets.consumer_offsets().persist() } else { Ok(()) };
+                    let taken = taken.map_err(|e| e.to_string())?;
+                    persisted
+                        .map_err(|e| format!("persisting the consumer offsets of deleted topics: {e}"))?;
+                    Ok(taken)
                 }
                 None => Ok(0),
             }));

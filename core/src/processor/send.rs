@@ -252,6 +252,7 @@ impl SendProcessor {
         if let Some(Err(e)) =
             msgs.iter().map(|m| crate::schedule::delay_level(m, levels)).find(|r| r.is_err())
         {
+            broker.store().put_metrics().refused(PutStatus::MessageIllegal);
             return Err(reply(req, response_code::MESSAGE_ILLEGAL, e.to_string()));
         }
         let delayed = msgs.iter().any(|m| matches!(crate::schedule::delay_level(m, levels), Ok(Some(_))));

@@ -178,7 +178,7 @@ impl IndexFile {
         let slot_pos = self.slot_pos(hash);
         let mut prev = self.get_i32(slot_pos);
         // Entries are 1..count-1: a slot at `count` (a crash between the slot and the count)
-        // names an entry never written, and this one would point at itself.
+        // names the entry this put is about to write over, which would point at itself.
         if prev <= 0 || prev >= count {
             prev = 0;
         }
@@ -459,18 +459,18 @@ impl IndexService {
             let cp = self.checkpoint.clone();
             let failed = self.flush_failed.clone();
             let mut flushers = self.flushers.lock().unwrap_or_else(|e| e.into_inner());
-            let before = flushers.pop();
+            // Shared with the new thread, so that a failed spawn can still join it here.
+            let before = Arc::new(std::sync::Mutex::new(flushers.pop()));
             flushers.retain(|h| !h.is_finished());
             let path = p.path().to_path_buf();
+            let earlier = before.clone();
             let spawned = std::thread::Builder::new().name("rmqha-index-flush".into()).spawn(move || {
-                if let Some(h) = before {
+                if let Some(h) = earlier.lock().unwrap_or_else(|e| e.into_inner()).take() {
                     let _ = h.join();
                 }
                 #[cfg(test)]
-                let flushed = tests::before_flushing_a_full_file().and_then(|()| p.flush());
-                #[cfg(not(test))]
-                let flushed = p.flush();
-                if let Err(e) = flushed {
+                tests::before_flushing_a_full_file();
+                if let Err(e) = p.flush() {
                     failed.store(true, std::sync::atomic::Ordering::Release);
                     tracing::error!("flushing index file {} failed: {e}", p.path().display());
                     return;
@@ -488,6 +488,10 @@ impl IndexService {
                 Err(e) => {
                     self.flush_failed.store(true, std::sync::atomic::Ordering::Release);
                     tracing::error!("cannot start the flush of full index file {}: {e}", path.display());
+                    // Joined now: detached, it could write the checkpoint after the store closed.
+                    if let Some(h) = before.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                        let _ = h.join();
+                    }
                 }
             }
         }
@@ -725,18 +729,11 @@ mod tests {
         }
     }
 
-    /// Makes the next flush of a full file fail (EIO), as a failing disk's writeback would.
-    static FAIL_NEXT_FULL_FLUSH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-    pub(super) fn before_flushing_a_full_file() -> io::Result<()> {
+    pub(super) fn before_flushing_a_full_file() {
         let ms = FLUSH_DELAY_MS.load(std::sync::atomic::Ordering::Acquire);
         if ms > 0 {
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
-        if FAIL_NEXT_FULL_FLUSH.swap(false, std::sync::atomic::Ordering::AcqRel) {
-            return Err(io::Error::from_raw_os_error(libc::EIO));
-        }
-        Ok(())
     }
 
     /// A full file whose flush failed: its pages may be marked clean without being on disk,
@@ -750,8 +747,11 @@ mod tests {
         let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
         let opts = three_per_file();
         let index = IndexService::load(&dir.path().join("index"), opts, cp.clone(), true).unwrap();
-        FAIL_NEXT_FULL_FLUSH.store(true, std::sync::atomic::Ordering::Release);
-        index_keys(&index, 7);
+        index.build_index(&request(50, "first", 999_999)).unwrap();
+        // The first file's flush fails with EIO, as a failing disk's writeback would.
+        let first = index.files.read().unwrap()[0].path().to_path_buf();
+        *super::super::mapped_file::tests::FAIL_FLUSH_OF.lock().unwrap() = Some(first);
+        index_keys(&index, 6);
         index.join_flushers();
         assert_eq!(index.file_count(), 3, "two files filled");
         assert!(index.flush_failed());

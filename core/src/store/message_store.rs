@@ -877,9 +877,21 @@ impl MessageStore {
     /// again on the master got no units here (its queue offsets were behind the old queue's
     /// end). Returns the topics whose deletion was taken now.
     pub fn apply_master_deletions(&self, deletions: &BTreeMap<String, u64>) -> Result<Vec<String>> {
+        let mut taken = Vec::new();
+        self.apply_master_deletions_with(deletions, &mut |t| taken.push(t.to_string()))?;
+        Ok(taken)
+    }
+
+    /// `apply_master_deletions`, calling `taken` with each topic as its deletion is taken (so
+    /// that what follows a deletion is done for every one taken, even if a later one fails).
+    pub fn apply_master_deletions_with(
+        &self,
+        deletions: &BTreeMap<String, u64>,
+        taken: &mut dyn FnMut(&str),
+    ) -> Result<usize> {
         self.writable()?;
         let deleted = self.dispatcher.deleted_topics();
-        let mut taken = Vec::new();
+        let mut count = 0;
         for (topic, &below) in deletions {
             // An offset is an i64: a larger one read as negative, so the deletion hid every
             // record of the topic, at any offset, for good.
@@ -922,12 +934,13 @@ impl MessageStore {
                 below,
                 "topic deleted on the master: deleted here too"
             );
-            taken.push(topic.clone());
+            taken(topic);
+            count += 1;
         }
-        if !taken.is_empty() {
+        if count > 0 {
             self.commit_log.appended().notify();
         }
-        Ok(taken)
+        Ok(count)
     }
 
     /// The queue offset of the first message stored at or after `timestamp` ms
@@ -1329,8 +1342,10 @@ impl MessageStore {
     /// Flushes the CommitLog now, whatever the flush type.
     pub fn flush(&self) -> Result<i64> {
         self.writable()?;
+        // Read before the flush: a truncation after it returns makes its value stale.
+        let epoch = self.flush_waiters.epoch();
         let f = self.commit_log.flush_all().map_err(|e| Error::Store(format!("flush failed: {e}")))?;
-        self.flush_waiters.advance(f as i64);
+        self.flush_waiters.advance_from(epoch, f as i64);
         Ok(f as i64)
     }
 
