@@ -169,10 +169,10 @@ impl OffsetTrigger {
     }
 }
 
-/// Faults tests inject into the flush path (two relaxed loads when unused).
+/// Faults tests inject into the flush path (a relaxed load when unused; a failing flush is
+/// the queue's, `MappedFileQueue::inject_flush_failure`).
 #[derive(Default)]
 struct FlushFaults {
-    fail_next: AtomicBool,
     delay_ms: AtomicU64,
     /// Flushes sleeping in `delay_ms` now.
     delaying: AtomicU64,
@@ -883,18 +883,14 @@ impl CommitLog {
             std::thread::sleep(std::time::Duration::from_millis(delay));
             self.faults.delaying.fetch_sub(1, Ordering::AcqRel);
         }
-        if self.faults.fail_next.load(Ordering::Relaxed)
-            && self.faults.fail_next.swap(false, Ordering::AcqRel)
-        {
-            return Err(std::io::Error::other("injected flush failure (test hook)"));
-        }
         Ok(())
     }
 
-    /// Test hook: the next flush fails with an I/O error, as a failed fsync would.
+    /// Test hook: the next flush fails with an I/O error, as a failed fsync would (inside the
+    /// queue's flush, under its lock, as a real one).
     #[doc(hidden)]
     pub fn inject_flush_failure(&self) {
-        self.faults.fail_next.store(true, Ordering::Release);
+        self.queue.inject_flush_failure();
     }
 
     /// Test hook: the next append written with `pwrite` (SYNC_FLUSH) fails with `errno`.

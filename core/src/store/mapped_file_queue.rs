@@ -278,6 +278,8 @@ pub struct MappedFileQueue {
     flush_failed: AtomicBool,
     /// Whether every flush after a failed one is refused (`refuse_flushes_after_a_failure`).
     refuse_after_failure: AtomicBool,
+    /// Test hook: the next flush fails (`inject_flush_failure`).
+    fail_next_flush: AtomicBool,
 }
 
 /// Bytes of a queue's files written but not flushed, listed by `begin_flush`, for the caller
@@ -419,6 +421,7 @@ impl MappedFileQueue {
             keep_descriptors,
             flush_failed: AtomicBool::new(false),
             refuse_after_failure: AtomicBool::new(false),
+            fail_next_flush: AtomicBool::new(false),
         })
     }
 
@@ -602,6 +605,10 @@ impl MappedFileQueue {
                 "an earlier flush of this log failed: no later sync proves its bytes on disk",
             ));
         }
+        if self.fail_next_flush.swap(false, Ordering::AcqRel) {
+            self.flush_failed.store(true, Ordering::Release);
+            return Err(io::Error::other("injected flush failure (test hook)"));
+        }
         let mut where_ = self.flushed_where();
         // At or below the first file's start (a new queue, or files deleted under the flushed
         // position), the first file is next: `find` knows no file there, and the position
@@ -622,6 +629,12 @@ impl MappedFileQueue {
             self.set_flushed_where(where_);
         }
         Ok(where_)
+    }
+
+    /// Test hook: the next flush fails, as a failed sync would, under the flush lock.
+    #[doc(hidden)]
+    pub fn inject_flush_failure(&self) {
+        self.fail_next_flush.store(true, Ordering::Release);
     }
 
     /// From the first failed flush on, every flush is refused and nothing more counts as
