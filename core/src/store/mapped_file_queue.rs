@@ -631,7 +631,8 @@ impl MappedFileQueue {
         Ok(where_)
     }
 
-    /// Test hook: the next flush fails, as a failed sync would, under the flush lock.
+    /// Test hook: the next flush (or truncation, which syncs its zeros) fails, as a failed
+    /// sync would, under the flush lock.
     #[doc(hidden)]
     pub fn inject_flush_failure(&self) {
         self.fail_next_flush.store(true, Ordering::Release);
@@ -677,6 +678,11 @@ impl MappedFileQueue {
     /// empty. Nothing may read or write beyond `offset` meanwhile.
     pub fn truncate(&self, offset: u64) -> io::Result<()> {
         let _no_flush = self.flush_lock.lock();
+        // The zeros of the cut are synced: an injected failure fails that sync too.
+        if self.fail_next_flush.swap(false, Ordering::AcqRel) {
+            self.flush_failed.store(true, Ordering::Release);
+            return Err(io::Error::other("injected flush failure (test hook)"));
+        }
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         self.generation.fetch_add(1, Ordering::AcqRel);
         let mut removed_from = std::collections::BTreeSet::new();
