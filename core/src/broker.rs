@@ -357,7 +357,7 @@ impl Broker {
                     // Each as its deletion is taken, and on disk before the deletion counts as
                     // done: a deletion is taken once.
                     let mut removed = 0;
-                    let taken = store.apply_master_deletions_with(deleted, &mut |topic| {
+                    let taken = store.apply_master_deletions(deleted, &mut |topic| {
                         let n = offsets.consumer_offsets().remove_topic(topic);
                         if n > 0 {
                             tracing::info!(
@@ -1048,9 +1048,8 @@ impl Broker {
         put("earliestMessageTimeStamp", earliest.to_string());
         // RocketMQ's keys: the used fraction of each directory's file system, read now (-1 if
         // it cannot be read), as the disk guard reads it.
-        let ratio = |p: &std::path::Path| {
-            crate::store::retention::disk_used_ratio(p).map_or_else(|| "-1".to_string(), |r| r.to_string())
-        };
+        let shown = |r: Option<f64>| r.map_or_else(|| "-1".to_string(), |r| r.to_string());
+        let ratio = |p: &std::path::Path| shown(crate::store::retention::disk_used_ratio(p));
         // Over several CommitLog directories, RocketMQ's `commitLogDiskRatio_<dir>` for each and
         // the emptiest one's as `commitLogDiskRatio` (where new files can go).
         let cl_dirs = self.store.commit_log().queue().dirs();
@@ -1058,13 +1057,13 @@ impl Broker {
         for dir in cl_dirs.writable() {
             let r = crate::store::retention::disk_used_ratio(dir);
             if cl_dirs.is_multi() {
-                put(&format!("commitLogDiskRatio_{}", dir.display()), ratio(dir));
+                put(&format!("commitLogDiskRatio_{}", dir.display()), shown(r));
             }
             if let Some(r) = r {
                 least = Some(least.map_or(r, |l| l.min(r)));
             }
         }
-        put("commitLogDiskRatio", least.map_or_else(|| "-1".to_string(), |r| r.to_string()));
+        put("commitLogDiskRatio", shown(least));
         put("consumeQueueDiskRatio", ratio(&self.config.consume_queue_dir()));
         let guard = self.store.disk_guard();
         if guard.is_full() {

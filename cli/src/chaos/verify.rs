@@ -287,7 +287,7 @@ pub fn commit_log_paths(dir: &Path) -> Result<BTreeMap<String, PathBuf>, String>
             let e = e.map_err(|e| e.to_string())?;
             let name = e.file_name().to_string_lossy().into_owned();
             let is_file = e.file_type().map(|t| t.is_file()).unwrap_or(false);
-            if is_file && name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+            if is_file && rmqha_core::store::mapped_file::is_file_name(&name) {
                 if let Some(other) = out.insert(name.clone(), e.path()) {
                     return Err(format!(
                         "CommitLog file {name} is in {} and {}",

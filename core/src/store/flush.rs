@@ -312,7 +312,7 @@ pub fn flush_logics(
                 cqs.set_flush_failed();
                 tracing::error!("flushing the index failed: {e}");
             }
-            if i.flush_failed() && !cqs.flush_failed() {
+            if i.flush_failed() {
                 // Logged by the flush itself; the store's flag keeps the checkpoint's fields and
                 // the abort file, as after any failed ConsumeQueue or index flush.
                 cqs.set_flush_failed();

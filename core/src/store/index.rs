@@ -289,32 +289,26 @@ pub struct IndexService {
     flush_failed: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// The `beginPhyOffset` in an index file's header (its first 40 bytes, the same whatever the
-/// file's slot and entry counts), or 0 when it cannot be read.
-fn header_begin_phy_offset(path: &Path) -> u64 {
-    header_phy_offsets(path).0
+/// What load needs of an index file's 40-byte header (the same whatever the file's slot and
+/// entry counts), read once: whether it is all zeros or unreadable (`blank`), and its begin
+/// and end CommitLog offsets (0 where unreadable or negative).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct HeaderInfo {
+    blank: bool,
+    begin: u64,
+    end: u64,
 }
 
-/// Whether the file's 40-byte header is all zeros, or cannot be read.
-fn header_is_blank(path: &Path) -> bool {
+fn header_info(path: &Path) -> HeaderInfo {
     use std::io::Read;
     let mut header = [0u8; 40];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut header))
-        .map_or(true, |()| header.iter().all(|&b| b == 0))
-}
-
-/// The header's begin and end CommitLog offsets (0 where unreadable or negative).
-fn header_phy_offsets(path: &Path) -> (u64, u64) {
-    use std::io::Read;
-    let mut header = [0u8; 32];
     match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header)) {
         Ok(()) => {
             let at =
                 |i: usize| i64::from_be_bytes(header[i..i + 8].try_into().unwrap_or_default()).max(0) as u64;
-            (at(16), at(24))
+            HeaderInfo { blank: header.iter().all(|&b| b == 0), begin: at(16), end: at(24) }
         }
-        Err(_) => (0, 0),
+        Err(_) => HeaderInfo { blank: true, begin: 0, end: 0 },
     }
 }
 
@@ -348,15 +342,14 @@ impl IndexService {
         // whose header is all zeros (made just before a power loss, its header never written
         // back) goes last, by name: sorted first by its begin of 0, it was refused there and
         // every good file after it was destroyed and indexed again from the log's start.
-        let mut names: Vec<(bool, u64, PathBuf)> =
-            names.into_iter().map(|p| (header_is_blank(&p), header_begin_phy_offset(&p), p)).collect();
+        let mut names: Vec<(HeaderInfo, PathBuf)> = names.into_iter().map(|p| (header_info(&p), p)).collect();
         names.sort();
         let count = names.len();
-        let names = names.into_iter().map(|(_, _, p)| p).enumerate();
+        let names = names.into_iter().enumerate();
         let mut files = Vec::new();
         let mut rebuild_from: Option<u64> = None;
         let index_ts = checkpoint.get().index_msg_timestamp;
-        for (i, p) in names {
+        for (i, (header, p)) in names {
             let f = match IndexFile::open(&p, opts.slot_num, opts.index_num) {
                 Ok(f) => f,
                 Err(e) => {
@@ -365,9 +358,9 @@ impl IndexService {
                     // records began: dispatch indexes them again from there. A damaged header
                     // may not (a begin past its end, or all zeros): then from the previous
                     // file's end, where this one began, or from the log's start.
-                    let (begin, end) = header_phy_offsets(&p);
+                    let HeaderInfo { blank, begin, end } = header;
                     let prev_end = files.last().map(|f: &Arc<IndexFile>| f.end_phy_offset().max(0) as u64);
-                    let begin = if begin > end || header_is_blank(&p) {
+                    let begin = if begin > end || blank {
                         prev_end.unwrap_or(0)
                     } else {
                         begin.min(prev_end.unwrap_or(begin))

@@ -85,6 +85,11 @@ pub fn file_name(offset: u64) -> String {
     format!("{offset:020}")
 }
 
+/// Whether `name` is a log file's name: 20 decimal digits (`file_name`).
+pub fn is_file_name(name: &str) -> bool {
+    name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit())
+}
+
 impl MappedFile {
     /// Creates a new zero-filled file of `size` bytes with all its blocks allocated, so that a
     /// full disk fails here and never later as a SIGBUS inside an append.

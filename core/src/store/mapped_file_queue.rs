@@ -352,7 +352,7 @@ impl MappedFileQueue {
                     let _ = std::fs::remove_file(entry.path());
                     continue;
                 }
-                if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+                if super::mapped_file::is_file_name(name) {
                     if let Ok(off) = name.parse::<u64>() {
                         names.push((off, entry.path()));
                     }
@@ -605,10 +605,7 @@ impl MappedFileQueue {
                 "an earlier flush of this log failed: no later sync proves its bytes on disk",
             ));
         }
-        if self.fail_next_flush.swap(false, Ordering::AcqRel) {
-            self.flush_failed.store(true, Ordering::Release);
-            return Err(io::Error::other("injected flush failure (test hook)"));
-        }
+        self.injected_failure()?;
         let mut where_ = self.flushed_where();
         // At or below the first file's start (a new queue, or files deleted under the flushed
         // position), the first file is next: `find` knows no file there, and the position
@@ -629,6 +626,15 @@ impl MappedFileQueue {
             self.set_flushed_where(where_);
         }
         Ok(where_)
+    }
+
+    /// The failure `inject_flush_failure` asked for, once, counted as a real one.
+    fn injected_failure(&self) -> io::Result<()> {
+        if self.fail_next_flush.swap(false, Ordering::AcqRel) {
+            self.flush_failed.store(true, Ordering::Release);
+            return Err(io::Error::other("injected flush failure (test hook)"));
+        }
+        Ok(())
     }
 
     /// Test hook: the next flush (or truncation, which syncs its zeros) fails, as a failed
@@ -679,10 +685,7 @@ impl MappedFileQueue {
     pub fn truncate(&self, offset: u64) -> io::Result<()> {
         let _no_flush = self.flush_lock.lock();
         // The zeros of the cut are synced: an injected failure fails that sync too.
-        if self.fail_next_flush.swap(false, Ordering::AcqRel) {
-            self.flush_failed.store(true, Ordering::Release);
-            return Err(io::Error::other("injected flush failure (test hook)"));
-        }
+        self.injected_failure()?;
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         self.generation.fetch_add(1, Ordering::AcqRel);
         let mut removed_from = std::collections::BTreeSet::new();

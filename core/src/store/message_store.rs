@@ -150,9 +150,7 @@ fn commit_log_dirs(config: &BrokerConfig) -> Result<Arc<LogDirs>> {
     let (write, read_only) = (config.commit_log_dirs(), config.read_only_commit_log_dirs());
     let holds_files = |d: &PathBuf| {
         std::fs::read_dir(d).is_ok_and(|rd| {
-            rd.flatten().any(|e| {
-                e.file_name().to_str().is_some_and(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
-            })
+            rd.flatten().any(|e| e.file_name().to_str().is_some_and(super::mapped_file::is_file_name))
         })
     };
     if let Some(missing) = write.iter().find(|d| !d.exists()) {
@@ -875,16 +873,9 @@ impl MessageStore {
     /// dispatched into new queues; every other record there is already queued and indexed,
     /// and is skipped. Without this a slave kept a deleted topic's queues, and a topic made
     /// again on the master got no units here (its queue offsets were behind the old queue's
-    /// end). Returns the topics whose deletion was taken now.
-    pub fn apply_master_deletions(&self, deletions: &BTreeMap<String, u64>) -> Result<Vec<String>> {
-        let mut taken = Vec::new();
-        self.apply_master_deletions_with(deletions, &mut |t| taken.push(t.to_string()))?;
-        Ok(taken)
-    }
-
-    /// `apply_master_deletions`, calling `taken` with each topic as its deletion is taken (so
-    /// that what follows a deletion is done for every one taken, even if a later one fails).
-    pub fn apply_master_deletions_with(
+    /// end). Calls `taken` with each topic as its deletion is taken (so that what follows a
+    /// deletion is done for every one taken, even if a later one fails); returns how many were.
+    pub fn apply_master_deletions(
         &self,
         deletions: &BTreeMap<String, u64>,
         taken: &mut dyn FnMut(&str),
