@@ -645,7 +645,7 @@ rmqha_status rmqha_put_message_sync_to_queue(const struct rmqha_broker *broker,
 // array `properties` (NULL when the count is 0): a user's own (`key` = `value`), or
 // RocketMQ's, such as `DELAY` = a delay level (1 to the number of `messageDelayLevel`
 // entries) for a message delivered that long after it is stored. A key given twice keeps its
-// last value; an empty value leaves the key out, as RocketMQ's encoder does. A key or value
+// last value; `tags` and `keys`, when given, win over a `TAGS` or `KEYS` in the array; an empty value leaves the key out, as RocketMQ's encoder does. A key or value
 // holding the separator bytes 0x01 or 0x02 is not stored (MESSAGE_ILLEGAL). `WAIT` =
 // `false` is RocketMQ's `waitStoreMsgOK=false`: the put is answered PUT_OK once stored,
 // without waiting for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER), so it does not carry

@@ -184,7 +184,7 @@ const MAX_PUT_PROPERTIES: usize = 16_384;
 /// array `properties` (NULL when the count is 0): a user's own (`key` = `value`), or
 /// RocketMQ's, such as `DELAY` = a delay level (1 to the number of `messageDelayLevel`
 /// entries) for a message delivered that long after it is stored. A key given twice keeps its
-/// last value; an empty value leaves the key out, as RocketMQ's encoder does. A key or value
+/// last value; `tags` and `keys`, when given, win over a `TAGS` or `KEYS` in the array; an empty value leaves the key out, as RocketMQ's encoder does. A key or value
 /// holding the separator bytes 0x01 or 0x02 is not stored (MESSAGE_ILLEGAL). `WAIT` =
 /// `false` is RocketMQ's `waitStoreMsgOK=false`: the put is answered PUT_OK once stored,
 /// without waiting for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER), so it does not carry
@@ -225,13 +225,6 @@ pub unsafe extern "C" fn rmqha_put_message_sync_with_properties(
             ));
         }
         let mut msg = Message::new(topic, body).with_queue(queue_id);
-        if let Some(tags) = tags {
-            msg = msg.with_tags(tags);
-        }
-        let keys: Vec<&str> = keys.map(|k| k.split_whitespace().collect()).unwrap_or_default();
-        if !keys.is_empty() {
-            msg = msg.with_keys(&keys);
-        }
         if property_count > MAX_PUT_PROPERTIES {
             return Err(Failure::new(
                 rmqha_status::InvalidArgument,
@@ -259,6 +252,15 @@ pub unsafe extern "C" fn rmqha_put_message_sync_with_properties(
                 };
                 msg.set_property(k, v);
             }
+        }
+        // After the properties, so that `tags` and `keys` win over a TAGS or KEYS among them,
+        // as in the Python and Node bindings.
+        if let Some(tags) = tags {
+            msg = msg.with_tags(tags);
+        }
+        let keys: Vec<&str> = keys.map(|k| k.split_whitespace().collect()).unwrap_or_default();
+        if !keys.is_empty() {
+            msg = msg.with_keys(&keys);
         }
         match b.put_message_sync(&msg) {
             Ok(r) => {

@@ -321,11 +321,12 @@ int main(int argc, char **argv) {
   CHECK(v == queue_end, "committed: %lld", (long long)v);
 
   /* A delayed message (DELAY = level 1, a second) with a property of the user's own: stored
-     now, delivered to its topic a second later, without DELAY. */
-  rmqha_property_t props[] = {{"DELAY", "1"}, {"color", "red"}};
+     now, delivered to its topic a second later, without DELAY. The tags argument wins over a
+     TAGS property; with no keys argument the KEYS property stays (as in Python and Node). */
+  rmqha_property_t props[] = {{"DELAY", "1"}, {"color", "red"}, {"TAGS", "NotTheTag"}, {"KEYS", "k1 k2"}};
   rmqha_put_result_t delayed;
   CHECK_OK(rmqha_put_message_sync_with_properties(master, "Later", 0, (const uint8_t *)"later", 5, "TagL", NULL,
-                                                  props, 2, &delayed));
+                                                  props, 4, &delayed));
   CHECK(delayed.status == RMQHA_PUT_STATUS_PUT_OK, "delayed put: %s", rmqha_put_status_name(delayed.status));
   CHECK(wait_until(later_delivered, (void *)master, 15000), "the delayed message was delivered");
   rmqha_get_result_t *later = NULL;
@@ -337,7 +338,8 @@ int main(int argc, char **argv) {
     red |= strcmp(lm->properties[i].key, "color") == 0 && strcmp(lm->properties[i].value, "red") == 0;
     delay |= strcmp(lm->properties[i].key, "DELAY") == 0;
   }
-  CHECK(red && !delay && strcmp(lm->tags, "TagL") == 0, "delivered properties");
+  CHECK(red && !delay && strcmp(lm->tags, "TagL") == 0, "delivered properties, tags %s", lm->tags);
+  CHECK(lm->keys != NULL && strcmp(lm->keys, "k1 k2") == 0, "delivered keys %s", lm->keys ? lm->keys : "(null)");
   rmqha_get_result_free(later);
   CHECK_OK(rmqha_offsets(master, &mo)); /* the log's end, the delivery included */
 
