@@ -33,10 +33,12 @@ pub fn run(args: TruncateArgs) -> Result<(), String> {
     let root = config.store_root().to_path_buf();
     // Opening a store makes one where there is none: a mistyped path would have been made a
     // store, and its "cut" reported as done, while the real store kept its diverged tail.
+    // A CommitLog directory missing beside others that exist (a disk not mounted, or a new
+    // directory not made yet) is refused by the store's open, which says which and why.
     let cl_dirs = config.commit_log_dirs();
-    let missing_cl = cl_dirs.iter().find(|d| !d.is_dir());
-    if !root.is_dir() || missing_cl.is_some() {
-        let missing = if root.is_dir() { missing_cl.unwrap_or(&root) } else { &root };
+    let no_cl = cl_dirs.iter().all(|d| !d.is_dir());
+    if !root.is_dir() || no_cl {
+        let missing = if root.is_dir() { &cl_dirs[0] } else { &root };
         return Err(format!(
             "{}: not a broker's store: {} is not a directory (check storePathRootDir and \
              storePathCommitLog in {} and --set)",

@@ -584,6 +584,23 @@ fn truncate_refuses_a_path_that_is_no_store() {
         0,
         "truncate wrote into a directory that is no store"
     );
+    // A store over two CommitLog directories, one of which is missing (a disk not mounted):
+    // the answer says so, not that the store is none, and nothing is made.
+    let store = d.path().join("two-dirs");
+    let (a, b) = (store.join("cl-a"), store.join("cl-b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::write(a.join("00000000000000000000"), vec![0u8; 4096]).unwrap();
+    let (ok, out, err) = truncate_at_0(
+        &conf,
+        &[
+            format!("storePathRootDir={}", store.display()),
+            format!("storePathCommitLog={};{}", a.display(), b.display()),
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(!err.contains("not a broker's store"), "{err}");
+    assert!(err.contains(&b.display().to_string()) && err.contains("not mounted"), "{err}");
+    assert!(!b.exists(), "truncate made the missing directory");
 }
 
 /// A mistyped `--set` key was ignored with a warning, so `truncate` cut the file's store
