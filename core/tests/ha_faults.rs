@@ -917,6 +917,66 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
     master.shutdown();
 }
 
+/// After a partial record is dropped for the master's, the slave's check for the master's
+/// end-of-file filler reads on from the master's record, not from where the dropped one's size
+/// field said it ended: there it read zeros, stopped checking, and acked the bytes behind a
+/// filler that ends mid-file (a master with smaller files), releasing puts it cannot serve.
+#[test]
+fn the_filler_check_follows_the_record_that_replaced_a_partial_one() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    let slave = slave_of(sd.path(), &master, &[]);
+    for i in 0..10 {
+        master.put_message_sync(&message("T", 0, i, 200)).unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    let end = slave.max_offset();
+
+    // A fake master feeds the slave the first 60 bytes of another record, longer than the
+    // master's next one by 64 bytes.
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    slave.set_master_address(&fake.local_addr().unwrap().to_string()).unwrap();
+    let (mut conn, report) = accept_slave(&fake);
+    assert_eq!(report, end);
+    master.put_message_sync(&message("T", 0, 10, 200)).unwrap();
+    let log = commit_log_files(md.path()).into_values().next().unwrap();
+    let len = i32::from_be_bytes(log[end as usize..end as usize + 4].try_into().unwrap()) as usize;
+    let real = log[end as usize..end as usize + len].to_vec();
+    let mut other = real[..60].to_vec();
+    other[..4].copy_from_slice(&(len as i32 + 64).to_be_bytes());
+    send_frame(&mut conn, end, &other);
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
+    drop(conn);
+
+    // Then the real record, and after it a filler that says the file ends 1000 bytes on,
+    // mid-way through this slave's file.
+    let (mut conn, report) = accept_slave(&fake);
+    assert_eq!(report, end, "where the partial record starts");
+    // A heartbeat frame first: the slave reads its log's headers (the partial record's too)
+    // before the replacing record arrives, and acks where it stands.
+    send_frame(&mut conn, end, &[]);
+    let mut ack = [0u8; 8];
+    conn.read_exact(&mut ack).unwrap();
+    assert_eq!(i64::from_be_bytes(ack), end);
+    let mut bytes = real.clone();
+    bytes.extend_from_slice(&1000i32.to_be_bytes());
+    bytes.extend_from_slice(&0xCBD4_3194u32.to_be_bytes());
+    bytes.resize(len + 1000, 0);
+    send_frame(&mut conn, end, &bytes);
+    // Every ack until the slave drops the connection covers the record at most.
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut acked = Vec::new();
+    while conn.read_exact(&mut ack).is_ok() {
+        acked.push(i64::from_be_bytes(ack));
+    }
+    assert!(acked.iter().all(|a| *a <= end + len as i64), "acked past the filler's start: {acked:?}");
+    assert!(ha_error_says(&slave, "end-of-file filler"), "{:?}", slave.offsets().last_ha_error);
+    let held = commit_log_files(sd.path()).into_values().next().unwrap();
+    assert!(held[end as usize..end as usize + len] == real[..], "the slave holds the master's record");
+    slave.shutdown();
+    master.shutdown();
+}
+
 /// A master serving slaves refuses to cut its log: its slaves would keep what was cut (and
 /// puts acked on their word), and its writers would go on from their old positions, in the
 /// middle of whatever is written next.
