@@ -224,6 +224,23 @@ fn signature_and_permissions_decide_each_request() {
     // The admin, with no resource lists, may send anywhere.
     let r = call(&c, sign(send_v2(&Msg::new("Denied", b"x")), ADMIN.0, ADMIN.1));
     assert_eq!(r.code, code::SUCCESS, "{r:?}");
+
+    // A message looked up by its id (its offset in the log) is read only with SUB on its
+    // topic: the producer may read T's, not Denied's (4.9 hands out any topic's).
+    let offset_of = |r: &RemotingCommand| i64::from_str_radix(&r.ext("msgId").unwrap()[16..32], 16).unwrap();
+    let denied_at = offset_of(&r);
+    let ok = call(&c, sign(send_v2(&Msg::new("T", b"three")), PRODUCER.0, PRODUCER.1));
+    let view =
+        |offset: i64| RemotingCommand::request(request_code::VIEW_MESSAGE_BY_ID).with_ext("offset", offset);
+    let r = call(&c, sign(view(offset_of(&ok)), PRODUCER.0, PRODUCER.1));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(decode_records(&r.body)[0].body, b"three");
+    refused(
+        &call(&c, sign(view(denied_at), PRODUCER.0, PRODUCER.1)),
+        "No SUB permission for topic:Denied, accessKey=producerAK",
+    );
+    let r = call(&c, sign(view(denied_at), ADMIN.0, ADMIN.1));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
 }
 
 #[test]

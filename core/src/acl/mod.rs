@@ -352,6 +352,16 @@ impl AclIdentity {
     /// Whether it may publish to `topic` (PUB, as a send needs): `Err` is the refusal's
     /// reason, naming the account and the topic.
     pub fn check_publish(&self, topic: &str) -> Result<(), String> {
+        self.check_topic(topic, PUB, "PUB")
+    }
+
+    /// Whether it may read `topic` (SUB, as a pull needs): `Err` is the refusal's reason,
+    /// naming the account and the topic.
+    pub fn check_subscribe(&self, topic: &str) -> Result<(), String> {
+        self.check_topic(topic, SUB, "SUB")
+    }
+
+    fn check_topic(&self, topic: &str, perm: u8, name: &str) -> Result<(), String> {
         let Identity::Account { access_key, rules } = &self.0 else { return Ok(()) };
         let Some(account) = rules.accounts.get(access_key) else {
             return Err(format!("No acl config for {access_key}"));
@@ -359,8 +369,8 @@ impl AclIdentity {
         if account.perms.is_empty() && account.admin {
             return Ok(());
         }
-        permits(account, topic, PUB)
-            .map_err(|_| format!("No PUB permission for topic:{topic}, accessKey={access_key}"))
+        permits(account, topic, perm)
+            .map_err(|_| format!("No {name} permission for topic:{topic}, accessKey={access_key}"))
     }
 }
 
@@ -418,9 +428,13 @@ fn check(rules: &Arc<AclRules>, request: &RemotingCommand, peer: IpAddr) -> Resu
     if !sign::constant_time_eq(expected.as_bytes(), given.as_bytes()) {
         return Err(format!("Check signature failed for accessKey={access_key}"));
     }
-    let needed = resources(request)?;
+    let mut needed = resources(request)?;
+    // Publishing to the trace topic needs no permission (4.9 skips the check of a request
+    // that publishes there). Only that resource: 4.9 returns at once, and a request naming
+    // the trace topic besides a group (CONSUMER_SEND_MSG_BACK's `originTopic`) went through
+    // unchecked for the group.
     if needed.get(TRACE_TOPIC) == Some(&PUB) {
-        return Ok(verified);
+        needed.remove(TRACE_TOPIC);
     }
     if ADMIN_CODES.contains(&request.code) && !account.admin {
         return Err(format!(
@@ -453,20 +467,20 @@ fn resources(req: &RemotingCommand) -> Result<HashMap<String, u8>, String> {
         }
     };
     let ext = |k: &str| req.ext(k).map(str::to_string);
-    let send =
-        |add: &mut dyn FnMut(Option<String>, u8), topic: Option<String>, group: Option<String>| match topic {
-            // SUB on the group the header names, as 4.9; SEND_MESSAGE's header has no `group`
-            // (4.9 then checks a group "null"), so without one the retry topic written to
-            // stands for its group: a missing field never means nothing to check.
-            Some(t) if t.starts_with(crate::processor::RETRY_GROUP_TOPIC_PREFIX) => {
-                add(Some(group.map_or(t, |g| retry(&g))), SUB)
-            }
-            t => add(t, PUB),
-        };
     match req.code {
-        request_code::SEND_MESSAGE => send(&mut add, ext("topic"), ext("group")),
-        request_code::SEND_MESSAGE_V2 | request_code::SEND_BATCH_MESSAGE => {
-            send(&mut add, ext("b"), ext("a"))
+        // The topic as the send processor reads it (by the code's field names). A send to a
+        // group's retry topic needs SUB on that group: the retry topic written to stands for
+        // it. (4.9 checks the group the header names instead, `a` or `group`, which a client
+        // chooses freely, so that SUB on one's own group let one write into any group's
+        // retry topic.)
+        request_code::SEND_MESSAGE | request_code::SEND_MESSAGE_V2 | request_code::SEND_BATCH_MESSAGE => {
+            match crate::processor::send::SendHeader::topic_of(req) {
+                Some(t) if t.starts_with(crate::processor::RETRY_GROUP_TOPIC_PREFIX) => {
+                    add(Some(t.to_string()), SUB)
+                }
+                Some(t) => add(Some(t.to_string()), PUB),
+                None => return Err("the send request names no topic".to_string()),
+            }
         }
         request_code::CONSUMER_SEND_MSG_BACK => {
             add(ext("group").map(|g| retry(&g)), SUB);
@@ -489,6 +503,24 @@ fn resources(req: &RemotingCommand) -> Result<HashMap<String, u8>, String> {
                 for s in c.get("subscriptionDataSet").and_then(Value::as_array).into_iter().flatten() {
                     add(s.get("topic").and_then(Value::as_str).map(str::to_string), SUB);
                 }
+            }
+        }
+        // Not checked by 4.9 (signature only); locking a group's queues (or unlocking them)
+        // acts for the group on the topics: without a check, an account denied a group could
+        // keep its queues locked under a made-up client id and stall its orderly consumers.
+        request_code::LOCK_BATCH_MQ | request_code::UNLOCK_BATCH_MQ => {
+            let data: Value = std::str::from_utf8(&req.body)
+                .map_err(|e| e.to_string())
+                .and_then(|t| {
+                    crate::metadata::json::from_str_lenient(t, "lock request body").map_err(|e| e.to_string())
+                })
+                .map_err(|e| format!("lock request body is not LockBatchRequestBody JSON: {e}"))?;
+            let Some(group) = data.get("consumerGroup").and_then(Value::as_str) else {
+                return Err("the lock request names no consumerGroup".to_string());
+            };
+            add(Some(retry(group)), SUB);
+            for mq in data.get("mqSet").and_then(Value::as_array).into_iter().flatten() {
+                add(mq.get("topic").and_then(Value::as_str).map(str::to_string), SUB);
             }
         }
         request_code::UNREGISTER_CLIENT | request_code::GET_CONSUMER_LIST_BY_GROUP => {
@@ -564,6 +596,11 @@ mod tests {
             "No PUB permission for topic:t2, accessKey=producer1"
         );
         assert!(id.check_publish("other").is_err(), "the default (DENY) covers unlisted topics");
+        assert_eq!(id.check_subscribe("t2"), Ok(()));
+        assert_eq!(
+            id.check_subscribe("t1").unwrap_err(),
+            "No SUB permission for topic:t1, accessKey=producer1"
+        );
         // A globally white-listed address passes, as at the gate.
         let white = Arc::new(AclRules::parse("globalWhiteRemoteAddresses:\n  - 127.0.0.1\n").unwrap());
         let unsigned = RemotingCommand::request(request_code::END_TRANSACTION);
@@ -649,6 +686,64 @@ mod tests {
         assert_eq!(check(&r, &signed(send10("%RETRY%g1")), PEER), Ok(()));
         let trace = send(TRACE_TOPIC);
         assert_eq!(check(&r, &signed(trace), PEER), Ok(()));
+        // The trace topic frees only itself from the check: a message handed back for a
+        // group the account may not act for, naming the trace topic as its origin, is
+        // refused for the group.
+        let back = |g: &str| {
+            RemotingCommand::request(request_code::CONSUMER_SEND_MSG_BACK)
+                .with_ext("group", g)
+                .with_ext("originTopic", TRACE_TOPIC)
+                .with_ext("offset", "0")
+        };
+        assert_eq!(check(&r, &signed(back("g1")), PEER), Ok(()));
+        assert_eq!(check(&r, &signed(back("g2")), PEER).unwrap_err(), "No default permission for group:g2");
+        // The topic is read by the code's names, as the send processor reads it: the other
+        // spelling names no topic, and a header with both is checked for the one written to.
+        let v1_names_as_v2 = RemotingCommand::request(request_code::SEND_MESSAGE_V2)
+            .with_ext("producerGroup", "p")
+            .with_ext("topic", "t2");
+        assert_eq!(check(&r, &signed(v1_names_as_v2), PEER).unwrap_err(), "the send request names no topic");
+        let v2_names_as_v1 =
+            RemotingCommand::request(request_code::SEND_MESSAGE).with_ext("a", "p").with_ext("b", "t2");
+        assert_eq!(check(&r, &signed(v2_names_as_v1), PEER).unwrap_err(), "the send request names no topic");
+        let both = send("t1").with_ext("topic", "t2");
+        assert_eq!(check(&r, &signed(both), PEER), Ok(()), "310 writes to b");
+        let mut both_batch = send("t1").with_ext("topic", "t2");
+        both_batch.code = request_code::SEND_BATCH_MESSAGE;
+        assert_eq!(
+            check(&r, &signed(both_batch), PEER).unwrap_err(),
+            "No default permission for topic:t2",
+            "320 with both spellings writes to topic"
+        );
+        // Locking (or unlocking) a group's queues needs SUB on the group and the topics.
+        for code in [request_code::LOCK_BATCH_MQ, request_code::UNLOCK_BATCH_MQ] {
+            let lock = |g: &str, t: &str| {
+                RemotingCommand::request(code).with_body(
+                    format!(
+                        r#"{{"consumerGroup":"{g}","clientId":"c","mqSet":[{{"topic":"{t}","brokerName":"b","queueId":0}}]}}"#
+                    )
+                    .into_bytes(),
+                )
+            };
+            assert_eq!(check(&r, &signed(lock("g1", "t2")), PEER), Ok(()), "code {code}");
+            assert_eq!(
+                check(&r, &signed(lock("g2", "t2")), PEER).unwrap_err(),
+                "No default permission for group:g2"
+            );
+            assert!(check(&r, &signed(lock("g1", "t3")), PEER).is_err(), "t3: DENY by default");
+            let nameless =
+                RemotingCommand::request(code).with_body(br#"{"clientId":"c","mqSet":[]}"#.to_vec());
+            assert_eq!(
+                check(&r, &signed(nameless), PEER).unwrap_err(),
+                "the lock request names no consumerGroup"
+            );
+        }
+        // A send into another group's retry topic needs SUB on that group, whatever group
+        // the header names.
+        let into_retry = RemotingCommand::request(request_code::SEND_MESSAGE_V2)
+            .with_ext("a", "g1")
+            .with_ext("b", "%RETRY%g2");
+        assert_eq!(check(&r, &signed(into_retry), PEER).unwrap_err(), "No default permission for group:g2");
         // Asking a group's consumer (its running state, to consume a message) needs SUB on
         // the group.
         for code in [request_code::GET_CONSUMER_RUNNING_INFO, request_code::CONSUME_MESSAGE_DIRECTLY] {

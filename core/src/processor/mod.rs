@@ -66,7 +66,7 @@ mod queue_query;
 mod rates;
 mod registrar;
 mod route;
-mod send;
+pub(crate) mod send;
 mod send_back;
 mod stats;
 mod topic;

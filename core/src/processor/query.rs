@@ -67,11 +67,29 @@ impl QueryProcessor {
     }
 
     /// The record at physical offset `offset` (decoded from an offset message id by the client).
-    fn view_message(&self, b: &Broker, req: &RemotingCommand) -> Answer {
+    /// With ACL on, only for an account that may read the message's topic (SUB): the id
+    /// names any record in the log (4.9 checks nothing here, and hands out any topic's
+    /// messages to whoever can sign a request).
+    fn view_message(&self, b: &Broker, req: &RemotingCommand, ctx: &RequestContext) -> Answer {
         let offset = req.ext_i64("offset").map_err(|e| bad_header(req, e))?;
         match b.store().genuine_record_at(offset) {
-            Some(rec) => Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
-                .with_body(rec.bytes().to_vec())),
+            Some(rec) => {
+                if b.config().acl_enable {
+                    let topic =
+                        rec.view().and_then(|v| v.topic_str().map(str::to_string)).unwrap_or_default();
+                    // Fail closed: with ACL on, a request the gate did not see is nobody's.
+                    let checked = match ctx.acl() {
+                        Some(identity) => identity.check_subscribe(&topic),
+                        None => Err("the request did not pass the ACL gate".to_string()),
+                    };
+                    if let Err(reason) = checked {
+                        tracing::warn!(peer = %ctx.peer(), offset, topic, "ACL refused VIEW_MESSAGE_BY_ID: {reason}");
+                        return Err(reply(req, response_code::SYSTEM_ERROR, reason));
+                    }
+                }
+                Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
+                    .with_body(rec.bytes().to_vec()))
+            }
             None => Err(reply(
                 req,
                 response_code::SYSTEM_ERROR,
@@ -82,11 +100,11 @@ impl QueryProcessor {
 }
 
 impl RequestHandler for QueryProcessor {
-    fn handle(&self, request: RemotingCommand, _ctx: &RequestContext) -> Handled {
+    fn handle(&self, request: RemotingCommand, ctx: &RequestContext) -> Handled {
         let Some(b) = self.shared.broker() else { return Handled::Respond(broker_gone(&request)) };
         let answer = match request.code {
             request_code::QUERY_MESSAGE => self.query_message(&b, &request),
-            request_code::VIEW_MESSAGE_BY_ID => self.view_message(&b, &request),
+            request_code::VIEW_MESSAGE_BY_ID => self.view_message(&b, &request, ctx),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))

@@ -38,8 +38,10 @@ const PROPERTY_TRACE_SWITCH: &str = "TRACE_ON";
 const DEFAULT_REGION: &str = "DefaultRegion";
 
 /// `SendMessageRequestHeader`, read from either spelling: the V1 names, or V2's one-letter
-/// names (`a` producerGroup … `n` brokerName). RocketMQ decodes V2 for codes 310 and 320;
-/// clients differ in what they send with 320, so the spelling is taken from the fields present.
+/// names (`a` producerGroup … `n` brokerName). As RocketMQ, SEND_MESSAGE is read by the V1
+/// names and SEND_MESSAGE_V2 by the V2 names; clients differ in what they send with
+/// SEND_BATCH_MESSAGE, so its spelling is taken from the fields present
+/// ([`SendHeader::names`]). The ACL gate reads the topic through the same names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SendHeader {
     pub producer_group: String,
@@ -75,9 +77,25 @@ impl SendHeader {
     ];
     const V2: [&'static str; 13] = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"];
 
+    /// The field names of a send request: by its code, and for SEND_BATCH_MESSAGE by the
+    /// fields present. A header carrying both spellings was read by one here and by the
+    /// other at the ACL gate once: one function answers both now.
+    fn names(req: &RemotingCommand) -> &'static [&'static str; 13] {
+        match req.code {
+            request_code::SEND_MESSAGE => &Self::V1,
+            request_code::SEND_MESSAGE_V2 => &Self::V2,
+            _ if req.ext("b").is_some() && req.ext("topic").is_none() => &Self::V2,
+            _ => &Self::V1,
+        }
+    }
+
+    /// The topic a send request writes to, read as [`SendHeader::parse`] reads it.
+    pub(crate) fn topic_of(req: &RemotingCommand) -> Option<&str> {
+        req.ext(Self::names(req)[1])
+    }
+
     pub(crate) fn parse(req: &RemotingCommand) -> Result<Self, RemotingError> {
-        let v2 = req.ext("b").is_some() && req.ext("topic").is_none();
-        let n = if v2 { Self::V2 } else { Self::V1 };
+        let n = Self::names(req);
         Ok(SendHeader {
             producer_group: req.ext_str(n[0])?.to_owned(),
             topic: req.ext_str(n[1])?.to_owned(),
@@ -662,5 +680,18 @@ mod tests {
         assert_eq!(SendHeader::parse(&v1).unwrap(), SendHeader::parse(&v2).unwrap());
         let missing = RemotingCommand::request(310).with_ext("b", "T");
         assert!(SendHeader::parse(&missing).unwrap_err().to_string().contains("\"a\""));
+        // By the code: SEND_MESSAGE_V2 with V1 names has no topic; SEND_MESSAGE with V2
+        // names neither; a batch with both spellings is read by the V1 names.
+        let mut v1_as_v2 = v1.clone();
+        v1_as_v2.code = 310;
+        assert!(SendHeader::parse(&v1_as_v2).unwrap_err().to_string().contains("\"a\""));
+        assert_eq!(SendHeader::topic_of(&v1_as_v2), None);
+        let mut v2_as_v1 = v2.clone();
+        v2_as_v1.code = 10;
+        assert_eq!(SendHeader::topic_of(&v2_as_v1), None);
+        let mut both = v1.clone().with_ext("b", "Other");
+        both.code = 320;
+        assert_eq!(SendHeader::topic_of(&both), Some("T"));
+        assert_eq!(SendHeader::parse(&both).unwrap().topic, "T");
     }
 }
