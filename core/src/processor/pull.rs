@@ -232,7 +232,11 @@ impl PullProcessor {
         };
         if role == BrokerRole::Slave {
             if !slave_read {
-                code = response_code::PULL_RETRY_IMMEDIATELY;
+                // 4.9: the answer is the store's (its status switch overrides the role
+                // switch's PULL_RETRY_IMMEDIATELY), pointing at the master. A consumer pulls
+                // here when its master is gone (or when told to), and must get the messages:
+                // PULL_RETRY_IMMEDIATELY without them, but with the next offset past them,
+                // made consumers skip them, and commit the skip.
                 suggest = MASTER_ID;
             } else if !r.suggest_pulling_from_slave && master_alive(b) {
                 // 5.x: a slave not asked to serve slow consumers sends them back to a live
@@ -273,7 +277,7 @@ impl PullProcessor {
         } else {
             b.stats().count_pull(&h.topic, &h.group, 0, 0);
         }
-        Ok(PullOutcome::Respond(pull_response(req, code, &r, suggest)))
+        Ok(PullOutcome::Respond(pull_response(req, code, &r, suggest, h.queue_offset)))
     }
 
     /// The filter: the header's subscription, or the one the group's heartbeat registered.
@@ -357,14 +361,24 @@ fn master_alive(b: &Broker) -> bool {
 }
 
 /// The response with `PullMessageResponseHeader` and, for SUCCESS, the records.
-fn pull_response(req: &RemotingCommand, code: i32, r: &GetMessageResult, suggest: i64) -> RemotingCommand {
+/// An answer that carries no records never moves the consumer past records the store found:
+/// its next offset is then the one asked for.
+fn pull_response(
+    req: &RemotingCommand,
+    code: i32,
+    r: &GetMessageResult,
+    suggest: i64,
+    asked: i64,
+) -> RemotingCommand {
+    let next =
+        if code != response_code::SUCCESS && !r.records.is_empty() { asked } else { r.next_begin_offset };
     let mut resp = RemotingCommand::response_to(
         req,
         code,
         (code != response_code::SUCCESS).then_some(r.status.as_str()),
     )
     .with_ext("suggestWhichBrokerId", suggest)
-    .with_ext("nextBeginOffset", r.next_begin_offset)
+    .with_ext("nextBeginOffset", next)
     .with_ext("minOffset", r.min_offset)
     .with_ext("maxOffset", r.max_offset);
     if code == response_code::SUCCESS {
