@@ -198,6 +198,49 @@ fn batches_are_known_by_the_header_flag_in_any_send_code() {
     assert_eq!(bodies[6], as_v1("0").body, "the unflagged batch's bytes as one body");
 }
 
+/// The peak memory of this process so far (VmHWM), in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// A batch of many empty messages with 32 KB of properties in its header: each message takes
+/// the header's properties, and they were copied into every message (650 MB for these 20,000)
+/// before the store refused the batch as too large. It is refused now from a count made
+/// before anything is built; so is a batch body larger than maxMessageSize plus 64 KiB,
+/// before it is decoded.
+#[test]
+fn an_oversized_batch_is_refused_before_its_messages_are_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), &[]);
+    let c = client(addr(&b));
+    create_topic(&c, "T", 1);
+    let mut req = send_batch("T", 0, &[]);
+    req.set_ext("i", props(&[("K", &"x".repeat(32_000))]));
+    req.body = (0..20_000).flat_map(|_| encode_batch_item(0, b"", "")).collect();
+    let before = peak_rss();
+    let r = call(&c, req);
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{r:?}");
+    assert!(r.remark.as_deref().unwrap_or("").contains("encodes to more than maxMessageSize"), "{r:?}");
+    let grew = peak_rss().saturating_sub(before);
+    assert!(grew < 100 << 20, "the refused batch took {} MB at its peak", grew >> 20);
+    // A body past the limit is refused unread.
+    let mut req = send_batch("T", 0, &[]);
+    req.body = vec![0u8; 4 * 1024 * 1024 + 64 * 1024 + 1];
+    let r = call(&c, req);
+    assert_eq!(r.code, code::MESSAGE_ILLEGAL, "{r:?}");
+    assert!(r.remark.as_deref().unwrap_or("").contains("batch body size"), "{r:?}");
+    // A batch that fits is stored, the header's properties in each message.
+    let mut req = send_batch("T", 0, &[Msg::new("T", b"a"), Msg::new("T", b"b")]);
+    req.set_ext("i", props(&[("K", &"x".repeat(1000))]));
+    assert_eq!(call(&c, req).code, code::SUCCESS);
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    let got = b.get_messages("T", 0, 0, 8).messages();
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|m| m.property("K").is_some_and(|v| v.len() == 1000)));
+}
+
 #[test]
 fn pull_status_codes_follow_spec_10_and_tags_filter() {
     let dir = tempfile::tempdir().unwrap();
