@@ -504,6 +504,24 @@ fn heartbeats_offsets_and_consumer_lists() {
     assert_eq!(commit(&"g".repeat(256), "T", 0).code, code::SUBSCRIPTION_GROUP_NOT_EXIST);
     assert_eq!((b.consumer_offset("cg", "NoSuchTopic", 0), b.consumer_offset("cg", "T", 1)), (-1, -1));
     assert_eq!((b.consumer_offset("bad group!", "T", 0), b.consumer_offset("cg", "T", 0)), (-1, 4));
+    // A topic put to through the embedded API has no config but queues a pull serves: a
+    // commit on it is kept, as a pull's would be.
+    for i in 0..3 {
+        b.put_message_sync(&common::message("Embedded", 2, i, 10)).unwrap();
+    }
+    assert!(b.store().wait_dispatched(TIMEOUT));
+    assert!(b.topic_config("Embedded").is_none());
+    assert_eq!(pull(&c, "Embedded", 2, 0, 32).code, code::SUCCESS);
+    let r = call(
+        &c,
+        RemotingCommand::request(request_code::UPDATE_CONSUMER_OFFSET)
+            .with_ext("consumerGroup", "cg")
+            .with_ext("topic", "Embedded")
+            .with_ext("queueId", 2)
+            .with_ext("commitOffset", 3),
+    );
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(b.consumer_offset("cg", "Embedded", 2), 3);
     b.shutdown();
     drop(b);
     // Offsets survive a restart.

@@ -93,7 +93,10 @@ impl ConsumerManageProcessor {
                 format!("the consumer group {group:?} is not a valid group name"),
             ));
         }
-        let Some(tc) = b.topic_config(topic) else {
+        // As a pull judges the topic: one put to through the embedded API has queues and no
+        // config, and its consumers' commits were refused (a lite-pull consumer, which commits
+        // only this way, then restarted from the queue's start).
+        let Some(tc) = super::topic::effective_topic(b, topic) else {
             return Err(reply(req, response_code::TOPIC_NOT_EXIST, format!("topic {topic} not exist")));
         };
         let queues = tc.read_queue_nums.max(tc.write_queue_nums);

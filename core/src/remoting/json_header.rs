@@ -62,7 +62,11 @@ pub(crate) fn decode(header: &[u8]) -> Result<RemotingCommand, FrameError> {
         header_len: header.len(),
         reason,
     };
-    let value: Value = serde_json::from_slice(header).map_err(|e| malformed(format!("invalid JSON: {e}")))?;
+    // Bytes that are no UTF-8 (a client's GBK tags or keys) read as U+FFFD, as Java's
+    // `new String(data, UTF_8)` reads them before parsing: refusing them closed the
+    // connection, and the client resent the message forever.
+    let text = String::from_utf8_lossy(header);
+    let value: Value = serde_json::from_str(&text).map_err(|e| malformed(format!("invalid JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err(malformed(format!("expected a JSON object, found {}", json_kind(&value))));
     };
@@ -151,6 +155,14 @@ fn json_kind(value: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// GBK bytes in a value read as U+FFFD, as Java reads them; the command is not refused.
+    #[test]
+    fn bytes_that_are_no_utf8_read_as_replacement_characters() {
+        let cmd = decode(b"{\"code\":10,\"extFields\":{\"k\":\"\xC4\xE3\"}}").unwrap();
+        assert_eq!(cmd.code, 10);
+        assert_eq!(cmd.ext("k"), Some("\u{FFFD}\u{FFFD}"));
+    }
 
     #[test]
     fn encodes_keys_alphabetically_and_omits_nulls() {
