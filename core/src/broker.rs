@@ -1173,7 +1173,7 @@ impl Broker {
         self.tables.topics().delete_topic(topic)?;
         self.store.delete_topic(topic)?;
         let offsets = self.tables.consumer_offsets();
-        if offsets.remove_topic(topic) > 0 {
+        if offsets.remove_topic_as_master(topic) > 0 {
             offsets.persist()?;
         }
         Ok(())
@@ -1210,7 +1210,7 @@ impl Broker {
     pub fn delete_consumer_offsets(&self, group: &str) -> Result<usize> {
         self.require_master("delete_consumer_offsets")?;
         let offsets = self.tables.consumer_offsets();
-        let removed = offsets.remove_group(group);
+        let removed = offsets.remove_group_as_master(group);
         if removed > 0 {
             offsets.persist()?;
         }

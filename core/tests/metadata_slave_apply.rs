@@ -184,6 +184,58 @@ fn a_rewind_stamped_by_the_master_reaches_the_slave_once() {
     assert!(!master.encode(rmqha_core::metadata::JsonStyle::Compact).unwrap().contains("rmqhaRewindTable"));
 }
 
+/// A master deleting a group's offsets (DELETE_SUBSCRIPTIONGROUP with removeOffset, a topic's
+/// deletion) stamps each key it removes; its slaves remove the key too, and take the offsets
+/// the group commits afterwards as the master has them. Before, the slave kept the old
+/// offsets, and its larger-offset merge kept them over the new, lower ones of a group
+/// consuming again from the start.
+#[test]
+fn a_deletion_on_the_master_reaches_the_slave() {
+    let dir = tempfile::tempdir().unwrap();
+    let (master_path, path) = (dir.path().join("master.json"), dir.path().join("consumerOffset.json"));
+    let master = ConsumerOffsetTable::open(&master_path).unwrap();
+    let slave = ConsumerOffsetTable::open(&path).unwrap();
+    master.commit_as_master("G", "T", 0, 100_000);
+    master.commit_as_master("G", "U", 0, 7);
+    master.commit_as_master("H", "T", 0, 70);
+    assert!(slave.apply_from_master(&master.wrapper()).unwrap());
+    assert_eq!(slave.query("G", "T", 0), Some(100_000));
+
+    // Deleted on the master: gone from the slave at its next sync.
+    assert_eq!(master.remove_group_as_master("G"), 2);
+    assert!(master.rewound_at("G", "T").is_some(), "a tombstone");
+    let body = master.encode(rmqha_core::metadata::JsonStyle::Compact).unwrap();
+    let sent = ConsumerOffsetWrapper::decode(body.as_bytes(), "GET_ALL_CONSUMER_OFFSET").unwrap();
+    assert!(slave.apply_from_master(&sent).unwrap());
+    assert_eq!((slave.query("G", "T", 0), slave.query("G", "U", 0)), (None, None));
+    assert_eq!(slave.query("H", "T", 0), Some(70));
+    assert!(!slave.apply_from_master(&sent).unwrap(), "taken once");
+
+    // The group consumes again from the start, on the master: the slave takes its offsets as
+    // they are, not the larger ones it had.
+    master.commit_as_master("G", "T", 0, 5);
+    assert!(slave.apply_from_master(&master.wrapper()).unwrap());
+    assert_eq!(slave.query("G", "T", 0), Some(5));
+    // Then progress merges as ever.
+    slave.commit("G", "T", 0, 9);
+    assert!(!slave.apply_from_master(&master.wrapper()).unwrap());
+    assert_eq!(slave.query("G", "T", 0), Some(9));
+
+    // A slave that missed the deletion (away while the group was deleted and consumed again)
+    // takes the master's offsets too; the tombstone survives the master's restart.
+    let late = ConsumerOffsetTable::open(dir.path().join("late.json")).unwrap();
+    late.commit("G", "T", 0, 100_000);
+    master.persist().unwrap();
+    let master = ConsumerOffsetTable::open(&master_path).unwrap();
+    assert!(late.apply_from_master(&master.wrapper()).unwrap());
+    assert_eq!(late.query("G", "T", 0), Some(5));
+
+    // A topic's deletion stamps its keys the same way.
+    assert_eq!(master.remove_topic_as_master("T"), 2);
+    assert!(slave.apply_from_master(&master.wrapper()).unwrap());
+    assert_eq!((slave.query("G", "T", 0), slave.query("H", "T", 0)), (None, None));
+}
+
 #[test]
 fn offsets_from_a_4x_master_body_merge_too() {
     let dir = tempfile::tempdir().unwrap();

@@ -29,7 +29,7 @@ pub fn offset_key(topic: &str, group: &str) -> String {
 /// `{"dataVersion":{…},"offsetTable":{"topic@group":{0:123,…}}}`. 4.x sends no `dataVersion`;
 /// 5.x's other fields (`pullOffsetTable`, …) are ignored. rmqha adds `rmqhaRewindTable`
 /// (`{"topic@group": stamp}`, left out while empty): when a master last moved a key's offsets
-/// backwards, so that its slaves take that rewind (see
+/// backwards, or deleted the key, so that its slaves take that rewind or deletion (see
 /// [`ConsumerOffsetTable::apply_from_master`]). RocketMQ ignores the field.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,7 +39,9 @@ pub struct ConsumerOffsetWrapper {
     #[serde(default, deserialize_with = "null_as_default")]
     pub offset_table: BTreeMap<String, QueueOffsets>,
     /// By `topic@group`: when (ms since the epoch, kept increasing per key) a master last
-    /// moved one of the key's offsets backwards (an offset reset, a consumer's rewind).
+    /// moved one of the key's offsets backwards (an offset reset, a consumer's rewind), or
+    /// deleted the key (a stamp of a key not in `offset_table`: a tombstone, kept
+    /// [`TOMBSTONE_KEEP_MS`]).
     #[serde(
         default,
         rename = "rmqhaRewindTable",
@@ -68,7 +70,7 @@ impl ConsumerOffsetWrapper {
 struct State {
     version: DataVersion,
     table: BTreeMap<String, QueueOffsets>,
-    /// See [`ConsumerOffsetWrapper::rewind_table`]; only keys of `table`.
+    /// See [`ConsumerOffsetWrapper::rewind_table`]: keys of `table`, and tombstones.
     rewinds: BTreeMap<String, i64>,
 }
 
@@ -94,6 +96,11 @@ impl State {
     }
 }
 
+/// How long a master keeps the stamp of a deleted `topic@group` key for its slaves: a slave
+/// away longer keeps the key's old offsets (as a RocketMQ slave keeps keys its master no
+/// longer has) until the master's offsets on it pass them.
+pub const TOMBSTONE_KEEP_MS: i64 = 7 * 24 * 3600 * 1000;
+
 /// Consumer progress, persisted on demand: the broker calls
 /// [`persist_if_dirty`](Self::persist_if_dirty) every `flushConsumerOffsetInterval` (5000 ms)
 /// and [`persist`](Self::persist) on shutdown. Commits only touch memory.
@@ -116,11 +123,7 @@ impl ConsumerOffsetTable {
         Ok(ConsumerOffsetTable {
             state: RwLock::new(State {
                 version: wrapper.data_version.unwrap_or_default(),
-                rewinds: wrapper
-                    .rewind_table
-                    .into_iter()
-                    .filter(|(key, _)| wrapper.offset_table.contains_key(key))
-                    .collect(),
+                rewinds: wrapper.rewind_table,
                 table: wrapper.offset_table,
             }),
             store,
@@ -183,13 +186,28 @@ impl ConsumerOffsetTable {
     /// Forgets every offset of `group` (as when the group is deleted); returns how many
     /// `topic@group` keys went.
     pub fn remove_group(&self, group: &str) -> usize {
-        self.remove_keys(|_, g| g == group)
+        self.remove_keys(|_, g| g == group, false)
     }
 
     /// Forgets every group's offsets in `topic` (as when the topic is deleted, RocketMQ 5's
     /// `cleanOffsetByTopic`); returns how many `topic@group` keys went.
     pub fn remove_topic(&self, topic: &str) -> usize {
-        self.remove_keys(|t, _| t == topic)
+        self.remove_keys(|t, _| t == topic, false)
+    }
+
+    /// [`remove_group`](Self::remove_group) on a master: each key removed is stamped (a
+    /// tombstone in `rmqhaRewindTable`), so that its slaves remove it too. Without it a slave
+    /// kept the old offsets, and its larger-offset merge kept them over the master's new,
+    /// lower ones once the group consumed again (a group re-consuming from the start): a
+    /// consumer of the slave promoted would skip what lay between.
+    pub fn remove_group_as_master(&self, group: &str) -> usize {
+        self.remove_keys(|_, g| g == group, true)
+    }
+
+    /// [`remove_topic`](Self::remove_topic) on a master, stamping each key removed (see
+    /// [`remove_group_as_master`](Self::remove_group_as_master)).
+    pub fn remove_topic_as_master(&self, topic: &str) -> usize {
+        self.remove_keys(|t, _| t == topic, true)
     }
 
     /// Lowers every offset above its queue's end, `end(topic, queue_id)`, to that end; returns
@@ -217,13 +235,25 @@ impl ConsumerOffsetTable {
         moved
     }
 
-    /// Forgets the `topic@group` keys `hit(topic, group)` picks; returns how many went.
-    fn remove_keys(&self, hit: impl Fn(&str, &str) -> bool) -> usize {
+    /// Forgets the `topic@group` keys `hit(topic, group)` picks, stamping each (a tombstone)
+    /// when `stamp`, else dropping its stamp; returns how many went.
+    fn remove_keys(&self, hit: impl Fn(&str, &str) -> bool, stamp: bool) -> usize {
         let mut state = self.write();
         let before = state.table.len();
         let keep = |key: &String| key.rsplit_once(TOPIC_GROUP_SEPARATOR).is_none_or(|(t, g)| !hit(t, g));
+        let gone: Vec<String> = state.table.keys().filter(|k| !keep(k)).cloned().collect();
         state.table.retain(|key, _| keep(key));
-        state.rewinds.retain(|key, _| keep(key));
+        if stamp {
+            for key in &gone {
+                state.stamp_rewind(key);
+            }
+            // Old tombstones go (see TOMBSTONE_KEEP_MS).
+            let since = crate::store::clock::now_ms().saturating_sub(TOMBSTONE_KEEP_MS);
+            let State { table, rewinds, .. } = &mut *state;
+            rewinds.retain(|key, at| table.contains_key(key) || *at >= since);
+        } else {
+            state.rewinds.retain(|key, _| keep(key));
+        }
         let removed = before - state.table.len();
         if removed > 0 {
             state.version.next_version();
@@ -295,6 +325,19 @@ impl ConsumerOffsetTable {
         let changed = {
             let mut state = self.write();
             let mut changed = false;
+            // Keys the master deleted since this table last heard of them (tombstones).
+            for (key, &stamp) in &master.rewind_table {
+                if master.offset_table.contains_key(key)
+                    || state.rewinds.get(key).is_some_and(|l| *l >= stamp)
+                {
+                    continue;
+                }
+                state.rewinds.insert(key.clone(), stamp);
+                if state.table.remove(key).is_some() {
+                    tracing::info!(key = %key, stamp, "consumer offsets deleted on the master: deleted here too");
+                }
+                changed = true;
+            }
             for (key, master_queues) in &master.offset_table {
                 let newer = |s: &i64| state.rewinds.get(key).is_none_or(|local| s > local);
                 if let Some(stamp) = master.rewind_table.get(key).copied().filter(newer) {
