@@ -196,6 +196,64 @@ fn at_the_limit_a_new_connection_replaces_the_one_idle_the_longest() {
     assert!(line.contains("idle the longest"), "{line}");
 }
 
+/// A connection owed an answer (a SYNC_MASTER put waiting for its slave, a long-polled pull)
+/// is never closed to make room, however long ago its request came: its client would never
+/// get the answer, and would send a stored message again. Once answered, it may go.
+#[test]
+fn a_connection_owed_an_answer_is_not_evicted() {
+    logs();
+    let held: Arc<std::sync::Mutex<Option<rmqha_core::remoting::Responder>>> = Arc::default();
+    let keep = Arc::clone(&held);
+    let handler = move |req: RemotingCommand, ctx: &RequestContext| {
+        if req.code == 9002 {
+            *keep.lock().unwrap() = Some(ctx.responder());
+            return Handled::Deferred;
+        }
+        Handled::Respond(
+            RemotingCommand::response_to(&req, response_code::SUCCESS, None).with_body(req.body.clone()),
+        )
+    };
+    let evict_after = Duration::from_millis(100);
+    let server = RemotingServer::bind(
+        &["127.0.0.1:0".parse().unwrap()],
+        Arc::new(handler),
+        ServerConfig { max_connections: 1, evict_idle_after: evict_after, ..ServerConfig::default() },
+    )
+    .unwrap();
+    let waiting = RemotingClient::connect(addr(&server).to_string(), ClientConfig::default()).unwrap();
+    let call = thread::spawn(move || {
+        let r = waiting.invoke_sync(RemotingCommand::request(9002).with_body(b"late".to_vec()), CALL * 2);
+        (waiting, r)
+    });
+    let deadline = Instant::now() + CALL;
+    while held.lock().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the request never reached the handler");
+        thread::sleep(Duration::from_millis(5));
+    }
+    // Its connection ages past the threshold while its answer is owed.
+    let aged = Instant::now() + evict_after * 3;
+    while Instant::now() < aged {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let (mut newcomer, _) = raw_peer(&server, b"");
+    assert!(closed_by_server(&mut newcomer, CALL), "the newcomer took the owed connection's place");
+    let responder = held.lock().unwrap().take().unwrap();
+    let req = RemotingCommand::request(9002);
+    responder
+        .send(RemotingCommand::response_to(&req, response_code::SUCCESS, None).with_body(b"done".to_vec()))
+        .unwrap();
+    drop(responder);
+    let (_waiting, r) = call.join().unwrap();
+    assert_eq!(r.unwrap().body, b"done", "the answer reached its client");
+    // Answered, idle: now it may make room.
+    let aged = Instant::now() + evict_after * 2;
+    while Instant::now() < aged {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let later = good_client(&server);
+    assert_works(&later);
+}
+
 #[test]
 fn connections_beyond_the_limit_are_closed() {
     let server = start(ServerConfig { max_connections: 2, ..ServerConfig::default() });

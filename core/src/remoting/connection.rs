@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -57,6 +57,37 @@ pub(crate) struct ConnWriter {
     last_write_ms: AtomicU64,
     /// The broker's own requests awaiting the peer's answers.
     calls: Mutex<Calls>,
+    /// Requests of the peer not answered yet (see [`Owed`]).
+    owed: Arc<AtomicUsize>,
+}
+
+/// One request of the peer that expects an answer, shared by its [`Responder`]'s clones: it
+/// counts in the connection's owed answers until the answer is sent or the last clone is
+/// dropped. The server does not close a connection that is owed an answer to make room for
+/// a new one (a SYNC_MASTER put waiting for its slave, a long-polled pull): the client would
+/// never get it, and would send a stored message again.
+struct Owed {
+    count: Arc<AtomicUsize>,
+    paid: AtomicBool,
+}
+
+impl Owed {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Owed { count: Arc::clone(count), paid: AtomicBool::new(false) }
+    }
+
+    fn pay(&self) {
+        if !self.paid.swap(true, Ordering::AcqRel) {
+            self.count.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        self.pay();
+    }
 }
 
 /// The requests the broker sent on a connection and awaits answers to, by opaque. Each waiter
@@ -78,7 +109,13 @@ struct Outbox {
 }
 
 impl ConnWriter {
+    #[cfg(test)]
     fn new(stream: TcpStream, peer: SocketAddr) -> Self {
+        Self::counting(stream, peer, Arc::default())
+    }
+
+    /// A writer whose requests' owed answers count in `owed`.
+    fn counting(stream: TcpStream, peer: SocketAddr, owed: Arc<AtomicUsize>) -> Self {
         ConnWriter {
             peer,
             stream,
@@ -87,6 +124,7 @@ impl ConnWriter {
             created: Instant::now(),
             last_write_ms: AtomicU64::new(0),
             calls: Mutex::new(Calls::default()),
+            owed,
         }
     }
 
@@ -237,11 +275,15 @@ pub struct Responder {
     code: i32,
     opaque: i32,
     oneway: bool,
+    /// The answer this request is owed (none for a oneway request).
+    owed: Option<Arc<Owed>>,
 }
 
 impl Responder {
     fn new(conn: Arc<ConnWriter>, request: &RemotingCommand) -> Self {
-        Responder { conn, code: request.code, opaque: request.opaque, oneway: request.is_oneway() }
+        let oneway = request.is_oneway();
+        let owed = (!oneway).then(|| Arc::new(Owed::new(&conn.owed)));
+        Responder { conn, code: request.code, opaque: request.opaque, oneway, owed }
     }
 
     /// The address of the peer that sent the request.
@@ -275,6 +317,9 @@ impl Responder {
     pub fn send(&self, mut response: RemotingCommand) -> Result<(), RemotingError> {
         if self.oneway {
             return Ok(());
+        }
+        if let Some(owed) = &self.owed {
+            owed.pay();
         }
         if self.conn.is_closed() {
             return Err(self.closed_error());
@@ -495,6 +540,8 @@ pub(crate) struct Connection {
     /// Where to note, in milliseconds since the instant, when the last frame arrived (the
     /// server evicts the connection idle the longest at its connection limit).
     pub(crate) activity: (Instant, Arc<AtomicU64>),
+    /// How many of the peer's requests are owed an answer (see [`Owed`]).
+    pub(crate) owed: Arc<AtomicUsize>,
 }
 
 impl Connection {
@@ -512,7 +559,7 @@ impl Connection {
         };
         // A peer that stops reading must not block a handler's thread forever.
         let _ = write_half.set_write_timeout(self.write_timeout);
-        let writer = Arc::new(ConnWriter::new(write_half, self.peer));
+        let writer = Arc::new(ConnWriter::counting(write_half, self.peer, Arc::clone(&self.owed)));
         let _ = self.stream.set_read_timeout(self.idle_timeout);
 
         let mut reader = IdleReader {

@@ -158,6 +158,8 @@ struct Live {
     peer: SocketAddr,
     /// Milliseconds since `Shared::epoch` at the last frame read (or the accept).
     active_ms: Arc<AtomicU64>,
+    /// Requests of the peer not answered yet: such a connection is never evicted.
+    owed: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Shared {
@@ -172,6 +174,9 @@ impl Shared {
         let Some((&id, idle_ms)) = conns
             .live
             .iter()
+            // A connection owed an answer is busy, however long ago it last sent anything (a
+            // put waiting for its slave, a long-polled pull): closing it would lose the answer.
+            .filter(|(_, l)| l.owed.load(Ordering::Acquire) == 0)
             .map(|(id, l)| (id, now.saturating_sub(l.active_ms.load(Ordering::Relaxed))))
             .max_by_key(|&(_, idle)| idle)
         else {
@@ -234,6 +239,7 @@ impl Shared {
         let id = conns.next_id;
         conns.next_id += 1;
         let active_ms = Arc::new(AtomicU64::new(self.now_ms()));
+        let owed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let connection = Connection {
             stream,
             peer,
@@ -244,6 +250,7 @@ impl Shared {
             write_timeout: non_zero(self.config.write_timeout),
             stopping: Arc::clone(&self.stopping),
             activity: (self.epoch, Arc::clone(&active_ms)),
+            owed: Arc::clone(&owed),
         };
         let shared = Arc::clone(self);
         let name = format!("{}-conn-{id}", self.config.thread_name);
@@ -255,7 +262,7 @@ impl Shared {
             // Registered under the same lock the thread takes to unregister, so a thread that
             // ends at once still finds its entry.
             Ok(handle) => {
-                conns.live.insert(id, Live { closer, peer, active_ms });
+                conns.live.insert(id, Live { closer, peer, active_ms, owed });
                 conns.threads.push(handle);
                 tracing::debug!(%peer, %local, id, "connection accepted");
             }
