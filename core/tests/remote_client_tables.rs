@@ -163,7 +163,9 @@ fn a_heartbeat_replaces_the_groups_subscriptions() {
     // A newer subscription of B replaces the group's; an older one does not roll it back.
     ok(call(&c, heartbeat("10.0.0.1@1", "cg", &[("B", "y", 2)])));
     assert_eq!(pull_by_heartbeat(&c, "cg", "B"), (code::SUCCESS, vec!["By".into()]));
-    ok(call(&c, heartbeat("10.0.0.2@2", "cg", &[("B", "x", 1)])));
+    // Another member, on a connection of its own (a connection holds one member of a group).
+    let c2 = client(b.remoting_addrs()[0]);
+    ok(call(&c2, heartbeat("10.0.0.2@2", "cg", &[("B", "x", 1)])));
     assert_eq!(pull_by_heartbeat(&c, "cg", "B"), (code::SUCCESS, vec!["By".into()]));
     // Both members are in the group all along; a heartbeat naming no topic leaves it none.
     let list = call(

@@ -374,36 +374,78 @@ struct Inner {
     expiry: Duration,
 }
 
+/// Drops the members of one group whose heartbeats stopped or whose connection closed. A
+/// consumer group that lost one is noted for its members' notification (even when the
+/// connection had closed: its close may have been reported while the member was already
+/// gone from here, and then nobody was told); a member's connection still open is noted to
+/// be closed.
+fn drop_dead(
+    group: &str,
+    channels: &mut HashMap<String, Channel>,
+    consumer: bool,
+    (now, expiry): (Instant, Duration),
+    groups: &mut BTreeSet<String>,
+    connections: &mut Vec<Responder>,
+) {
+    channels.retain(|id, c| {
+        let keep = c.alive(now, expiry);
+        if !keep {
+            let open = c.responder.is_connected();
+            if consumer {
+                let why = if open { "heartbeats stopped" } else { "connection closed" };
+                tracing::info!(group, client = id, peer = %c.peer, "consumer gone ({why})");
+                groups.insert(group.to_owned());
+            }
+            if open {
+                connections.push(c.responder.clone());
+            }
+        }
+        keep
+    });
+}
+
 impl Inner {
+    /// Drops the dead members of every group (the expiry timer, a closed connection).
     fn prune(&mut self) {
-        let (now, expiry) = (Instant::now(), self.expiry);
+        let clock = (Instant::now(), self.expiry);
         let (groups, connections) = (&mut self.expired_groups, &mut self.expired_connections);
         self.consumers.retain(|group, g| {
-            g.channels.retain(|id, c| {
-                let keep = c.alive(now, expiry);
-                if !keep {
-                    let why =
-                        if c.responder.is_connected() { "heartbeats stopped" } else { "connection closed" };
-                    tracing::info!(group, client = id, peer = %c.peer, "consumer gone ({why})");
-                    if c.responder.is_connected() {
-                        groups.insert(group.clone());
-                        connections.push(c.responder.clone());
-                    }
-                }
-                keep
-            });
+            drop_dead(group, &mut g.channels, true, clock, groups, connections);
             !g.channels.is_empty()
         });
-        self.producers.retain(|_, m| {
-            m.retain(|_, c| {
-                let keep = c.alive(now, expiry);
-                if !keep && c.responder.is_connected() {
-                    connections.push(c.responder.clone());
-                }
-                keep
-            });
+        self.producers.retain(|group, m| {
+            drop_dead(group, m, false, clock, groups, connections);
             !m.is_empty()
         });
+    }
+
+    /// Drops the dead members of one consumer group only: what a lookup of the group needs.
+    /// (Pruning every group at every pull let one connection that registered many made-up
+    /// members slow every consumer's pulls.)
+    fn prune_consumers(&mut self, group: &str) {
+        let clock = (Instant::now(), self.expiry);
+        let Some(g) = self.consumers.get_mut(group) else { return };
+        drop_dead(
+            group,
+            &mut g.channels,
+            true,
+            clock,
+            &mut self.expired_groups,
+            &mut self.expired_connections,
+        );
+        if g.channels.is_empty() {
+            self.consumers.remove(group);
+        }
+    }
+
+    /// Drops the dead members of one producer group only.
+    fn prune_producers(&mut self, group: &str) {
+        let clock = (Instant::now(), self.expiry);
+        let Some(m) = self.producers.get_mut(group) else { return };
+        drop_dead(group, m, false, clock, &mut self.expired_groups, &mut self.expired_connections);
+        if m.is_empty() {
+            self.producers.remove(group);
+        }
     }
 }
 
@@ -466,10 +508,17 @@ impl ClientTable {
         subscriptions: Vec<Subscription>,
     ) -> bool {
         let mut inner = self.lock();
-        inner.prune();
+        inner.prune_consumers(group);
         inner.peers.insert(channel.peer);
         let g = inner.consumers.entry(group.to_owned()).or_default();
-        let added = g.channels.insert(client_id.to_owned(), channel).is_none();
+        // One member per connection and group, as RocketMQ keys its members by channel: a
+        // connection that names another client id replaces its member (a peer could
+        // otherwise register any number of made-up members, which rebalancing would hand
+        // queues to).
+        let before = g.channels.len();
+        g.channels.retain(|id, c| id == client_id || c.peer != channel.peer);
+        let replaced = before != g.channels.len();
+        let added = g.channels.insert(client_id.to_owned(), channel).is_none() || replaced;
         g.message_model.clone_from(&kind.message_model);
         g.consume_type.clone_from(&kind.consume_type);
         g.consume_from_where.clone_from(&kind.consume_from_where);
@@ -484,11 +533,12 @@ impl ClientTable {
     /// Records a producer's heartbeat.
     pub(crate) fn register_producer(&self, group: &str, client_id: &str, channel: Channel) {
         let mut inner = self.lock();
-        // Closed connections go here too, or a broker that only producers use would keep each
-        // one's entry (and its socket) for good.
-        inner.prune();
+        inner.prune_producers(group);
         inner.peers.insert(channel.peer);
-        inner.producers.entry(group.to_owned()).or_default().insert(client_id.to_owned(), channel);
+        let members = inner.producers.entry(group.to_owned()).or_default();
+        // One member per connection and group, as for consumers.
+        members.retain(|id, c| id == client_id || c.peer != channel.peer);
+        members.insert(client_id.to_owned(), channel);
     }
 
     /// A live connection of producer group `group` (RocketMQ's `getAvailableChannel`), the
@@ -501,7 +551,7 @@ impl ClientTable {
     /// a connection that could have sent the message and may decide it.
     pub(crate) fn producer_channel(&self, group: &str, topic: &str) -> Option<Responder> {
         let mut inner = self.lock();
-        inner.prune();
+        inner.prune_producers(group);
         inner
             .producers
             .get(group)?
@@ -584,7 +634,7 @@ impl ClientTable {
     /// The client ids of a consumer group's live members, sorted.
     pub(crate) fn consumer_ids(&self, group: &str) -> Vec<String> {
         let mut inner = self.lock();
-        inner.prune();
+        inner.prune_consumers(group);
         let ids: BTreeSet<&String> =
             inner.consumers.get(group).map(|g| g.channels.keys().collect()).unwrap_or_default();
         ids.into_iter().cloned().collect()
@@ -593,7 +643,7 @@ impl ClientTable {
     /// A consumer group's live members by client id, sorted (to push a request to each).
     pub(crate) fn consumer_channels(&self, group: &str) -> Vec<(String, Channel)> {
         let mut inner = self.lock();
-        inner.prune();
+        inner.prune_consumers(group);
         let mut out: Vec<(String, Channel)> = inner
             .consumers
             .get(group)
@@ -607,7 +657,7 @@ impl ClientTable {
     /// `ConsumerManager.findChannel`), to send it a request; `None` if it is not connected.
     pub(crate) fn consumer_channel(&self, group: &str, client_id: &str) -> Option<Channel> {
         let mut inner = self.lock();
-        inner.prune();
+        inner.prune_consumers(group);
         inner.consumers.get(group)?.channels.get(client_id).cloned()
     }
 
@@ -617,7 +667,7 @@ impl ClientTable {
     pub(crate) fn consumer_connection(&self, group: &str) -> Option<serde_json::Value> {
         use serde_json::{Value, json};
         let mut inner = self.lock();
-        inner.prune();
+        inner.prune_consumers(group);
         let g = inner.consumers.get(group)?;
         let mut ids: Vec<&String> = g.channels.keys().collect();
         ids.sort();
@@ -640,7 +690,7 @@ impl ClientTable {
     /// connected.
     pub(crate) fn producer_connection(&self, group: &str) -> Option<serde_json::Value> {
         let mut inner = self.lock();
-        inner.prune();
+        inner.prune_producers(group);
         let members = inner.producers.get(group)?;
         let mut ids: Vec<&String> = members.keys().collect();
         ids.sort();
@@ -665,7 +715,7 @@ impl ClientTable {
     /// The group's subscription of `topic`.
     pub(crate) fn subscription(&self, group: &str, topic: &str) -> SubscriptionLookup {
         let mut inner = self.lock();
-        inner.prune();
+        inner.prune_consumers(group);
         let Some(g) = inner.consumers.get(group) else { return SubscriptionLookup::NoGroup };
         match g.subscriptions.get(topic) {
             Some(s) => SubscriptionLookup::Found {
@@ -680,6 +730,72 @@ impl ClientTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A member's channel on a real connection (its peer as the broker would see it).
+    fn channel(listener: &std::net::TcpListener) -> (Channel, std::net::TcpStream) {
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, peer) = listener.accept().unwrap();
+        let channel = Channel {
+            responder: Responder::for_test(stream, peer),
+            peer,
+            language: LanguageCode::JAVA,
+            version: 401,
+            last_update: Instant::now(),
+            acl: None,
+        };
+        (channel, client)
+    }
+
+    /// One member per connection and group, as RocketMQ keys members by channel: a peer that
+    /// names client ids by the thousand holds one member, the last it named.
+    #[test]
+    fn a_connection_holds_one_member_per_group() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let t = ClientTable::new(Duration::from_secs(120));
+        let (ch, _c) = channel(&listener);
+        let kind = ConsumerKind::default();
+        assert!(t.register_consumer("g", "a", ch.clone(), &kind, vec![]));
+        for i in 0..1000 {
+            assert!(t.register_consumer("g", &format!("fake-{i}"), ch.clone(), &kind, vec![]), "a change");
+        }
+        assert!(!t.register_consumer("g", "fake-999", ch.clone(), &kind, vec![]), "the same member again");
+        assert_eq!(t.consumer_ids("g"), ["fake-999"]);
+        // Another connection is another member.
+        let (other, _o) = channel(&listener);
+        t.register_consumer("g", "b", other, &kind, vec![]);
+        assert_eq!(t.consumer_ids("g"), ["b", "fake-999"]);
+        for i in 0..100 {
+            t.register_producer("p", &format!("p-{i}"), ch.clone());
+        }
+        let v = t.producer_connection("p").unwrap();
+        assert_eq!(v["connectionSet"].as_array().unwrap().len(), 1);
+    }
+
+    /// A member whose connection closed, dropped by a lookup before the close is reported:
+    /// its group is still told (by the next expiry round). Before, the lookup dropped it
+    /// silently and the close found nothing left to report.
+    #[test]
+    fn a_member_dropped_before_its_close_is_reported_is_still_announced() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let t = ClientTable::new(Duration::from_secs(120));
+        let kind = ConsumerKind::default();
+        let (a, _ca) = channel(&listener);
+        let (gone, _cg) = channel(&listener);
+        let gone_peer = gone.peer;
+        t.register_consumer("g", "a", a, &kind, vec![]);
+        t.register_consumer("g", "gone", gone.clone(), &kind, vec![]);
+        assert_eq!(t.expire().0, Vec::<String>::new());
+        // Its connection is marked closed; a pull's lookup runs before the close handler.
+        gone.responder.close_connection();
+        assert!(matches!(t.subscription("g", "T"), SubscriptionLookup::NoTopic));
+        assert_eq!(t.consumer_ids("g"), ["a"]);
+        let at_close = t.connection_closed(gone_peer);
+        let (expired, _) = t.expire();
+        assert!(
+            at_close == ["g"] || expired == ["g"],
+            "the group was told neither at the close ({at_close:?}) nor by expiry ({expired:?})"
+        );
+    }
 
     fn sub(topic: &str, expr: &str, version: i64) -> Subscription {
         Subscription {

@@ -286,6 +286,12 @@ impl Responder {
         Responder { conn, code: request.code, opaque: request.opaque, oneway, owed }
     }
 
+    /// A responder to a request on `stream` (unit tests of the tables that keep responders).
+    #[cfg(test)]
+    pub(crate) fn for_test(stream: TcpStream, peer: SocketAddr) -> Self {
+        Responder::new(Arc::new(ConnWriter::new(stream, peer)), &RemotingCommand::request(0))
+    }
+
     /// The address of the peer that sent the request.
     pub fn peer(&self) -> SocketAddr {
         self.conn.peer
