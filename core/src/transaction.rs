@@ -448,6 +448,11 @@ impl Default for Decisions {
     }
 }
 
+/// How far before a transaction's first half message [`Decisions::decided`] starts reading
+/// the op queue by store time: an op message is stored after the half message it decides,
+/// unless the clock was set back meanwhile, by up to this much.
+const DECIDED_SCAN_SLACK_MS: i64 = 10 * 60 * 1000;
+
 /// How long the first claim after a start waits for the op queue to be dispatched.
 const LOAD_WAIT: Duration = Duration::from_secs(5);
 
@@ -556,6 +561,55 @@ impl Decisions {
                 })
             }
         }
+    }
+
+    /// How transaction `o` of queue `q` (of which `half` is a half message) was decided, if
+    /// it was, wherever that is recorded: here (or being decided now), in a spill, by its
+    /// committed message in the real topic, or by an op message in the op queue, read from
+    /// the first stored [`DECIDED_SCAN_SLACK`] before the transaction's first half message
+    /// (or from the queue's start when that message is gone). For an operator's
+    /// RESUME_CHECK_HALF_MESSAGE, rare enough for the scan: a decided transaction checked
+    /// again could be decided again (a rolled-back one committed).
+    pub(crate) fn decided(
+        &self,
+        store: &MessageStore,
+        half: &StoredMessage,
+        q: i32,
+        o: i64,
+    ) -> Option<Option<Outcome>> {
+        let spilled = {
+            let queues = self.queues.lock();
+            let d = queues.get(&q);
+            match d.and_then(|d| d.entries.get(&o)).map(|e| e.state) {
+                Some(State::Deciding(x)) => return Some(Some(x)),
+                Some(State::Decided { outcome, .. }) => return Some(outcome),
+                None => d.map(|d| d.spilled_ranges(o)).unwrap_or_default(),
+            }
+        };
+        if !spilled.is_empty() {
+            if let Some(outcome) = spilled_decision(store, q, o, &spilled) {
+                return Some(outcome);
+            }
+        }
+        if committed_in_real_topic(store, half, o) {
+            return Some(Some(Outcome::Commit));
+        }
+        let op_q = store.consume_queues().find(OP_TOPIC, q)?;
+        let half_q = store.consume_queues().find(HALF_TOPIC, q);
+        let first_stored =
+            half_q.as_deref().and_then(|h| h.get(o)).and_then(|u| store.message_at(u.phy_offset));
+        let from = match first_stored {
+            Some(m) => store.queue_offset_by_time(
+                OP_TOPIC,
+                q,
+                m.store_timestamp.saturating_sub(DECIDED_SCAN_SLACK_MS),
+            ),
+            None => op_q.min_offset_in_queue(),
+        };
+        (from.max(op_q.min_offset_in_queue())..op_q.max_offset_in_queue())
+            .filter_map(|i| read_op(store, &op_q, half_q.as_deref(), i))
+            .find(|&(origin, _)| origin == o)
+            .map(|(_, outcome)| outcome)
     }
 
     /// Claims every transaction of `queue` decided without its op message (a commit whose

@@ -55,11 +55,8 @@ fn missing_and_unparsable_fields_are_system_errors_naming_the_field() {
     send.remove_ext("topic");
     let r = call(&c, send);
     assert_eq!(r.code, code::SYSTEM_ERROR);
-    assert!(
-        r.remark.as_deref().unwrap().contains("\"a\"")
-            || r.remark.as_deref().unwrap().contains("\"producerGroup\""),
-        "{r:?}"
-    );
+    // SEND_MESSAGE_V2 is read by its V2 names: the topic's, `b`, is the one missing.
+    assert!(r.remark.as_deref().unwrap().contains("\"b\""), "{r:?}");
     let r = call(&c, send_v2(&Msg::new("T", b"x")).with_ext("e", "zero"));
     assert_eq!(r.code, code::SYSTEM_ERROR);
     assert!(r.remark.unwrap().contains("\"e\""));

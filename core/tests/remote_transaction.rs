@@ -407,8 +407,8 @@ fn a_discarded_transaction_is_checked_again_on_resume() {
     assert_eq!(messages(&b, "T", 1).len(), 1);
 }
 
-/// A resumed half message of a transaction that is decided is not asked about again, and a
-/// commit naming the resumed copy stores nothing more.
+/// A transaction decided already is not resumed: it is refused, naming the decision, and
+/// no copy is put back nor checked. A commit naming the half message again stores nothing.
 #[test]
 fn a_decided_transaction_is_not_checked_again_on_resume() {
     let dir = tempfile::tempdir().unwrap();
@@ -422,17 +422,51 @@ fn a_decided_transaction_is_not_checked_again_on_resume() {
     assert_eq!(done.code, code::SUCCESS, "{done:?}");
     assert!(wait_until(TIMEOUT, || messages(&b, "T", 1).len() == 1));
     let tool = client(b.remoting_addrs()[0]);
+    let halves = messages(&b, HALF, 0).len();
     let r = tool.invoke_sync(RemotingCommand::request(RESUME).with_ext("msgId", &half_id), TIMEOUT).unwrap();
-    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    assert!(remark(&r).contains("decided already (COMMIT)"), "{r:?}");
     assert!(p.next_check(Duration::from_millis(1500)).is_none(), "a decided transaction checked again");
-    // The copy is the same transaction: committing it again stores nothing.
-    let copy = messages(&b, HALF, 0).pop().unwrap();
-    assert_eq!(copy.property("TRANSACTION_CHECK_TIMES"), Some("0"));
-    let again = p.call(end_tx("pg", copy.queue_offset, copy.phy_offset, COMMIT, false));
+    assert_eq!(messages(&b, HALF, 0).len(), halves, "a copy was put back");
+    let again = p.call(end_tx("pg", qo, phy, COMMIT, false));
     assert_eq!(again.code, code::SUCCESS, "{again:?}");
     assert!(remark(&again).contains("already committed"), "{again:?}");
     settled(&b);
     assert_eq!(messages(&b, "T", 1).len(), 1);
+}
+
+/// A rolled-back transaction whose decision this broker no longer holds in memory (the
+/// check cursors passed its op message, and the broker restarted): a resume finds the
+/// decision in the op queue and refuses. Before, the copy was checked again, and a producer
+/// answering COMMIT committed a transaction rolled back.
+#[test]
+fn a_rolled_back_transaction_resumed_after_a_restart_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = master(dir.path(), "ASYNC_MASTER", CHECK_SOON);
+    let mut p = Producer::connect(&b, "pg");
+    let r = p.call(send_tx("pg", 1, b"rolled back", "UB", &[]));
+    assert_eq!(r.code, code::SUCCESS, "{r:?}");
+    let (qo, phy) = (ext_i64(&r, "queueOffset"), msg_id_offset(r.ext("msgId").unwrap()));
+    let half_id = r.ext("msgId").unwrap().to_string();
+    let done = p.call(end_tx("pg", qo, phy, ROLLBACK, false));
+    assert_eq!(done.code, code::SUCCESS, "{done:?}");
+    assert!(
+        wait_until(TIMEOUT, || b.consumer_offset("CID_RMQ_SYS_TRANS", OP, 0) >= 1
+            && b.consumer_offset("CID_RMQ_SYS_TRANS", HALF, 0) > qo),
+        "the check cursors recorded past the decision"
+    );
+    drop(p);
+    b.shutdown();
+    drop(b);
+
+    let b = master(dir.path(), "ASYNC_MASTER", CHECK_SOON);
+    let mut p = Producer::connect(&b, "pg");
+    let tool = client(b.remoting_addrs()[0]);
+    let r = tool.invoke_sync(RemotingCommand::request(RESUME).with_ext("msgId", &half_id), TIMEOUT).unwrap();
+    assert_eq!(r.code, code::SYSTEM_ERROR, "{r:?}");
+    assert!(remark(&r).contains("decided already (ROLLBACK)"), "{r:?}");
+    assert!(p.next_check(Duration::from_millis(1500)).is_none(), "a rolled-back transaction checked again");
+    assert!(messages(&b, "T", 1).is_empty());
 }
 
 #[test]

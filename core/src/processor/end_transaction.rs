@@ -313,6 +313,21 @@ impl EndTransactionProcessor {
                 ),
             );
         };
+        // A transaction decided already is not checked again: its producer could answer
+        // otherwise now (4.9 puts it back regardless, and a rolled-back transaction could be
+        // committed).
+        if let Some(o) = origin {
+            if let Some(outcome) = self.shared.decisions.decided(broker.store(), &msg, 0, o) {
+                let how = outcome.map_or("by an op message that does not say how", Outcome::as_str);
+                return reply(
+                    req,
+                    response_code::SYSTEM_ERROR,
+                    format!(
+                        "msgId {msg_id} belongs to a transaction decided already ({how}): its check is not resumed"
+                    ),
+                );
+            }
+        }
         // The copy says WAIT=false (as 4.9's `setWaitStoreMsgOK(false)`): its put answers
         // once stored, without waiting for a flush or a slave, so this does not hold the
         // connection's thread.
