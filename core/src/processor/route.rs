@@ -93,20 +93,31 @@ impl GroupTable {
         addrs
     }
 
-    /// Records a registration; `None` when the table is full of live ones. Expired ones are
-    /// dropped here too: route queries alone did that, so without them every registration
-    /// (any client may send one) stayed in memory.
+    /// Records a registration; `None` when the table is full of live ones, or when a live
+    /// registration of `addr` came from another host (another client could otherwise take a
+    /// slave's entry, and with it the slave out of the routes). Expired ones are dropped here
+    /// too: route queries alone did that, so without them every registration (any client
+    /// may send one) stayed in memory.
     fn register(&self, addr: &str, r: Registration) -> Option<bool> {
         let mut regs = self.lock();
         regs.retain(|_, r| r.at.elapsed() < REGISTRATION_EXPIRY);
-        if regs.len() >= MAX_REGISTRATIONS && !regs.contains_key(addr) {
-            return None;
+        match regs.get(addr) {
+            Some(held) if held.peer_ip != r.peer_ip => return None,
+            None if regs.len() >= MAX_REGISTRATIONS => return None,
+            _ => {}
         }
         Some(regs.insert(addr.to_owned(), r).is_none())
     }
 
-    fn unregister(&self, addr: &str) -> bool {
-        self.lock().remove(addr).is_some()
+    /// Removes the registration of `addr`, only as made from the same host (`peer`): any
+    /// client could otherwise take a slave out of the routes.
+    fn unregister(&self, addr: &str, peer: IpAddr) -> bool {
+        let mut regs = self.lock();
+        if regs.get(addr).is_some_and(|r| r.peer_ip == peer) {
+            regs.remove(addr);
+            return true;
+        }
+        false
     }
 }
 
@@ -232,7 +243,10 @@ impl RouteProcessor {
                 return Err(reply(
                     req,
                     response_code::SYSTEM_ERROR,
-                    format!("{MAX_REGISTRATIONS} slaves are registered already"),
+                    format!(
+                        "{MAX_REGISTRATIONS} slaves are registered already, or {} is registered from another host",
+                        crate::clip(addr, 64)
+                    ),
                 ));
             }
         }
@@ -241,9 +255,9 @@ impl RouteProcessor {
             .with_ext("masterAddr", broker_addr(b)))
     }
 
-    fn unregister(&self, req: &RemotingCommand) -> Answer {
+    fn unregister(&self, req: &RemotingCommand, peer: SocketAddr) -> Answer {
         let addr = req.ext_str("brokerAddr").map_err(|e| bad_header(req, e))?;
-        if self.shared.group.unregister(addr) {
+        if self.shared.group.unregister(addr, peer.ip()) {
             tracing::info!(addr, "slave unregistered");
         }
         Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None))
@@ -294,7 +308,7 @@ impl RequestHandler for RouteProcessor {
             request_code::GET_SYSTEM_TOPIC_LIST_FROM_NS => Ok(self.system_topics_ns(&b, &request)),
             request_code::GET_SYSTEM_TOPIC_LIST_FROM_BROKER => Ok(system_topics_broker(&b, &request)),
             request_code::REGISTER_BROKER => self.register(&b, &request, ctx.peer()),
-            request_code::UNREGISTER_BROKER => self.unregister(&request),
+            request_code::UNREGISTER_BROKER => self.unregister(&request, ctx.peer()),
             _ => Ok(RemotingCommand::not_supported(&request)),
         };
         Handled::Respond(answer.unwrap_or_else(|e| e))
@@ -314,4 +328,27 @@ fn advertised_perm(topic_perm: i32, broker_perm: i32) -> i32 {
     use crate::metadata::TopicConfig;
     let rw = TopicConfig::PERM_READ | TopicConfig::PERM_WRITE;
     if broker_perm & rw == rw { topic_perm } else { topic_perm & broker_perm }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reg(ip: [u8; 4]) -> Registration {
+        Registration { broker_id: 1, cluster: "c".into(), peer_ip: IpAddr::from(ip), at: Instant::now() }
+    }
+
+    /// A slave's registration is its host's: another host can neither replace nor remove it
+    /// (either took the slave out of the master's routes), the slave's own host can.
+    #[test]
+    fn only_the_registering_host_replaces_or_removes_a_registration() {
+        let t = GroupTable::default();
+        assert_eq!(t.register("10.0.0.5:10911", reg([10, 0, 0, 5])), Some(true));
+        assert_eq!(t.register("10.0.0.5:10911", reg([10, 0, 0, 6])), None, "another host");
+        assert!(!t.unregister("10.0.0.5:10911", IpAddr::from([10, 0, 0, 6])));
+        assert_eq!(t.lock()["10.0.0.5:10911"].peer_ip, IpAddr::from([10, 0, 0, 5]));
+        assert_eq!(t.register("10.0.0.5:10911", reg([10, 0, 0, 5])), Some(false), "renewed");
+        assert!(t.unregister("10.0.0.5:10911", IpAddr::from([10, 0, 0, 5])));
+        assert!(t.lock().is_empty());
+    }
 }
