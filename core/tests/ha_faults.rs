@@ -833,12 +833,20 @@ fn a_slave_with_a_lagging_dispatcher_reports_its_last_record_boundary() {
     master.shutdown();
 }
 
-/// A slave holding part of a record that its master lost (in a crash, say) and then wrote
-/// other bytes over: only that partial record differs. No put's record ends inside it, so
-/// dropping it loses nothing acknowledged; before, the slave found "the logs diverged" on
-/// every reconnect and never replicated again.
-#[test]
-fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
+/// A slave whose fake master (`fake`, where it is connected now) fed it the first 60 bytes
+/// of its real master's next record, altered by `alter`: a partial record at `end` that the
+/// master does not have. `real` is the master's record there.
+struct Partial {
+    md: tempfile::TempDir,
+    sd: tempfile::TempDir,
+    master: std::sync::Arc<Broker>,
+    slave: std::sync::Arc<Broker>,
+    fake: std::net::TcpListener,
+    end: i64,
+    real: Vec<u8>,
+}
+
+fn slave_holding_a_partial_record(alter: impl FnOnce(&mut [u8])) -> Partial {
     let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
     let slave = slave_of(sd.path(), &master, &[]);
@@ -847,20 +855,32 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
     }
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
     let end = slave.max_offset();
-
-    // A fake master feeds the slave the first 60 bytes of a record the real master never
-    // wrote: the real next record with another born timestamp (bytes 40..48).
     let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     slave.set_master_address(&fake.local_addr().unwrap().to_string()).unwrap();
     let (mut conn, report) = accept_slave(&fake);
     assert_eq!(report, end);
     master.put_message_sync(&message("T", 0, 10, 200)).unwrap();
     let log = commit_log_files(md.path()).into_values().next().unwrap();
-    let mut other = log[end as usize..end as usize + 60].to_vec();
-    other[40..48].copy_from_slice(&7i64.to_be_bytes());
+    let len = i32::from_be_bytes(log[end as usize..end as usize + 4].try_into().unwrap()) as usize;
+    let real = log[end as usize..end as usize + len].to_vec();
+    let mut other = real[..60].to_vec();
+    alter(&mut other);
     send_frame(&mut conn, end, &other);
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
     drop(conn);
+    Partial { md, sd, master, slave, fake, end, real }
+}
+
+/// A slave holding part of a record that its master lost (in a crash, say) and then wrote
+/// other bytes over: only that partial record differs. No put's record ends inside it, so
+/// dropping it loses nothing acknowledged; before, the slave found "the logs diverged" on
+/// every reconnect and never replicated again.
+#[test]
+fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
+    // A record the real master never wrote: its next record with another born timestamp.
+    let Partial { md, sd, master, slave, fake, end, real } =
+        slave_holding_a_partial_record(|bytes| bytes[40..48].copy_from_slice(&7i64.to_be_bytes()));
+    let len = real.len();
 
     // Again through the fake master, now sending the real record in two frames, the first
     // ending before the difference (it matches the slave's bytes): the slave keeps what
@@ -868,8 +888,6 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
     // start needed bytes the first frame had already taken, and panicked the client.)
     let (mut conn, report) = accept_slave(&fake);
     assert_eq!(report, end, "where the partial record starts");
-    let len = i32::from_be_bytes(log[end as usize..end as usize + 4].try_into().unwrap()) as usize;
-    let real = &log[end as usize..end as usize + len];
     for (at, bytes) in [(end, &real[..30]), (end + 30, &real[30..])] {
         send_frame(&mut conn, at, bytes);
     }
@@ -879,7 +897,7 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
         slave.offsets().last_ha_error
     );
     let held = commit_log_files(sd.path()).into_values().next().unwrap();
-    assert!(held[end as usize..end as usize + len] == *real, "the slave holds the master's record");
+    assert!(held[end as usize..end as usize + len] == real[..], "the slave holds the master's record");
     drop(conn);
 
     // Once more a partial record the master does not have (the first 60 bytes of its next
@@ -923,30 +941,12 @@ fn a_partial_record_the_master_no_longer_has_is_dropped_and_replaced() {
 /// filler that ends mid-file (a master with smaller files), releasing puts it cannot serve.
 #[test]
 fn the_filler_check_follows_the_record_that_replaced_a_partial_one() {
-    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
-    let slave = slave_of(sd.path(), &master, &[]);
-    for i in 0..10 {
-        master.put_message_sync(&message("T", 0, i, 200)).unwrap();
-    }
-    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
-    let end = slave.max_offset();
-
-    // A fake master feeds the slave the first 60 bytes of another record, longer than the
-    // master's next one by 64 bytes.
-    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    slave.set_master_address(&fake.local_addr().unwrap().to_string()).unwrap();
-    let (mut conn, report) = accept_slave(&fake);
-    assert_eq!(report, end);
-    master.put_message_sync(&message("T", 0, 10, 200)).unwrap();
-    let log = commit_log_files(md.path()).into_values().next().unwrap();
-    let len = i32::from_be_bytes(log[end as usize..end as usize + 4].try_into().unwrap()) as usize;
-    let real = log[end as usize..end as usize + len].to_vec();
-    let mut other = real[..60].to_vec();
-    other[..4].copy_from_slice(&(len as i32 + 64).to_be_bytes());
-    send_frame(&mut conn, end, &other);
-    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == end + 60));
-    drop(conn);
+    // Another record, longer than the master's next one by 64 bytes.
+    let Partial { md: _md, sd, master, slave, fake, end, real } = slave_holding_a_partial_record(|bytes| {
+        let len = i32::from_be_bytes(bytes[..4].try_into().unwrap());
+        bytes[..4].copy_from_slice(&(len + 64).to_be_bytes());
+    });
+    let len = real.len();
 
     // Then the real record, and after it a filler that says the file ends 1000 bytes on,
     // mid-way through this slave's file.
