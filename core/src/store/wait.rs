@@ -204,7 +204,10 @@ thread_local! {
     static IN_PUT_CALLBACK: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// Runs a put's callback, marked as such for [`stop_lock`].
+/// Runs a put's callback, marked as such for [`stop_lock`]. A callback that panics costs
+/// its own put only: callbacks run on the threads that complete puts (the deadline thread, a
+/// slave's ack reader, the group commit), and a panic that unwound one of those stopped every
+/// later put's timeout, or left a slave's connection streaming with nobody counting its acks.
 fn run_callback(cb: Callback, result: PutResult) {
     struct Running;
     impl Drop for Running {
@@ -214,7 +217,15 @@ fn run_callback(cb: Callback, result: PutResult) {
     }
     IN_PUT_CALLBACK.with(|c| c.set(c.get() + 1));
     let _running = Running;
-    cb(result);
+    let (status, offset) = (result.status, result.phy_offset);
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(result))) {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a non-string panic".into());
+        tracing::error!(%status, offset, "a put's completion callback panicked: {why}");
+    }
 }
 
 /// Takes the lock a stop holds while it runs (a broker's or a store's), or `None` when a
@@ -707,6 +718,28 @@ mod tests {
         repl.close();
         h1.join().unwrap();
         h2.join().unwrap();
+    }
+
+    /// A callback that panics on the deadline thread costs its put only: later puts still
+    /// time out. (The thread unwound, and every later put without a slave waited forever.)
+    #[test]
+    fn a_panicking_callback_does_not_stop_the_deadline_thread() {
+        let w = OffsetWaiters::new(WaitPart::Replica, PutStatus::FlushSlaveTimeout, 0, None);
+        let w2 = w.clone();
+        let h = std::thread::spawn(move || w2.run_deadlines());
+        let first = PutTicket::with_parts(result(10), 1);
+        first.on_complete(|_| panic!("a user's callback"));
+        w.register(10, Instant::now() + Duration::from_millis(20), &first);
+        assert_eq!(
+            first.wait_timeout(Duration::from_secs(10)).map(|r| r.status),
+            Some(PutStatus::FlushSlaveTimeout)
+        );
+        let second = PutTicket::with_parts(result(20), 1);
+        w.register(20, Instant::now() + Duration::from_millis(50), &second);
+        let got = second.wait_timeout(Duration::from_secs(10)).map(|r| r.status);
+        assert_eq!(got, Some(PutStatus::FlushSlaveTimeout), "the deadline thread stopped");
+        w.close();
+        h.join().unwrap();
     }
 
     #[test]
