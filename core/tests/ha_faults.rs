@@ -977,6 +977,46 @@ fn the_filler_check_follows_the_record_that_replaced_a_partial_one() {
     master.shutdown();
 }
 
+/// A cut at a served master's end while puts go on: the end it names is checked again under
+/// the put lock, so a record appended between the caller's check and the cut is never cut.
+/// (Checked only before, the cut took records already streamed and acknowledged, and the
+/// HA writer went on from past the new end, in the middle of what was written next.)
+#[test]
+fn a_cut_at_a_served_masters_end_never_takes_records_appended_meanwhile() {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    let slave = slave_of(sd.path(), &master, &[]);
+    master.put_message_sync(&message("X", 0, 0, 100)).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
+    // A bounded number of puts (each index file of the test config holds 255 keys, and
+    // every file stays mapped).
+    let putter = {
+        let m = master.clone();
+        std::thread::spawn(move || {
+            (1..2000)
+                .map(|i| {
+                    let msg = message("X", 0, i, 100);
+                    let r = m.put_message_sync(&msg).unwrap();
+                    (r.phy_offset, msg.body)
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    let mut cuts = 0;
+    while !putter.is_finished() {
+        let _ = master.store().truncate(master.max_offset() as u64);
+        cuts += 1;
+    }
+    assert!(cuts > 10, "cuts tried while putting: {cuts}");
+    let acked = putter.join().unwrap();
+    for (offset, body) in &acked {
+        let m = master.store().message_at(*offset).expect("an acknowledged record was cut");
+        assert_eq!(&m.body, body, "the record at {offset} was cut and written over");
+    }
+    slave.shutdown();
+    master.shutdown();
+}
+
 /// A master serving slaves refuses to cut its log: its slaves would keep what was cut (and
 /// puts acked on their word), and its writers would go on from their old positions, in the
 /// middle of whatever is written next.

@@ -973,6 +973,24 @@ impl CommitLog {
     /// `offset` meanwhile (the caller stops the dispatcher and HA first).
     pub fn truncate(&self, offset: u64) -> std::io::Result<()> {
         let _state = self.put.lock();
+        // Checked again under the put lock: a caller's check ran before it, and puts may have
+        // appended since (on a master serving slaves, records streamed and acknowledged).
+        let end = self.max_offset.load(Ordering::Acquire);
+        if offset > end {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("cannot truncate to {offset}: beyond the CommitLog's end at {end}"),
+            ));
+        }
+        if self.served_to_slaves() && offset < end {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "cannot truncate to {offset}: this master serves its CommitLog to slaves, which hold what \
+                     would be cut (it ends at {end}: records were appended meanwhile)"
+                ),
+            ));
+        }
         // Cut short (a file left, its tail half zeroed, or the zeros' sync failed), the log's
         // files and positions no longer agree, and cut records could come back after a crash:
         // nothing may be appended after that.
