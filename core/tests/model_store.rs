@@ -687,8 +687,26 @@ fn keys_written_after_a_cut_behind_an_empty_index_file_survive_a_crash() {
     let store = open_with(dir.path(), false, &no_cq_flush);
     settle(&store);
     assert_eq!(index_files(), 1, "the re-dispatch rolled an empty index file");
-    // Cut inside the full file, and write a keyed message at the cut.
+    // Cut inside the full file, and write a keyed message at the cut. The checkpoint no
+    // longer claims bytes past the cut were synced (a crash recovery would take a torn
+    // write there for damage inside the synced log).
+    store.flush().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.checkpoint().get().master_flushed_offset < store.max_offset() {
+        assert!(std::time::Instant::now() < deadline, "the flush never reached the checkpoint");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    store.checkpoint().flush().unwrap();
     store.truncate(phys[10] as u64).unwrap();
+    let on_disk = rmqha_core::store::checkpoint::CheckpointData::decode(
+        &std::fs::read(dir.path().join("checkpoint")).unwrap(),
+    );
+    assert!(
+        on_disk.master_flushed_offset <= phys[10],
+        "{} past the cut {}",
+        on_disk.master_flushed_offset,
+        phys[10]
+    );
     assert_eq!(put(&store, "after-cut".into()), phys[10]);
     settle(&store);
     let found = |store: &MessageStore| {

@@ -313,8 +313,12 @@ fn damage_inside_the_log_after_a_clean_stop_is_refused_not_cut() {
         .collect();
     assert!(files_before == files_after, "the CommitLog was changed");
 
-    // Accepting the loss: with the abort file, recovery cuts at the damaged record.
+    // Accepting the loss: without the checkpoint and with the abort file, recovery cuts at
+    // the damaged record.
+    assert!(err.contains("checkpoint"), "{err}");
     std::fs::write(work.path().join("abort"), b"").unwrap();
+    assert!(MessageStore::open(config(work.path())).is_err(), "the abort file alone overrides nothing");
+    std::fs::remove_file(work.path().join("checkpoint")).unwrap();
     let store = MessageStore::open(config(work.path())).unwrap();
     assert_eq!(store.recovery().recovered_offset, victim.phy_offset as u64);
     store.start().unwrap();
@@ -323,6 +327,42 @@ fn damage_inside_the_log_after_a_clean_stop_is_refused_not_cut() {
         assert_eq!(&store.message_at(r.phy_offset).unwrap().body, body);
     }
     assert!(store.message_at(victim.phy_offset).is_none());
+}
+
+/// After a crash too, a record that fails its checks below where the checkpoint says the log
+/// was synced, with valid records after it, is damage inside the log, not a torn tail:
+/// recovery refuses, as after a clean stop. (It cut the log there, and one bad byte in a
+/// synced record deleted every acknowledged record after it.)
+#[test]
+fn damage_inside_the_synced_log_after_a_crash_is_refused_not_cut() {
+    let s = snapshot(false, false);
+    let work = tempfile::tempdir().unwrap();
+    copy_dir(s.dir.path(), work.path());
+    // The checkpoint as the next flush round would have written it: the whole log synced
+    // (the snapshot's flush synced it; its checkpoint file is written once a second).
+    let cp_path = work.path().join("checkpoint");
+    let mut cp_bytes = std::fs::read(&cp_path).unwrap();
+    let mut cp = rmqha_core::store::checkpoint::CheckpointData::decode(&cp_bytes);
+    cp.master_flushed_offset = s.last.end_offset();
+    let encoded = cp.encode();
+    cp_bytes[..encoded.len()].copy_from_slice(&encoded);
+    std::fs::write(&cp_path, &cp_bytes).unwrap();
+    let victim = s.before.iter().find(|(r, _)| r.phy_offset as u64 > FILE + 1000).unwrap().0.clone();
+    let (file, pos) = commit_log_file(work.path(), victim.phy_offset as u64, FILE);
+    let body_at = pos + victim.size as usize - 40;
+    let byte = std::fs::read(&file).unwrap()[body_at];
+    patch(&file, body_at, &[byte ^ 0xFF]);
+    let err = match MessageStore::open(config(work.path())) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a crash recovery cut a synced log at damage inside it"),
+    };
+    assert!(err.contains(&format!("offset {}", victim.phy_offset)), "{err}");
+    assert!(err.contains("synced up to offset"), "{err}");
+    // Untouched, and the operator's way out is the same as after a clean stop.
+    assert_eq!(std::fs::read(&file).unwrap()[body_at], byte ^ 0xFF);
+    std::fs::remove_file(work.path().join("checkpoint")).unwrap();
+    let store = MessageStore::open(config(work.path())).unwrap();
+    assert_eq!(store.recovery().recovered_offset, victim.phy_offset as u64);
 }
 
 /// A ConsumeQueue that lacks records the CommitLog holds after a clean stop (its directory

@@ -1433,6 +1433,16 @@ impl MessageStore {
         }
         self.flush_waiters.reset(self.commit_log.flushed_offset() as i64);
         self.commit_log.set_queue_offsets(self.cqs.queue_offset_table());
+        // The checkpoint no longer says bytes past the cut were synced: a crash recovery
+        // refuses to cut the log below that offset (damage inside, not a torn tail), and
+        // the records written there next are not synced yet.
+        let cut = offset as i64;
+        if self.checkpoint.get().master_flushed_offset > cut {
+            self.checkpoint.update(|d| d.master_flushed_offset = d.master_flushed_offset.min(cut));
+            self.checkpoint
+                .flush()
+                .map_err(|e| Error::Store(format!("truncate: writing the checkpoint: {e}")))?;
+        }
         Ok(())
     }
 }
@@ -1693,25 +1703,42 @@ fn recover(
             },
         );
     });
-    let past = units_past(cl, cqs, end, last_exit_ok);
-    if last_exit_ok && past.valid > 0 {
+    // Where the checkpoint says the log was synced to (after a crash; a checkpoint found
+    // implausible says nothing).
+    let synced = if last_exit_ok {
+        None
+    } else {
+        let cp = checkpoint.get();
+        (cp.implausible(crate::store::clock::now_ms()).is_none() && cp.master_flushed_offset > 0)
+            .then_some(cp.master_flushed_offset as u64)
+    };
+    let synced_past_end = synced.is_some_and(|s| s > end);
+    let past = units_past(cl, cqs, end, last_exit_ok || synced_past_end);
+    if (last_exit_ok || synced_past_end) && past.valid > 0 {
         // A clean stop flushed and dispatched everything, so nothing after the last record
-        // can be a torn write. If the ConsumeQueues index valid records past `end`, the log is
-        // damaged inside, and cutting it there (RocketMQ's answer) would destroy acknowledged
-        // messages for good. Refuse, and leave the CommitLog as it is.
+        // can be a torn write; after a crash, nothing the checkpoint says was synced can be
+        // either. If the ConsumeQueues index valid records past `end`, the log is damaged
+        // inside, and cutting it there (RocketMQ's answer) would destroy acknowledged
+        // messages for good (after a crash this was done: one bad byte in a synced record cut
+        // every acknowledged record after it). Refuse, and leave the CommitLog as it is.
         let (file, pos) = cl
             .data_at(end)
             .map(|(f, pos)| (f.path().display().to_string(), pos))
             .unwrap_or_else(|| (cl.queue().dirs().describe(), 0));
+        let how = match synced {
+            Some(s) => format!(" (the checkpoint says the log was synced up to offset {s})"),
+            None => String::new(),
+        };
         return Err(Error::Store(format!(
             "recovery: the CommitLog record at offset {end} ({file}, position {pos}) fails its checks \
              (magic, length or CRC), but at least {} valid records after it are indexed, up to offset {}: the log \
-             is damaged inside, not torn at its end, and cutting it there would delete them. The \
-             CommitLog was not changed. To cut it there anyway, losing those records, create the file \
-             {} and start again",
+             is damaged inside, not torn at its end{how}, and cutting it there would delete them. The \
+             CommitLog was not changed. To cut it there anyway, losing those records, delete the file {} and \
+             create the file {}, and start again",
             past.valid,
             past.valid_end,
-            config.abort_path().display()
+            config.checkpoint_path().display(),
+            config.abort_path().display(),
         )));
     }
     // What the queues indexed past the end is gone from the log: say so, loudly. After a
