@@ -121,6 +121,9 @@ pub struct MessageStore {
     dispatcher_stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     running: AtomicBool,
+    /// Set once `start` has restored the queue offsets and made the abort file: puts are
+    /// taken from then on (`running` is set when a start begins).
+    accepting: AtomicBool,
     shut: AtomicBool,
     recovery: RecoveryReport,
     total_memory: u64,
@@ -335,6 +338,7 @@ impl MessageStore {
             dispatcher_stop: Arc::new(AtomicBool::new(false)),
             threads: Mutex::new(Vec::new()),
             running: AtomicBool::new(false),
+            accepting: AtomicBool::new(false),
             shut: AtomicBool::new(false),
             recovery,
             total_memory: total_physical_memory(),
@@ -348,15 +352,24 @@ impl MessageStore {
     /// Dispatches what recovery left undispatched, then starts the service threads and marks
     /// the store as running (the abort file).
     pub fn start(self: &Arc<Self>) -> Result<()> {
+        if self.shut.load(Ordering::Acquire) {
+            // Its locks are let go and its threads joined: starting them again would run a
+            // store another process may hold now.
+            return Err(Error::Store("the store was shut down: open it again to start it".into()));
+        }
         if self.running.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         // Queue offsets for new puts come from the ConsumeQueues, so they must be complete first.
+        // Until they are (`accepting`), puts are refused: one taken meanwhile got queue offset
+        // 0 in a queue that had messages, and its unit was never written.
         while self
             .dispatcher
             .dispatch_available()
             .map_err(|e| Error::Store(format!("dispatch failed: {e}")))?
         {}
+        #[cfg(test)]
+        tests::during_start();
         self.commit_log.set_queue_offsets(self.cqs.queue_offset_table());
         let cl_min = self.commit_log.min_offset() as i64;
         for q in self.cqs.all() {
@@ -485,6 +498,7 @@ impl MessageStore {
                 }
             }
         })?);
+        self.accepting.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -733,6 +747,12 @@ impl MessageStore {
             return Err(Error::PutFailed {
                 status: PutStatus::ServiceNotAvailable,
                 reason: "the store is not running".into(),
+            });
+        }
+        if !self.accepting.load(Ordering::Acquire) {
+            return Err(Error::PutFailed {
+                status: PutStatus::ServiceNotAvailable,
+                reason: "the store is starting: its queue offsets are not restored yet".into(),
             });
         }
         if self.role() == BrokerRole::Slave {
@@ -2056,6 +2076,52 @@ mod tests {
     thread_local! {
         /// Runs in a put between its checks and its append (this thread's puts only).
         static BEFORE_APPEND: RefCell<Option<Box<dyn Fn()>>> = RefCell::new(None);
+        /// Runs in `start` once dispatch caught up, before the queue offsets are restored.
+        static DURING_START: RefCell<Option<Box<dyn Fn()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn during_start() {
+        DURING_START.with(|h| {
+            if let Some(h) = h.borrow().as_ref() {
+                h()
+            }
+        });
+    }
+
+    /// A put while `start` restores the queue offsets is refused; one after gets the next
+    /// offset of its queue. (Taken, it got queue offset 0 in a queue of 10 messages, and its
+    /// unit was never written.) A store shut down cannot be started again.
+    #[test]
+    fn puts_wait_for_start_to_restore_the_queue_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MessageStore::open(config(dir.path(), &[])).unwrap();
+        store.start().unwrap();
+        for i in 0..10 {
+            store.put_message_sync(&Message::new("T", format!("m{i}").into_bytes())).unwrap();
+        }
+        store.shutdown();
+        drop(store);
+        let store = MessageStore::open(config(dir.path(), &[])).unwrap();
+        let early = Arc::new(Mutex::new(None));
+        let (s2, e2) = (store.clone(), early.clone());
+        DURING_START.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                *e2.lock().unwrap() = Some(s2.put_message_sync(&Message::new("T", &b"early"[..])));
+            }))
+        });
+        store.start().unwrap();
+        DURING_START.with(|h| *h.borrow_mut() = None);
+        match early.lock().unwrap().take().expect("the hook ran") {
+            Err(Error::PutFailed { status: PutStatus::ServiceNotAvailable, reason }) => {
+                assert!(reason.contains("starting"), "{reason}")
+            }
+            other => panic!("a put during the start: {other:?}"),
+        }
+        let r = store.put_message_sync(&Message::new("T", &b"after"[..])).unwrap();
+        assert_eq!(r.queue_offset, 10);
+        store.shutdown();
+        assert!(store.start().is_err(), "started again after a shutdown");
+        assert!(!dir.path().join("abort").exists(), "the abort file came back");
     }
 
     pub(super) fn before_append() {
