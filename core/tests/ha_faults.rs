@@ -988,26 +988,28 @@ fn a_cut_at_a_served_masters_end_never_takes_records_appended_meanwhile() {
     let slave = slave_of(sd.path(), &master, &[]);
     master.put_message_sync(&message("X", 0, 0, 100)).unwrap();
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
-    // A bounded number of puts (each index file of the test config holds 255 keys, and
-    // every file stays mapped).
+    // Puts go on until 100 cuts were tried (at most 20,000 puts: each index file of the test
+    // config holds 255 keys, and every file stays mapped).
+    let cuts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let putter = {
-        let m = master.clone();
+        let (m, cuts) = (master.clone(), cuts.clone());
         std::thread::spawn(move || {
-            (1..2000)
-                .map(|i| {
-                    let msg = message("X", 0, i, 100);
-                    let r = m.put_message_sync(&msg).unwrap();
-                    (r.phy_offset, msg.body)
-                })
-                .collect::<Vec<_>>()
+            let mut acked = Vec::new();
+            for i in 1..20_000 {
+                if cuts.load(std::sync::atomic::Ordering::Acquire) >= 100 {
+                    break;
+                }
+                let msg = message("X", 0, i, 100);
+                let r = m.put_message_sync(&msg).unwrap();
+                acked.push((r.phy_offset, msg.body));
+            }
+            acked
         })
     };
-    let mut cuts = 0;
     while !putter.is_finished() {
         let _ = master.store().truncate(master.max_offset() as u64);
-        cuts += 1;
+        cuts.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
-    assert!(cuts > 10, "cuts tried while putting: {cuts}");
     let acked = putter.join().unwrap();
     for (offset, body) in &acked {
         let m = master.store().message_at(*offset).expect("an acknowledged record was cut");

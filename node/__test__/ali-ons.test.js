@@ -354,7 +354,6 @@ test('with its master stopped, an ali-ons consumer resumes from the slave at the
     brokerConfig(slaveDir, 'SLAVE', {
       haMasterAddress: `127.0.0.1:${master.haPort()}`,
       masterAddress: `127.0.0.1:${master.listenPort()}`,
-      slaveReadEnable: true, // RocketMQ's default (false) has a slave refuse pulls
       slaveSyncIntervalMs: 200, // consumer offsets and groups reach the slave soon
     }),
   )
