@@ -360,6 +360,12 @@ fn damage_inside_the_synced_log_after_a_crash_is_refused_not_cut() {
     assert!(err.contains("synced up to offset"), "{err}");
     // Untouched, and the operator's way out is the same as after a clean stop.
     assert_eq!(std::fs::read(&file).unwrap()[body_at], byte ^ 0xFF);
+    // A slave cuts there as before: its master holds the rest and sends it again.
+    let slave_copy = tempfile::tempdir().unwrap();
+    copy_dir(work.path(), slave_copy.path());
+    let slave = MessageStore::open(store_config(slave_copy.path(), &[("brokerRole", "SLAVE")])).unwrap();
+    assert_eq!(slave.recovery().recovered_offset, victim.phy_offset as u64);
+    drop(slave);
     std::fs::remove_file(work.path().join("checkpoint")).unwrap();
     let store = MessageStore::open(config(work.path())).unwrap();
     assert_eq!(store.recovery().recovered_offset, victim.phy_offset as u64);

@@ -1724,8 +1724,9 @@ fn recover(
         );
     });
     // Where the checkpoint says the log was synced to (after a crash; a checkpoint found
-    // implausible says nothing).
-    let synced = if last_exit_ok {
+    // implausible says nothing). Not on a slave: what it cuts, its master holds and sends
+    // again, and a slave that refused to start would stop replicating altogether.
+    let synced = if last_exit_ok || config.broker_role == BrokerRole::Slave {
         None
     } else {
         let cp = checkpoint.get();
