@@ -58,6 +58,18 @@ pub use store::{
     GetMessageResult, GetMessageStatus, MessageStore, PutResult, PutStatus, StoredMessage, TimeBoundary,
 };
 
+/// The message a panic carried (`panic!`'s text), for the places that catch one and go on:
+/// a request's handler, a put's callback, a binding's entry point.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
 /// At most the first `max` bytes of `s` (whole characters): for names a peer chose, which can
 /// be megabytes long, in logs and answers.
 pub(crate) fn clip(s: &str, max: usize) -> &str {

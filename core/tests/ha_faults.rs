@@ -787,9 +787,7 @@ fn a_connection_that_never_reported_is_no_slave() {
 /// where that record starts, the nearest offset the master serves.
 #[test]
 fn a_slave_with_a_lagging_dispatcher_reports_its_last_record_boundary() {
-    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
-    let slave = slave_of(sd.path(), &master, &[]);
+    let (md, sd, master, slave) = async_master_and_slave();
     master.put_message_sync(&message("L", 0, 0, 100)).unwrap();
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
     assert!(slave.store().wait_dispatched(Duration::from_secs(10)));
@@ -833,6 +831,15 @@ fn a_slave_with_a_lagging_dispatcher_reports_its_last_record_boundary() {
     master.shutdown();
 }
 
+/// An ASYNC_MASTER and a slave of it, each on a directory of its own (`md`, `sd`).
+fn async_master_and_slave()
+-> (tempfile::TempDir, tempfile::TempDir, std::sync::Arc<Broker>, std::sync::Arc<Broker>) {
+    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
+    let slave = slave_of(sd.path(), &master, &[]);
+    (md, sd, master, slave)
+}
+
 /// A slave whose fake master (`fake`, where it is connected now) fed it the first 60 bytes
 /// of its real master's next record, altered by `alter`: a partial record at `end` that the
 /// master does not have. `real` is the master's record there.
@@ -847,9 +854,7 @@ struct Partial {
 }
 
 fn slave_holding_a_partial_record(alter: impl FnOnce(&mut [u8])) -> Partial {
-    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
-    let slave = slave_of(sd.path(), &master, &[]);
+    let (md, sd, master, slave) = async_master_and_slave();
     for i in 0..10 {
         master.put_message_sync(&message("T", 0, i, 200)).unwrap();
     }
@@ -983,9 +988,7 @@ fn the_filler_check_follows_the_record_that_replaced_a_partial_one() {
 /// HA writer went on from past the new end, in the middle of what was written next.)
 #[test]
 fn a_cut_at_a_served_masters_end_never_takes_records_appended_meanwhile() {
-    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
-    let slave = slave_of(sd.path(), &master, &[]);
+    let (_md, _sd, master, slave) = async_master_and_slave();
     master.put_message_sync(&message("X", 0, 0, 100)).unwrap();
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
     // Puts go on until 100 cuts were tried (at most 20,000 puts: each index file of the test
@@ -1251,9 +1254,7 @@ fn with_truncate_diverged_an_old_master_cuts_its_tail_back_and_follows_the_new_o
 /// audit).
 #[test]
 fn a_slave_with_a_dispatcher_a_file_behind_reports_its_last_record_boundary() {
-    let (md, sd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let master = Broker::start_master(broker_config(md.path(), "ASYNC_MASTER", &[])).unwrap();
-    let slave = slave_of(sd.path(), &master, &[]);
+    let (md, _sd, master, slave) = async_master_and_slave();
     master.put_message_sync(&message("L", 0, 0, 100)).unwrap();
     assert!(wait_until(Duration::from_secs(10), || slave.max_offset() == master.max_offset()));
     assert!(slave.store().wait_dispatched(Duration::from_secs(10)));

@@ -123,11 +123,7 @@ fn set_last_error(message: String) {
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    let what = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic payload".into());
+    let what = rmqha_core::panic_message(payload);
     format!("rmqha panicked (a bug; please report it): {what}")
 }
 

@@ -19,11 +19,7 @@ use crate::types::{GetMessagesResult, StoredMessage};
 /// rejects the task's promise instead (code `GenericFailure`, message "rmqha panicked: ...").
 pub(crate) fn guarded<T>(work: impl FnOnce() -> Result<T>) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into());
+        let what = rmqha_core::panic_message(payload.as_ref());
         Err(napi::Error::new(napi::Status::GenericFailure, format!("rmqha panicked: {what}")))
     })
 }

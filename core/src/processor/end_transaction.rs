@@ -132,27 +132,20 @@ impl EndTransactionProcessor {
                 return Handled::Respond(reply(req, response_code::SYSTEM_ERROR, why));
             }
         };
-        if broker.config().acl_enable {
-            let topic = half.property(crate::schedule::REAL_TOPIC).unwrap_or("");
-            // Fail closed: with ACL on, a request the gate did not see is nobody's.
-            let checked = match ctx.acl() {
-                Some(identity) => identity.check_publish(topic),
-                None => Err("the request did not pass the ACL gate".to_string()),
-            };
-            if let Err(reason) = checked {
-                tracing::warn!(
-                    peer = %ctx.peer(), group, msg_id, topic,
-                    "ACL refused END_TRANSACTION: {reason}"
-                );
-                if req.is_oneway() {
-                    return Handled::NoResponse;
-                }
-                return Handled::Respond(reply(
-                    req,
-                    response_code::SYSTEM_ERROR,
-                    format!("AclException: {reason}"),
-                ));
+        let topic = half.property(crate::schedule::REAL_TOPIC).unwrap_or("");
+        if let Err(reason) = ctx.acl_permits(broker.config().acl_enable, |id| id.check_publish(topic)) {
+            tracing::warn!(
+                peer = %ctx.peer(), group, msg_id, topic,
+                "ACL refused END_TRANSACTION: {reason}"
+            );
+            if req.is_oneway() {
+                return Handled::NoResponse;
             }
+            return Handled::Respond(reply(
+                req,
+                response_code::SYSTEM_ERROR,
+                format!("AclException: {reason}"),
+            ));
         }
         let outcome =
             if decision == sysflag::TRANSACTION_COMMIT_TYPE { Outcome::Commit } else { Outcome::Rollback };

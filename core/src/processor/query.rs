@@ -74,18 +74,12 @@ impl QueryProcessor {
         let offset = req.ext_i64("offset").map_err(|e| bad_header(req, e))?;
         match b.store().genuine_record_at(offset) {
             Some(rec) => {
-                if b.config().acl_enable {
-                    let topic =
-                        rec.view().and_then(|v| v.topic_str().map(str::to_string)).unwrap_or_default();
-                    // Fail closed: with ACL on, a request the gate did not see is nobody's.
-                    let checked = match ctx.acl() {
-                        Some(identity) => identity.check_subscribe(&topic),
-                        None => Err("the request did not pass the ACL gate".to_string()),
-                    };
-                    if let Err(reason) = checked {
-                        tracing::warn!(peer = %ctx.peer(), offset, topic, "ACL refused VIEW_MESSAGE_BY_ID: {reason}");
-                        return Err(reply(req, response_code::SYSTEM_ERROR, reason));
-                    }
+                let topic_ok = |id: &crate::acl::AclIdentity| {
+                    id.check_subscribe(rec.view().and_then(|v| v.topic_str()).unwrap_or_default())
+                };
+                if let Err(reason) = ctx.acl_permits(b.config().acl_enable, topic_ok) {
+                    tracing::warn!(peer = %ctx.peer(), offset, "ACL refused VIEW_MESSAGE_BY_ID: {reason}");
+                    return Err(reply(req, response_code::SYSTEM_ERROR, format!("AclException: {reason}")));
                 }
                 Ok(RemotingCommand::response_to(req, response_code::SUCCESS, None)
                     .with_body(rec.bytes().to_vec()))

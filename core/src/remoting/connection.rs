@@ -600,7 +600,7 @@ impl Connection {
         if let Err(payload) =
             panic::catch_unwind(AssertUnwindSafe(|| self.handler.connection_closed(self.peer)))
         {
-            tracing::error!(peer = %self.peer, panic = %panic_message(payload.as_ref()),
+            tracing::error!(peer = %self.peer, panic = %crate::panic_message(payload.as_ref()),
                 "connection-closed handler panicked");
         }
     }
@@ -656,7 +656,7 @@ impl Connection {
             Ok(Handled::Respond(response)) => response,
             Ok(Handled::Deferred | Handled::NoResponse) => return true,
             Err(payload) => {
-                let message = panic_message(payload.as_ref());
+                let message = crate::panic_message(payload.as_ref());
                 tracing::error!(peer = %self.peer, code, opaque, panic = %message,
                     "request handler panicked");
                 let mut response = RemotingCommand::response(
@@ -674,16 +674,6 @@ impl Connection {
                 !writer.is_closed()
             }
         }
-    }
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
     }
 }
 

@@ -71,6 +71,23 @@ impl RequestContext {
         self.acl.as_deref()
     }
 
+    /// With `aclEnable`, whether who the gate verified passes `check` (a permission the gate
+    /// could not judge, on a resource found only by the handler); fail closed: with ACL on, a
+    /// request the gate did not see is nobody's. `Ok` without ACL.
+    pub(crate) fn acl_permits(
+        &self,
+        acl_enable: bool,
+        check: impl FnOnce(&crate::acl::AclIdentity) -> Result<(), String>,
+    ) -> Result<(), String> {
+        if !acl_enable {
+            return Ok(());
+        }
+        match self.acl() {
+            Some(identity) => check(identity),
+            None => Err("the request did not pass the ACL gate".to_string()),
+        }
+    }
+
     /// The same request as seen past the ACL gate, which verified `identity`.
     pub(crate) fn with_acl(&self, identity: Arc<crate::acl::AclIdentity>) -> RequestContext {
         RequestContext {

@@ -987,7 +987,7 @@ impl CommitLog {
                 std::io::ErrorKind::InvalidInput,
                 format!(
                     "cannot truncate to {offset}: this master serves its CommitLog to slaves, which hold what \
-                     would be cut (it ends at {end}: records were appended meanwhile)"
+                     would be cut (it ends at {end})"
                 ),
             ));
         }

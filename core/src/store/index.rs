@@ -714,6 +714,15 @@ mod tests {
         IndexOptions { slot_num: 8, index_num: 4, max_msgs_num_batch: 64 }
     }
 
+    /// An empty index of three entries per file in a new directory, with its checkpoint.
+    fn fresh_index() -> (tempfile::TempDir, Arc<StoreCheckpoint>, IndexOptions, IndexService) {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
+        let opts = three_per_file();
+        let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
+        (dir, cp, opts, index)
+    }
+
     /// Indexes keys "k0".."k{n-1}" at offsets 100, 200, ... and times 1_000_000, 1_000_001, ...
     fn index_keys(index: &IndexService, n: i64) {
         const KEYS: [&str; 7] = ["k0", "k1", "k2", "k3", "k4", "k5", "k6"];
@@ -736,10 +745,7 @@ mod tests {
     /// audit).
     #[test]
     fn a_failed_full_file_flush_holds_the_checkpoint_and_is_reported() {
-        let dir = tempfile::tempdir().unwrap();
-        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = three_per_file();
-        let index = IndexService::load(&dir.path().join("index"), opts, cp.clone(), true).unwrap();
+        let (_dir, cp, _opts, index) = fresh_index();
         index.build_index(&request(50, "first", 999_999)).unwrap();
         // The first file's flush fails with EIO, as a failing disk's writeback would.
         let first = index.files.read().unwrap()[0].path().to_path_buf();
@@ -757,10 +763,7 @@ mod tests {
     /// (by a begin of 0), it made every good file after it go too (found by an audit).
     #[test]
     fn a_blank_header_sorts_last_and_spares_the_good_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = three_per_file();
-        let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
+        let (dir, cp, opts, index) = fresh_index();
         index_keys(&index, 7);
         index.join_flushers();
         let files = index.files.read().unwrap().clone();
@@ -782,10 +785,7 @@ mod tests {
     /// end and keeps the latest), since it was never flushed whole.
     #[test]
     fn after_a_crash_an_unfull_last_file_is_rebuilt_whatever_its_times() {
-        let dir = tempfile::tempdir().unwrap();
-        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = three_per_file();
-        let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
+        let (dir, cp, opts, index) = fresh_index();
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
             index.build_index(&request(100 * (i as i64 + 1), key, 1_000_000 + i as i64)).unwrap();
         }
@@ -911,10 +911,7 @@ mod tests {
     /// goes on to the older files, and a file's end time stays the latest of its entries.
     #[test]
     fn time_bounded_queries_survive_rounding_and_a_clock_stepped_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = three_per_file();
-        let index = IndexService::load(&dir.path().join("index"), opts, cp, true).unwrap();
+        let (_dir, _cp, _opts, index) = fresh_index();
         index.build_index(&request(100, "a", 1_000_000)).unwrap();
         index.build_index(&request(200, "b", 1_010_900)).unwrap();
         assert_eq!(offsets(&index, "b", 1_010_500, i64::MAX), vec![200], "stored at 1_010_900");
@@ -936,11 +933,7 @@ mod tests {
     /// indexed although the message had been acknowledged.
     #[test]
     fn a_records_keys_survive_a_failed_roll() {
-        let dir = tempfile::tempdir().unwrap();
-        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        // Three entries per file.
-        let opts = three_per_file();
-        let index = IndexService::load(&dir.path().join("index"), opts, cp, true).unwrap();
+        let (_dir, _cp, _opts, index) = fresh_index();
         index.build_index(&request(100, "a b", 1_000_000)).unwrap();
         super::super::mapped_file::fail_next_named_creation(io::Error::from_raw_os_error(libc::ENOSPC));
         let err = index.build_index(&request(200, "c d", 1_000_001)).unwrap_err();
@@ -965,10 +958,7 @@ mod tests {
     /// checkpoint), and the rebuild skipped them as indexed below that stale end.
     #[test]
     fn a_cut_behind_an_empty_last_file_lowers_the_full_files_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = three_per_file();
-        let index = IndexService::load(&dir.path().join("index"), opts.clone(), cp.clone(), true).unwrap();
+        let (dir, cp, opts, index) = fresh_index();
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
             index.build_index(&request(100 * (i as i64 + 1), key, 1_000_000 + i as i64)).unwrap();
         }
@@ -995,10 +985,7 @@ mod tests {
     /// checkpoint after the store had closed (over a store reopened since in the process).
     #[test]
     fn join_flushers_waits_for_the_full_files_flush() {
-        let dir = tempfile::tempdir().unwrap();
-        let cp = Arc::new(StoreCheckpoint::open(&dir.path().join("checkpoint")).unwrap());
-        let opts = three_per_file();
-        let index = IndexService::load(&dir.path().join("index"), opts, cp.clone(), true).unwrap();
+        let (_dir, cp, _opts, index) = fresh_index();
         FLUSH_DELAY_MS.store(300, std::sync::atomic::Ordering::Release);
         for (i, key) in ["a", "b", "c", "d"].into_iter().enumerate() {
             index.build_index(&request(100 * (i as i64 + 1), key, 1_000_000 + i as i64)).unwrap();

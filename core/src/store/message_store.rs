@@ -1419,24 +1419,16 @@ impl MessageStore {
 
     /// `truncate` anywhere, a record's middle too: a slave dropping the partial record at its
     /// tail from where it differs from its master's bytes.
+    /// Refused, changing nothing, past the log's end (the file holding `offset` would claim
+    /// bytes past its end as written) and below it on a master serving slaves: checked by the
+    /// CommitLog under its put lock.
     pub(crate) fn cut(&self, offset: u64) -> Result<()> {
         self.writable()?;
-        if offset > self.commit_log.max_offset() {
-            // Nothing to cut; the file holding `offset` would have claimed bytes past its
-            // end as written, and the next read of them faulted.
-            return Err(Error::Store(format!(
-                "cannot truncate to {offset}: beyond the CommitLog's end at {}",
-                self.commit_log.max_offset()
-            )));
-        }
-        if self.commit_log.served_to_slaves() && offset < self.commit_log.max_offset() {
-            return Err(Error::Store(format!(
-                "cannot truncate to {offset}: this master serves its CommitLog to slaves, which hold what \
-                 would be cut"
-            )));
-        }
         let _no_dispatch = self.dispatcher.exclusive();
-        self.commit_log.truncate(offset).map_err(|e| Error::Store(format!("truncate: {e}")))?;
+        self.commit_log.truncate(offset).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidInput => Error::Store(e.to_string()),
+            _ => Error::Store(format!("truncate: {e}")),
+        })?;
         self.dispatcher
             .deleted_topics()
             .truncate(offset)

@@ -219,11 +219,7 @@ fn run_callback(cb: Callback, result: PutResult) {
     let _running = Running;
     let (status, offset) = (result.status, result.phy_offset);
     if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(result))) {
-        let why = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a non-string panic".into());
+        let why = crate::panic_message(payload.as_ref());
         tracing::error!(%status, offset, "a put's completion callback panicked: {why}");
     }
 }
